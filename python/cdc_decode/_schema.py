@@ -1,0 +1,46 @@
+"""The change-event schema (docs/events.md) and the format names, shared by both engines."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+FORMATS: tuple[str, ...] = ("tencent-dts",)
+"""The format names ``decode`` accepts."""
+
+MODES: tuple[str, ...] = ("permissive", "dropmalformed", "failfast")
+
+_TEXT_MAP = pa.map_(pa.string(), pa.string())
+_TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+EVENT_SCHEMA = pa.schema(
+    [
+        pa.field("format", pa.string()),
+        pa.field("op", pa.string(), nullable=False),
+        pa.field("source_op", pa.string()),
+        pa.field("source_db", pa.string()),
+        pa.field("source_schema", pa.string()),
+        pa.field("source_table", pa.string()),
+        pa.field("event_time", _TIMESTAMP),
+        pa.field("capture_time", _TIMESTAMP),
+        pa.field("tx_id", pa.string()),
+        pa.field("position", pa.string()),
+        pa.field("sequence", pa.binary()),
+        pa.field("event_id", pa.string()),
+        pa.field("primary_key", pa.list_(pa.string())),
+        pa.field("before", _TEXT_MAP),
+        pa.field("after", _TEXT_MAP),
+        pa.field("ddl", pa.string()),
+        pa.field("metadata", _TEXT_MAP),
+        pa.field("error", pa.string()),
+        pa.field("raw", pa.binary()),
+    ]
+)
+
+
+def event_schema() -> pa.Schema:
+    """The output schema of every decoder: one change event per row.
+
+    Returns:
+        The pyarrow schema, column order included, that ``decode`` returns in generic mode.
+    """
+    return EVENT_SCHEMA

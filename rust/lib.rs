@@ -1,0 +1,2 @@
+//! cdc-decode: cloud change-data-capture messages in, Arrow change events out.
+pub mod proto;
