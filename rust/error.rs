@@ -1,0 +1,55 @@
+//! The one error type. A message-level error becomes an error row (permissive), a counted
+//! drop (dropmalformed) or, wrapped in [`Error::Message`], a raised `DecodeError` (failfast).
+
+/// Everything that can go wrong, each with a message a data engineer can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bytes that are not the ProtoBuf message they should be.
+    #[error("invalid {message}: {source}")]
+    Protobuf { message: &'static str, source: prost::DecodeError },
+    /// A Tencent DTS `Envelope.version` other than 1.
+    #[error("unsupported Envelope version {0}: only version 1 (data is Entries) is defined")]
+    EnvelopeVersion(i32),
+    /// `Envelope.index >= Envelope.total`.
+    #[error("part index {index} is not below total {total}")]
+    PartIndex { index: u32, total: u32 },
+    /// A part of a multi-part envelope that cannot be joined to a complete set.
+    #[error("{0}")]
+    Multipart(String),
+    /// A `Data.dataType` the schema does not define.
+    #[error("unknown DataType {number} for column '{column}'")]
+    UnknownDataType { number: i32, column: String },
+    /// A `Data.charset` this project does not decode.
+    #[error("unsupported charset '{charset}' for column '{column}'")]
+    UnsupportedCharset { charset: String, column: String },
+    /// Bytes that are not valid text in their declared charset.
+    #[error("invalid {charset} text in column '{column}'")]
+    InvalidText { charset: String, column: String },
+    /// A row image with more values than the event names columns.
+    #[error("row {row} has {values} {image} values for {columns} columns")]
+    TooManyValues { row: usize, values: usize, image: &'static str, columns: usize },
+    /// Two columns with one name in one DML event.
+    #[error("duplicate column name '{0}'")]
+    DuplicateColumn(String),
+    /// An error inside one `Entry` of a DTS `Entries`.
+    #[error("Entries.items[{index}]: {source}")]
+    InEntry { index: usize, source: Box<Error> },
+    /// A format name that is not one of `FORMATS`.
+    #[error("unknown format '{0}': expected one of {1}")]
+    UnknownFormat(String, String),
+    /// A mode name that is not permissive, dropmalformed or failfast.
+    #[error("unknown mode '{0}': expected permissive, dropmalformed or failfast")]
+    UnknownMode(String),
+    /// An input array of a type the decoders do not read.
+    #[error("values must be binary, large_binary, string or large_string, not {0}")]
+    InputType(String),
+    /// Reassembly keys that do not line up with the values.
+    #[error("keys must be a string array as long as the values ({values}), got {keys}")]
+    Keys { values: usize, keys: String },
+    /// failfast: the first message that did not decode.
+    #[error("message {ordinal}: {source}")]
+    Message { ordinal: i64, source: Box<Error> },
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

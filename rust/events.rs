@@ -1,0 +1,579 @@
+//! The change-event batch: the one output schema (`docs/events.md`) and the builder every
+//! decoder writes into.
+//!
+//! The builder is column-wise and append-only like Arrow's own builders, with one addition
+//! they lack: [`EventBuilder::truncate`], so a message that fails half-way leaves no rows
+//! behind (a message gives all its events or one error row, never both).
+
+use std::sync::{Arc, OnceLock};
+
+use arrow_array::{
+    ArrayRef, BinaryArray, ListArray, MapArray, RecordBatch, StringArray, StructArray,
+    TimestampMicrosecondArray,
+};
+use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef, TimeUnit};
+
+/// The output schema, column order included.
+pub fn event_schema() -> SchemaRef {
+    static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
+    SCHEMA
+        .get_or_init(|| {
+            let text = || DataType::Utf8;
+            let ts = || DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+            let map = || DataType::Map(map_entries_field(), false);
+            Arc::new(Schema::new(vec![
+                Field::new("format", text(), true),
+                Field::new("op", text(), false),
+                Field::new("source_op", text(), true),
+                Field::new("source_db", text(), true),
+                Field::new("source_schema", text(), true),
+                Field::new("source_table", text(), true),
+                Field::new("event_time", ts(), true),
+                Field::new("capture_time", ts(), true),
+                Field::new("tx_id", text(), true),
+                Field::new("position", text(), true),
+                Field::new("sequence", DataType::Binary, true),
+                Field::new("event_id", text(), true),
+                Field::new("primary_key", DataType::List(list_item_field()), true),
+                Field::new("before", map(), true),
+                Field::new("after", map(), true),
+                Field::new("ddl", text(), true),
+                Field::new("metadata", map(), true),
+                Field::new("error", text(), true),
+                Field::new("raw", DataType::Binary, true),
+            ]))
+        })
+        .clone()
+}
+
+/// `entries: struct<key: string not null, value: string>`, as pyarrow and Spark name them.
+fn map_entries_field() -> FieldRef {
+    static FIELD: OnceLock<FieldRef> = OnceLock::new();
+    FIELD
+        .get_or_init(|| {
+            let fields = Fields::from(vec![
+                Field::new("key", DataType::Utf8, false),
+                Field::new("value", DataType::Utf8, true),
+            ]);
+            Arc::new(Field::new("entries", DataType::Struct(fields), false))
+        })
+        .clone()
+}
+
+fn list_item_field() -> FieldRef {
+    Arc::new(Field::new("item", DataType::Utf8, true))
+}
+
+fn nulls(valid: Vec<bool>) -> Option<NullBuffer> {
+    if valid.iter().all(|v| *v) {
+        None
+    } else {
+        Some(NullBuffer::from(valid))
+    }
+}
+
+/// A variable-length column (`utf8` or `binary`): offsets, bytes and validity.
+#[derive(Debug, Default)]
+pub struct BytesColumn {
+    offsets: Vec<i32>,
+    data: Vec<u8>,
+    valid: Vec<bool>,
+}
+
+impl BytesColumn {
+    fn new() -> Self {
+        Self { offsets: vec![0], data: Vec::new(), valid: Vec::new() }
+    }
+
+    /// Rows so far.
+    pub fn len(&self) -> usize {
+        self.valid.len()
+    }
+
+    /// True when no row was written.
+    pub fn is_empty(&self) -> bool {
+        self.valid.is_empty()
+    }
+
+    fn close(&mut self, valid: bool) {
+        // Offsets are i32 (plain `utf8`/`binary`, which Spark reads); `Sink` starts a new
+        // batch long before a column reaches 2 GiB.
+        self.offsets.push(self.data.len() as i32);
+        self.valid.push(valid);
+    }
+
+    /// Appends a null.
+    pub fn push_null(&mut self) {
+        self.close(false);
+    }
+
+    /// Appends a string.
+    pub fn push_str(&mut self, value: &str) {
+        self.data.extend_from_slice(value.as_bytes());
+        self.close(true);
+    }
+
+    /// Appends a string, or a null for `None` and for `""` (proto3's "not set").
+    pub fn push_nonempty(&mut self, value: Option<&str>) {
+        match value {
+            Some(v) if !v.is_empty() => self.push_str(v),
+            _ => self.push_null(),
+        }
+    }
+
+    /// Appends bytes (for `binary` columns).
+    pub fn push_bytes(&mut self, value: &[u8]) {
+        self.data.extend_from_slice(value);
+        self.close(true);
+    }
+
+    /// Appends a value written in place by `write`, which must append valid UTF-8 to a
+    /// `utf8` column. Saves formatting into a temporary `String`.
+    pub fn push_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        write(&mut self.data);
+        self.close(true);
+    }
+
+    /// Appends a decimal integer.
+    pub fn push_int(&mut self, value: impl itoa::Integer) {
+        self.push_str(itoa::Buffer::new().format(value));
+    }
+
+    fn truncate(&mut self, rows: usize) {
+        self.valid.truncate(rows);
+        self.offsets.truncate(rows + 1);
+        self.data.truncate(self.offsets[rows] as usize);
+    }
+
+    /// The bytes of row `row` (written or not null).
+    fn value(&self, row: usize) -> &[u8] {
+        &self.data[self.offsets[row] as usize..self.offsets[row + 1] as usize]
+    }
+
+    fn parts(self) -> (OffsetBuffer<i32>, Buffer, Option<NullBuffer>) {
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets));
+        (offsets, Buffer::from_vec(self.data), nulls(self.valid))
+    }
+
+    fn finish_utf8(self) -> StringArray {
+        let (offsets, data, nulls) = self.parts();
+        // SAFETY: every push path appends whole UTF-8 strings (`&str`, formatted integers,
+        // base64, text checked by `text::decode`), and offsets only ever mark those ends.
+        unsafe { StringArray::new_unchecked(offsets, data, nulls) }
+    }
+
+    fn finish_binary(self) -> BinaryArray {
+        let (offsets, data, nulls) = self.parts();
+        BinaryArray::new(offsets, data, nulls)
+    }
+}
+
+/// A `timestamp[us, tz=UTC]` column.
+#[derive(Debug, Default)]
+pub struct TimestampColumn {
+    values: Vec<i64>,
+    valid: Vec<bool>,
+}
+
+impl TimestampColumn {
+    /// Appends microseconds since the epoch, or a null.
+    pub fn push(&mut self, micros: Option<i64>) {
+        self.values.push(micros.unwrap_or(0));
+        self.valid.push(micros.is_some());
+    }
+
+    fn truncate(&mut self, rows: usize) {
+        self.values.truncate(rows);
+        self.valid.truncate(rows);
+    }
+
+    fn finish(self) -> TimestampMicrosecondArray {
+        TimestampMicrosecondArray::new(ScalarBuffer::from(self.values), nulls(self.valid))
+            .with_timezone("UTC")
+    }
+}
+
+/// A `list<utf8>` column.
+#[derive(Debug)]
+pub struct ListColumn {
+    offsets: Vec<i32>,
+    valid: Vec<bool>,
+    items: BytesColumn,
+}
+
+impl Default for ListColumn {
+    fn default() -> Self {
+        Self { offsets: vec![0], valid: Vec::new(), items: BytesColumn::new() }
+    }
+}
+
+impl ListColumn {
+    /// Appends one item to the open row; [`ListColumn::close`] ends the row.
+    pub fn item(&mut self, value: &str) {
+        self.items.push_str(value);
+    }
+
+    /// Ends the open row as a list of the items appended since the last row.
+    pub fn close(&mut self) {
+        self.offsets.push(self.items.len() as i32);
+        self.valid.push(true);
+    }
+
+    /// Appends a null (discarding items appended to the open row).
+    pub fn push_null(&mut self) {
+        let start = *self.offsets.last().unwrap_or(&0) as usize;
+        self.items.truncate(start);
+        self.offsets.push(start as i32);
+        self.valid.push(false);
+    }
+
+    /// Items in the open row.
+    pub fn open_items(&self) -> usize {
+        self.items.len() - *self.offsets.last().unwrap_or(&0) as usize
+    }
+
+    fn truncate(&mut self, rows: usize) {
+        self.valid.truncate(rows);
+        self.offsets.truncate(rows + 1);
+        self.items.truncate(self.offsets[rows] as usize);
+    }
+
+    fn finish(self) -> ListArray {
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets));
+        let items = Arc::new(self.items.finish_utf8()) as ArrayRef;
+        ListArray::new(list_item_field(), offsets, items, nulls(self.valid))
+    }
+}
+
+/// A `map<utf8, utf8>` column. Entries go into the open row; [`MapColumn::close`] or
+/// [`MapColumn::push_null`] ends it.
+#[derive(Debug)]
+pub struct MapColumn {
+    offsets: Vec<i32>,
+    valid: Vec<bool>,
+    keys: BytesColumn,
+    values: BytesColumn,
+}
+
+impl Default for MapColumn {
+    fn default() -> Self {
+        Self {
+            offsets: vec![0],
+            valid: Vec::new(),
+            keys: BytesColumn::new(),
+            values: BytesColumn::new(),
+        }
+    }
+}
+
+impl MapColumn {
+    fn row_start(&self) -> usize {
+        *self.offsets.last().unwrap_or(&0) as usize
+    }
+
+    /// Appends an entry to the open row. The caller keeps keys unique (see [`Self::insert`]).
+    pub fn entry(&mut self, key: &str, value: Option<&str>) {
+        self.keys.push_str(key);
+        match value {
+            Some(v) => self.values.push_str(v),
+            None => self.values.push_null(),
+        }
+    }
+
+    /// Appends an entry whose value is written in place (valid UTF-8 only).
+    pub fn entry_with(&mut self, key: &str, write: impl FnOnce(&mut Vec<u8>)) {
+        self.keys.push_str(key);
+        self.values.push_with(write);
+    }
+
+    /// Appends an entry with a decimal integer value.
+    pub fn entry_int(&mut self, key: &str, value: impl itoa::Integer) {
+        self.entry(key, Some(itoa::Buffer::new().format(value)));
+    }
+
+    /// True when the open row already has `key`.
+    pub fn has_key(&self, key: &str) -> bool {
+        (self.row_start()..self.keys.len()).any(|i| self.keys.value(i) == key.as_bytes())
+    }
+
+    /// Appends an entry unless the open row has the key already (the first one wins).
+    pub fn insert(&mut self, key: &str, value: &str) {
+        if !self.has_key(key) {
+            self.entry(key, Some(value));
+        }
+    }
+
+    /// Drops the entries of the open row (to reuse it after a failed row).
+    pub fn clear_open(&mut self) {
+        let start = self.row_start();
+        self.keys.truncate(start);
+        self.values.truncate(start);
+    }
+
+    /// Ends the open row as a map of the entries appended since the last row.
+    pub fn close(&mut self) {
+        self.offsets.push(self.keys.len() as i32);
+        self.valid.push(true);
+    }
+
+    /// Ends the open row as a null (discarding entries appended to it).
+    pub fn push_null(&mut self) {
+        self.clear_open();
+        self.offsets.push(self.row_start() as i32);
+        self.valid.push(false);
+    }
+
+    fn truncate(&mut self, rows: usize) {
+        self.valid.truncate(rows);
+        self.offsets.truncate(rows + 1);
+        let end = self.offsets[rows] as usize;
+        self.keys.truncate(end);
+        self.values.truncate(end);
+    }
+
+    fn finish(self) -> MapArray {
+        let DataType::Struct(fields) = map_entries_field().data_type().clone() else {
+            unreachable!("the entries field is a struct")
+        };
+        let keys = Arc::new(self.keys.finish_utf8()) as ArrayRef;
+        let values = Arc::new(self.values.finish_utf8()) as ArrayRef;
+        let entries = StructArray::new(fields, vec![keys, values], None);
+        let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets));
+        MapArray::new(map_entries_field(), offsets, entries, nulls(self.valid), false)
+    }
+}
+
+/// Column builders for one batch of events, one public field per output column.
+///
+/// A decoder appends exactly one value to every column for each event, then calls
+/// [`EventBuilder::end_row`].
+#[derive(Debug)]
+pub struct EventBuilder {
+    pub format: BytesColumn,
+    pub op: BytesColumn,
+    pub source_op: BytesColumn,
+    pub source_db: BytesColumn,
+    pub source_schema: BytesColumn,
+    pub source_table: BytesColumn,
+    pub event_time: TimestampColumn,
+    pub capture_time: TimestampColumn,
+    pub tx_id: BytesColumn,
+    pub position: BytesColumn,
+    pub sequence: BytesColumn,
+    pub event_id: BytesColumn,
+    pub primary_key: ListColumn,
+    pub before: MapColumn,
+    pub after: MapColumn,
+    pub ddl: BytesColumn,
+    pub metadata: MapColumn,
+    pub error: BytesColumn,
+    pub raw: BytesColumn,
+    rows: usize,
+}
+
+impl Default for EventBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl EventBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self {
+            format: BytesColumn::new(),
+            op: BytesColumn::new(),
+            source_op: BytesColumn::new(),
+            source_db: BytesColumn::new(),
+            source_schema: BytesColumn::new(),
+            source_table: BytesColumn::new(),
+            event_time: TimestampColumn::default(),
+            capture_time: TimestampColumn::default(),
+            tx_id: BytesColumn::new(),
+            position: BytesColumn::new(),
+            sequence: BytesColumn::new(),
+            event_id: BytesColumn::new(),
+            primary_key: ListColumn::default(),
+            before: MapColumn::default(),
+            after: MapColumn::default(),
+            ddl: BytesColumn::new(),
+            metadata: MapColumn::default(),
+            error: BytesColumn::new(),
+            raw: BytesColumn::new(),
+            rows: 0,
+        }
+    }
+
+    /// Rows ended so far.
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    /// True when no row was ended.
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Bytes held by the variable-length columns, to bound a batch's size.
+    pub fn data_bytes(&self) -> usize {
+        self.raw.data.len()
+            + self.before.values.data.len()
+            + self.after.values.data.len()
+            + self.before.keys.data.len()
+            + self.after.keys.data.len()
+    }
+
+    /// Ends the row every column has just received a value for.
+    pub fn end_row(&mut self) {
+        self.rows += 1;
+        debug_assert!(
+            self.format.len() == self.rows
+                && self.op.len() == self.rows
+                && self.source_op.len() == self.rows
+                && self.source_db.len() == self.rows
+                && self.source_schema.len() == self.rows
+                && self.source_table.len() == self.rows
+                && self.event_time.valid.len() == self.rows
+                && self.capture_time.valid.len() == self.rows
+                && self.tx_id.len() == self.rows
+                && self.position.len() == self.rows
+                && self.sequence.len() == self.rows
+                && self.event_id.len() == self.rows
+                && self.primary_key.valid.len() == self.rows
+                && self.before.valid.len() == self.rows
+                && self.after.valid.len() == self.rows
+                && self.ddl.len() == self.rows
+                && self.metadata.valid.len() == self.rows
+                && self.error.len() == self.rows
+                && self.raw.len() == self.rows,
+            "a decoder wrote a ragged row"
+        );
+    }
+
+    /// Drops every row after the first `rows`, and any row not yet ended.
+    pub fn truncate(&mut self, rows: usize) {
+        self.format.truncate(rows);
+        self.op.truncate(rows);
+        self.source_op.truncate(rows);
+        self.source_db.truncate(rows);
+        self.source_schema.truncate(rows);
+        self.source_table.truncate(rows);
+        self.event_time.truncate(rows);
+        self.capture_time.truncate(rows);
+        self.tx_id.truncate(rows);
+        self.position.truncate(rows);
+        self.sequence.truncate(rows);
+        self.event_id.truncate(rows);
+        self.primary_key.truncate(rows);
+        self.before.truncate(rows);
+        self.after.truncate(rows);
+        self.ddl.truncate(rows);
+        self.metadata.truncate(rows);
+        self.error.truncate(rows);
+        self.raw.truncate(rows);
+        self.rows = rows;
+    }
+
+    /// A row that is `format` and `op` and nothing else (tombstones), or with `error` and
+    /// `raw` set, an error row.
+    pub fn push_bare(&mut self, format: &str, op: &str, error: Option<(&str, &[u8])>) {
+        self.format.push_str(format);
+        self.op.push_str(op);
+        for column in [
+            &mut self.source_op,
+            &mut self.source_db,
+            &mut self.source_schema,
+            &mut self.source_table,
+            &mut self.tx_id,
+            &mut self.position,
+            &mut self.sequence,
+            &mut self.event_id,
+            &mut self.ddl,
+        ] {
+            column.push_null();
+        }
+        self.event_time.push(None);
+        self.capture_time.push(None);
+        self.primary_key.push_null();
+        self.before.push_null();
+        self.after.push_null();
+        self.metadata.push_null();
+        match error {
+            Some((message, raw)) => {
+                self.error.push_str(message);
+                self.raw.push_bytes(raw);
+            }
+            None => {
+                self.error.push_null();
+                self.raw.push_null();
+            }
+        }
+        self.end_row();
+    }
+
+    /// The finished batch.
+    pub fn finish(self) -> RecordBatch {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.format.finish_utf8()),
+            Arc::new(self.op.finish_utf8()),
+            Arc::new(self.source_op.finish_utf8()),
+            Arc::new(self.source_db.finish_utf8()),
+            Arc::new(self.source_schema.finish_utf8()),
+            Arc::new(self.source_table.finish_utf8()),
+            Arc::new(self.event_time.finish()),
+            Arc::new(self.capture_time.finish()),
+            Arc::new(self.tx_id.finish_utf8()),
+            Arc::new(self.position.finish_utf8()),
+            Arc::new(self.sequence.finish_binary()),
+            Arc::new(self.event_id.finish_utf8()),
+            Arc::new(self.primary_key.finish()),
+            Arc::new(self.before.finish()),
+            Arc::new(self.after.finish()),
+            Arc::new(self.ddl.finish_utf8()),
+            Arc::new(self.metadata.finish()),
+            Arc::new(self.error.finish_utf8()),
+            Arc::new(self.raw.finish_binary()),
+        ];
+        // The columns are built to the schema's types by construction.
+        RecordBatch::try_new(event_schema(), columns).expect("event columns match the schema")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow_array::Array;
+
+    #[test]
+    fn truncate_drops_half_written_rows() {
+        let mut b = EventBuilder::new();
+        b.push_bare("f", "tombstone", None);
+        let mark = b.len();
+        b.format.push_str("f");
+        b.op.push_str("insert");
+        b.after.entry("id", Some("1"));
+        b.after.close();
+        b.truncate(mark);
+        b.push_bare("f", "error", Some(("bad", b"\x00")));
+        let batch = b.finish();
+        assert_eq!(batch.num_rows(), 2);
+        let after = batch.column_by_name("after").unwrap();
+        assert_eq!(after.null_count(), 2);
+        let raw = batch.column_by_name("raw").unwrap();
+        assert!(raw.is_null(0) && raw.is_valid(1));
+    }
+
+    #[test]
+    fn insert_keeps_the_first_key() {
+        let mut m = MapColumn::default();
+        m.insert("a", "1");
+        m.insert("a", "2");
+        m.close();
+        m.insert("a", "3");
+        m.close();
+        let map = m.finish();
+        assert_eq!(map.value(0).len(), 1);
+        assert_eq!(map.value(1).len(), 1);
+    }
+}

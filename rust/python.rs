@@ -1,0 +1,115 @@
+//! The Python module `cdc_decode._native`: the only file that touches PyO3. It converts
+//! Arrow arrays through the C data interface (zero-copy), releases the GIL while decoding,
+//! and maps errors to the exceptions of `cdc_decode._errors`. No decoding logic lives here.
+
+use std::sync::Arc;
+
+use arrow_array::{make_array, Array, Int64Array, StringArray};
+use arrow_data::ArrayData;
+use arrow_pyarrow::{FromPyArrow, ToPyArrow};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::decoder::{Decoder, Mode, Output};
+use crate::error::Error;
+use crate::events::event_schema;
+use crate::formats::FORMATS;
+
+pyo3::import_exception!(cdc_decode._errors, DecodeError);
+
+fn to_py(error: Error) -> PyErr {
+    match error {
+        Error::UnknownFormat(..) | Error::UnknownMode(_) | Error::Keys { .. } => {
+            PyValueError::new_err(error.to_string())
+        }
+        Error::InputType(_) => PyTypeError::new_err(error.to_string()),
+        other => DecodeError::new_err(other.to_string()),
+    }
+}
+
+/// A stateful decoder for one stream; `cdc_decode.Decoder` wraps it.
+#[pyclass(module = "cdc_decode._native")]
+struct NativeDecoder {
+    inner: Decoder,
+}
+
+fn output<'py>(py: Python<'py>, out: Output) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+    let batch = out.batch.to_pyarrow(py)?;
+    let ordinals = Int64Array::from(out.ordinals).into_data().to_pyarrow(py)?;
+    Ok((batch, ordinals))
+}
+
+#[pymethods]
+impl NativeDecoder {
+    #[new]
+    fn new(format: &str, mode: &str) -> PyResult<Self> {
+        let mode = Mode::from_name(mode).map_err(to_py)?;
+        Ok(Self { inner: Decoder::new(format, mode).map_err(to_py)? })
+    }
+
+    /// Decodes a pyarrow array of messages; returns (RecordBatch, int64 ordinals).
+    #[pyo3(signature = (values, keys=None, last=false))]
+    fn decode<'py>(
+        &mut self,
+        py: Python<'py>,
+        values: &Bound<'py, PyAny>,
+        keys: Option<&Bound<'py, PyAny>>,
+        last: bool,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let values = make_array(ArrayData::from_pyarrow_bound(values)?);
+        let keys = match keys.filter(|k| !k.is_none()) {
+            None => None,
+            Some(keys) => {
+                let data = ArrayData::from_pyarrow_bound(keys)?;
+                let array = make_array(data);
+                match array.as_any().downcast_ref::<StringArray>() {
+                    Some(strings) => Some(strings.clone()),
+                    None => {
+                        return Err(to_py(Error::Keys {
+                            values: values.len(),
+                            keys: array.data_type().to_string(),
+                        }))
+                    }
+                }
+            }
+        };
+        let values = Arc::clone(&values);
+        let inner = &mut self.inner;
+        let out = py.detach(|| inner.decode(&values, keys.as_ref(), last)).map_err(to_py)?;
+        output(py, out)
+    }
+
+    /// End of input: rows for incomplete multi-part sets; returns (RecordBatch, ordinals).
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let inner = &mut self.inner;
+        let out = py.detach(|| inner.finish()).map_err(to_py)?;
+        output(py, out)
+    }
+
+    /// messages, events, errors, dropped, pending.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.stats();
+        let dict = PyDict::new(py);
+        dict.set_item("messages", s.messages)?;
+        dict.set_item("events", s.events)?;
+        dict.set_item("errors", s.errors)?;
+        dict.set_item("dropped", s.dropped)?;
+        dict.set_item("pending", s.pending)?;
+        Ok(dict)
+    }
+}
+
+/// The change-event schema, as the Rust core builds it.
+#[pyfunction]
+fn event_schema_native(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
+    event_schema().as_ref().to_pyarrow(py)
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeDecoder>()?;
+    m.add_function(wrap_pyfunction!(event_schema_native, m)?)?;
+    m.add("FORMATS", FORMATS.to_vec())?;
+    Ok(())
+}

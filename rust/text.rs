@@ -1,0 +1,123 @@
+//! Value rendering shared by the formats: charset decoding and base64, written straight into
+//! a column's bytes.
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use encoding_rs::{Encoding, GB18030, WINDOWS_1252};
+
+/// How the bytes of a text value are to be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Charset {
+    /// Strict UTF-8.
+    Utf8,
+    /// Strict ASCII.
+    Ascii,
+    /// A single- or multi-byte encoding, decoded with encoding_rs (WHATWG definitions).
+    Legacy(&'static Encoding),
+    /// Not text: rendered as base64.
+    Binary,
+}
+
+impl Charset {
+    /// The charset a MySQL charset name stands for, matched case-insensitively; `None` for
+    /// a name this project does not decode (`docs/formats/tencent-dts.md`).
+    pub fn from_name(name: &str) -> Option<Self> {
+        const UTF8: [&str; 5] = ["", "utf8", "utf8mb3", "utf8mb4", "utf-8"];
+        const LATIN1: [&str; 2] = ["latin1", "cp1252"];
+        const GB: [&str; 4] = ["gbk", "gb2312", "gb18030", "cp936"];
+        const ASCII: [&str; 2] = ["ascii", "us-ascii"];
+        let is = |names: &[&str]| names.iter().any(|n| n.eq_ignore_ascii_case(name));
+        if is(&UTF8) {
+            Some(Self::Utf8)
+        } else if is(&LATIN1) {
+            // MySQL's latin1 is windows-1252 with the five undefined bytes as C1 controls,
+            // which is exactly the WHATWG windows-1252 decoder.
+            Some(Self::Legacy(WINDOWS_1252))
+        } else if is(&GB) {
+            Some(Self::Legacy(GB18030))
+        } else if is(&ASCII) {
+            Some(Self::Ascii)
+        } else if name.eq_ignore_ascii_case("binary") {
+            Some(Self::Binary)
+        } else {
+            None
+        }
+    }
+
+    /// Appends `bytes` decoded from this charset to `out` as UTF-8. `false` (and nothing
+    /// appended) when the bytes are not valid in the charset.
+    pub fn decode_into(self, bytes: &[u8], out: &mut Vec<u8>) -> bool {
+        match self {
+            Self::Utf8 => {
+                let ok = std::str::from_utf8(bytes).is_ok();
+                if ok {
+                    out.extend_from_slice(bytes);
+                }
+                ok
+            }
+            Self::Ascii => {
+                let ok = bytes.is_ascii();
+                if ok {
+                    out.extend_from_slice(bytes);
+                }
+                ok
+            }
+            Self::Legacy(encoding) => {
+                match encoding.decode_without_bom_handling_and_without_replacement(bytes) {
+                    Some(text) => {
+                        out.extend_from_slice(text.as_bytes());
+                        true
+                    }
+                    None => false,
+                }
+            }
+            Self::Binary => {
+                base64_into(bytes, out);
+                true
+            }
+        }
+    }
+}
+
+/// Appends standard padded base64 of `bytes` to `out`.
+pub fn base64_into(bytes: &[u8], out: &mut Vec<u8>) {
+    let start = out.len();
+    out.resize(start + bytes.len().div_ceil(3) * 4, 0);
+    // The slice is sized for the padded encoding, so this cannot fail.
+    let written = STANDARD.encode_slice(bytes, &mut out[start..]).unwrap_or(0);
+    out.truncate(start + written);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode(charset: &str, bytes: &[u8]) -> Option<String> {
+        let mut out = Vec::new();
+        Charset::from_name(charset)?
+            .decode_into(bytes, &mut out)
+            .then(|| String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn charsets() {
+        assert_eq!(decode("UTF8MB4", "héllo 😀".as_bytes()).as_deref(), Some("héllo 😀"));
+        assert_eq!(decode("utf8", b"\xff"), None);
+        assert_eq!(decode("gbk", b"\xd6\xd0\xce\xc4").as_deref(), Some("中文"));
+        assert_eq!(decode("gbk", b"\xd6").as_deref(), None);
+        assert_eq!(decode("latin1", b"caf\xe9\x81").as_deref(), Some("café\u{81}"));
+        assert_eq!(decode("ascii", b"ok").as_deref(), Some("ok"));
+        assert_eq!(decode("ascii", b"\xe9"), None);
+        assert_eq!(decode("binary", b"\x00\xff").as_deref(), Some("AP8="));
+        assert_eq!(decode("big5", b"x"), None);
+    }
+
+    #[test]
+    fn base64_pads() {
+        for (input, expected) in [(&b""[..], ""), (b"f", "Zg=="), (b"fo", "Zm8="), (b"foo", "Zm9v")] {
+            let mut out = b"x".to_vec();
+            base64_into(input, &mut out);
+            assert_eq!(out, format!("x{expected}").as_bytes());
+        }
+    }
+}
