@@ -1,0 +1,75 @@
+# cdc-decode developer targets. `make test` is what CI runs (.ci/run).
+# Everything is installed into .venv by `make venv`; stamp files make re-runs cheap.
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMPS := $(VENV)/.stamps
+
+# Spark workers must run the venv's Python, with pyarrow and cdc_decode installed.
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+# pyo3's build finds the interpreter it links against here.
+export PYO3_PYTHON := $(abspath $(PY))
+
+RUST_SOURCES := Cargo.toml Cargo.lock build.rs $(wildcard proto/*.proto) \
+	$(shell find rust -name '*.rs' 2>/dev/null)
+
+.DEFAULT_GOAL := help
+.PHONY: help venv build test test-rust test-python demo bench lint fmt proto clean
+
+help: ## List the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+venv: $(STAMPS)/venv ## Create .venv with the pinned tools (requirements-dev.txt)
+
+$(STAMPS)/venv: requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	mkdir -p $(STAMPS) && touch $@
+
+build: $(STAMPS)/build ## Build the Rust extension (release) and install cdc_decode into .venv
+
+# `maturin develop` installs the package editable from python/ and puts the compiled
+# cdc_decode/_native*.so beside its Python sources.
+$(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml
+	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --quiet
+	$(PY) -c "import cdc_decode._native"
+	touch $@
+
+test: test-rust test-python ## Everything CI runs: cargo test, then pytest (Spark included)
+
+test-rust: ## Rust unit tests (no Python needed)
+	cargo test
+
+test-python: build ## pytest: parity, fixtures, Spark
+	$(PY) -m pytest
+
+demo: build ## Generate a DTS stream, decode it on local Spark, show events and the table
+	$(PY) -m cdc_decode.demo
+
+bench: build ## Benchmarks on a release build: criterion, then pytest-benchmark
+	@if ls benches/*.rs >/dev/null 2>&1; then cargo bench; else echo "no Rust benches"; fi
+	@if ls benches/*.py >/dev/null 2>&1; then \
+		$(PY) -m pytest benches/ --benchmark-only -p no:cacheprovider; \
+	else echo "no Python benches"; fi
+
+lint: $(STAMPS)/venv ## rustfmt check, clippy -D warnings, ruff
+	cargo fmt --check
+	cargo clippy --all-targets --all-features -- -D warnings
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+fmt: $(STAMPS)/venv ## Format Rust and Python sources in place
+	cargo fmt
+	$(VENV)/bin/ruff format .
+
+proto: ## Rewrite python/cdc_decode/fallback/subscribe.desc from proto/subscribe.proto
+	CDC_DECODE_WRITE_DESCRIPTOR=1 cargo test --lib shipped_descriptor
+
+clean: ## Remove build outputs, caches and the venv
+	cargo clean
+	rm -rf $(VENV) python/cdc_decode/_native*.so .pytest_cache .ruff_cache .benchmarks \
+		spark-warehouse metastore_db derby.log demo-output
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
