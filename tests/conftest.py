@@ -18,3 +18,33 @@ ENGINES = ["native", "python"]
 def engine(request: pytest.FixtureRequest) -> str:
     """Each test that takes ``engine`` runs once on the Rust core and once on the fallback."""
     return request.param
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local SparkSession for the whole run (starting the JVM takes seconds).
+
+    Fails, rather than skips, when Java or pyspark is missing: the Spark layer is part of
+    what ``make test`` proves. Workers run this interpreter, so they see the same packages.
+    """
+    import os
+    import sys
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("cdc-decode-tests")
+        .config("spark.sql.session.timeZone", "UTC")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "1")
+        .config("spark.driver.memory", "1g")
+        .config("spark.sql.warehouse.dir", str(ROOT / "spark-warehouse"))
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

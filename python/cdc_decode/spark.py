@@ -1,0 +1,324 @@
+"""Decode CDC messages inside Spark: one ``Decoder`` per partition, via ``mapInArrow``.
+
+>>> from cdc_decode import spark as cdc_spark
+>>> events = cdc_spark.decode(kafka_df, "tencent-dts")
+
+The decoding runs on the executors in the Python worker that serves ``mapInArrow``; the
+executors' Python (``PYSPARK_PYTHON``) must have ``cdc_decode`` and ``pyarrow`` installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._schema import FORMATS, MODES, event_schema
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+    from pyspark.sql import DataFrame
+
+__all__ = ["KAFKA_COLUMNS", "decode", "spark_event_schema"]
+
+KAFKA_COLUMNS: tuple[str, ...] = ("topic", "partition", "offset", "timestamp")
+"""The Kafka source columns kept beside the events by default, where the input has them."""
+
+_ENGINES = ("native", "python")
+_SHARD_HEADER = "ShardId"
+
+
+def spark_event_schema():
+    """The change-event schema as a Spark ``StructType`` (``op`` is non-nullable).
+
+    Returns:
+        A ``pyspark.sql.types.StructType`` with the columns of :func:`cdc_decode.event_schema`.
+    """
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(event_schema(), prefer_timestamp_ntz=False)
+
+
+def decode(
+    df: DataFrame,
+    format: str,
+    *,
+    value_col: str = "value",
+    keep: Sequence[str] | None = None,
+    mode: str = "permissive",
+    engine: str = "native",
+) -> DataFrame:
+    """Decode a DataFrame of CDC messages into a DataFrame of change events.
+
+    Each Spark partition is decoded by one :class:`cdc_decode.Decoder`, batch after batch,
+    so a multi-part message split over several Arrow batches of a partition is joined.
+    Multi-part sets are reassembled per ``topic/partition`` (and per the Kafka header
+    ``ShardId`` when the input has a ``headers`` column). Every output row carries the
+    kept input columns of the message it came from; the events of a completed multi-part
+    set carry those of its last part.
+
+    Args:
+        df: the input, for example Spark's Kafka source (``key``, ``value``, ``topic``,
+            ``partition``, ``offset``, ``timestamp``, ``timestampType``, ``headers``).
+        format: one of :data:`cdc_decode.FORMATS`, for example ``"tencent-dts"``.
+        value_col: the column holding the messages: ``binary`` or ``string``. A null
+            value (a Kafka tombstone) gives one ``op = "tombstone"`` row.
+        keep: input columns to put before the event columns. Default: whichever of
+            ``topic``, ``partition``, ``offset``, ``timestamp`` the input has.
+        mode: ``"permissive"`` (bad messages become ``op = "error"`` rows),
+            ``"dropmalformed"`` (they are dropped) or ``"failfast"`` (the Spark task
+            fails with :class:`cdc_decode.DecodeError`).
+        engine: ``"native"`` (Rust, the default) or ``"python"`` (the pure-Python
+            fallback). Both give equal results.
+
+    Returns:
+        A DataFrame with the kept columns followed by the columns of
+        :func:`cdc_decode.event_schema` (see docs/events.md): one row per change event.
+
+    Raises:
+        ValueError: the value column is missing or not binary/string, a kept column is
+            missing or has the name of an event column, or the format, mode or engine is
+            unknown.
+
+    Example:
+        >>> from cdc_decode import spark as cdc_spark
+        >>> kafka = (
+        ...     spark.readStream.format("kafka")
+        ...     .option("kafka.bootstrap.servers", "broker:9092")
+        ...     .option("subscribe", "dts-orders")
+        ...     .option("includeHeaders", "true")
+        ...     .load()
+        ... )
+        >>> events = cdc_spark.decode(kafka, "tencent-dts")
+        >>> events.select("offset", "op", "source_table", "after").writeStream.format(
+        ...     "console"
+        ... ).start()
+    """
+    from pyspark.sql.types import StructType
+
+    if format not in FORMATS:
+        raise ValueError(f"unknown format {format!r}: expected one of {', '.join(FORMATS)}")
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
+    if engine not in _ENGINES:
+        raise ValueError(f"unknown engine {engine!r}: expected one of {', '.join(_ENGINES)}")
+
+    fields = {f.name: f for f in df.schema.fields}
+    if value_col not in fields:
+        raise ValueError(
+            f"value column {value_col!r} is not in the DataFrame (columns: {', '.join(df.columns)})"
+        )
+    value_type = fields[value_col].dataType
+    if value_type.typeName() not in ("binary", "string"):
+        raise ValueError(
+            f"value column {value_col!r} must be binary or string, not {value_type.simpleString()}"
+        )
+
+    keep = [c for c in KAFKA_COLUMNS if c in fields] if keep is None else list(keep)
+    if len(set(keep)) != len(keep):
+        raise ValueError(f"keep names a column twice: {keep}")
+    events = spark_event_schema()
+    clashes = [c for c in keep if c in events.fieldNames()]
+    if clashes:
+        raise ValueError(
+            f"kept column(s) {', '.join(map(repr, clashes))} have the name of an event column; "
+            "rename them first (for example withColumnRenamed)"
+        )
+
+    missing = [c for c in keep if c not in fields]
+    if missing:
+        raise ValueError(
+            f"kept column(s) {', '.join(map(repr, missing))} not in the DataFrame "
+            f"(columns: {', '.join(df.columns)})"
+        )
+    has_topic = "topic" in fields and "partition" in fields
+    has_headers = "headers" in fields and _is_kafka_headers(fields["headers"].dataType)
+    # Only what the workers need crosses to Python: the value, the kept and the key columns.
+    needed = [value_col, *keep]
+    for extra in (("topic", "partition") if has_topic else ()) + (
+        ("headers",) if has_headers else ()
+    ):
+        if extra not in needed:
+            needed.append(extra)
+
+    out_schema = StructType([fields[c] for c in keep] + list(events.fields))
+    fn = _partition_decoder(
+        format,
+        mode=mode,
+        engine=engine,
+        value_col=value_col,
+        keep=keep,
+        has_topic=has_topic,
+        has_headers=has_headers,
+    )
+    return df.select(*needed).mapInArrow(fn, out_schema)
+
+
+def _is_kafka_headers(data_type: Any) -> bool:
+    from pyspark.sql.types import ArrayType, StructType
+
+    if not isinstance(data_type, ArrayType) or not isinstance(data_type.elementType, StructType):
+        return False
+    names = data_type.elementType.fieldNames()
+    return "key" in names and "value" in names
+
+
+def _partition_decoder(
+    format: str,
+    *,
+    mode: str,
+    engine: str,
+    value_col: str,
+    keep: list[str],
+    has_topic: bool,
+    has_headers: bool,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function ``mapInArrow`` runs on the executors, closed over plain values only."""
+
+    def decode_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        import cdc_decode
+
+        decoder = cdc_decode.Decoder(format, mode=mode, engine=engine)
+        carry = _Carry(keep)
+        start = 0  # ordinal of the current batch's first row
+        for batch in batches:
+            keys = _reassembly_keys(batch, has_topic, has_headers)
+            events, ordinals = decoder.decode_indexed(batch.column(value_col), keys=keys)
+            kept = batch.select(keep)
+            if events.num_rows:
+                yield _join(carry.take(ordinals, kept, start), events)
+            carry.update(kept, start, ordinals, decoder.stats()["pending"])
+            start += batch.num_rows
+        events, ordinals = decoder.finish_indexed()
+        if events.num_rows:
+            empty = pa.RecordBatch.from_pylist([], schema=carry.schema) if carry.schema else None
+            yield _join(carry.take(ordinals, empty, start), events)
+
+    return decode_partition
+
+
+def _join(kept: pa.RecordBatch, events: pa.RecordBatch) -> pa.RecordBatch:
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays(
+        [*kept.columns, *events.columns],
+        schema=pa.schema([*kept.schema, *events.schema]),
+    )
+
+
+class _Carry:
+    """The kept columns of input rows from earlier batches that may still give output.
+
+    A row gives output later only while it is a part of an open multi-part set: then the
+    decoder reports ``pending > 0``. So this holds nothing (and costs one ``stats()`` call
+    per batch) for streams without multi-part messages. While sets are open it holds the
+    rows not yet emitted, and drops them all as soon as no set is open.
+    """
+
+    def __init__(self, keep: list[str]) -> None:
+        self.keep = keep
+        self.rows: pa.Table | None = None  # kept columns + "__ordinal", ordinals ascending
+        self.schema: pa.Schema | None = None
+
+    def take(self, ordinals: pa.Array, kept: pa.RecordBatch | None, start: int) -> pa.RecordBatch:
+        """The kept columns for each output row, in the order of ``ordinals``."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if kept is not None:
+            self.schema = kept.schema
+        if self.rows is None or self.rows.num_rows == 0:
+            if kept is None:
+                raise RuntimeError("cdc_decode.spark: output rows for unknown input rows")
+            # The common case: every output row belongs to this batch.
+            index = pc.subtract(ordinals, pa.scalar(start, pa.int64()))
+            return kept.take(index)
+        old = self.rows
+        index = pc.index_in(ordinals, value_set=old.column("__ordinal"))
+        if kept is not None and kept.num_rows:
+            current = pc.add(
+                pc.subtract(ordinals, pa.scalar(start, pa.int64())),
+                pa.scalar(old.num_rows, pa.int64()),
+            )
+            index = pc.if_else(pc.greater_equal(ordinals, start), current, index)
+            source = pa.concat_tables(
+                [old.drop_columns(["__ordinal"]), pa.Table.from_batches([kept])]
+            )
+        else:
+            source = old.drop_columns(["__ordinal"])
+        if index.null_count:
+            raise RuntimeError(
+                "cdc_decode.spark: the decoder returned rows for input rows it no longer holds"
+            )
+        taken = source.take(index).combine_chunks()
+        return (
+            taken.to_batches()[0]
+            if taken.num_rows
+            else pa.RecordBatch.from_pylist([], schema=taken.schema)
+        )
+
+    def update(self, kept: pa.RecordBatch, start: int, emitted: pa.Array, pending: int) -> None:
+        """After a batch: keep the rows not yet emitted, while any multi-part set is open."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        self.schema = kept.schema
+        if pending == 0:
+            self.rows = None
+            return
+        ordinals = pa.array(range(start, start + kept.num_rows), pa.int64())
+        current = pa.Table.from_batches([kept]).append_column("__ordinal", ordinals)
+        rows = current if self.rows is None else pa.concat_tables([self.rows, current])
+        if len(emitted):
+            rows = rows.filter(pc.invert(pc.is_in(rows.column("__ordinal"), value_set=emitted)))
+        self.rows = rows
+
+
+def _reassembly_keys(batch: pa.RecordBatch, has_topic: bool, has_headers: bool) -> pa.Array | None:
+    """One key per row: ``topic/partition``, plus ``/ShardId`` where the header is present."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    parts = []
+    if has_topic:
+        parts += [
+            batch.column("topic").cast(pa.string()),
+            batch.column("partition").cast(pa.string()),
+        ]
+    if has_headers:
+        parts.append(_shard_ids(batch.column("headers")))
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    return pc.binary_join_element_wise(*parts, "/", null_handling="skip")
+
+
+def _shard_ids(headers: pa.Array) -> pa.Array:
+    """The first ``ShardId`` header value of each row as text, null where there is none."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if isinstance(headers, pa.ChunkedArray):
+        headers = headers.combine_chunks()
+    entries = pc.list_flatten(headers)
+    rows = pc.list_parent_indices(headers)
+    is_shard = pc.fill_null(pc.equal(entries.field("key"), _SHARD_HEADER), False)
+    shard_rows = rows.filter(is_shard)
+    values = entries.field("value").filter(is_shard)
+    try:
+        values = values.cast(pa.string())
+    except pa.ArrowInvalid:  # not UTF-8: still a usable, stable key
+        values = pa.array(
+            [
+                None if v is None else v.decode("utf-8", "backslashreplace")
+                for v in values.to_pylist()
+            ],
+            pa.string(),
+        )
+    # index_in finds the first ShardId header of each row.
+    first = pc.index_in(
+        pa.array(range(len(headers)), pa.int64()), value_set=shard_rows.cast(pa.int64())
+    )
+    return values.take(first)

@@ -1,0 +1,293 @@
+"""The PySpark layer on a real local SparkSession, on DataFrames shaped like Kafka's source."""
+
+from __future__ import annotations
+
+import datetime as dt
+from contextlib import contextmanager
+
+import pytest
+from cdc_decode import _proto as pb
+from cdc_decode import event_schema
+from cdc_decode import spark as cdc_spark
+
+pytestmark = pytest.mark.spark
+
+KAFKA_SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset long, "
+    "timestamp timestamp, timestampType int"
+)
+HEADERS = "headers array<struct<key:string,value:binary>>"
+T0 = dt.datetime(2024, 5, 1, 10, 0, 0)  # session time zone is UTC
+T0_EPOCH = 1714557600
+
+
+# --- DTS messages -------------------------------------------------------------------------
+
+
+def enum(descriptor, name: str) -> int:
+    return descriptor.values_by_name[name].number
+
+
+def dml(seq: int, op: str, table: str, rows: list[tuple[dict | None, dict | None]]) -> bytes:
+    """An ``Entries`` with one DML entry on ``shop.<table>`` (columns id, name)."""
+
+    def image(values: dict | None):
+        if values is None:
+            return []
+        return [
+            pb.Data(dataType=enum(pb.DataType, "INT64"), sv=str(values["id"])),
+            pb.Data(
+                dataType=enum(pb.DataType, "STRING"), charset="utf8mb4", bv=values["name"].encode()
+            ),
+        ]
+
+    header = pb.Header(
+        version=1,
+        sourceType=enum(pb.SourceType, "MYSQL"),
+        messageType=enum(pb.MessageType, "DML"),
+        timestamp=T0_EPOCH,
+        fileName="mysql-bin.000003",
+        position=4000 + seq,
+        schemaName="shop",
+        tableName=table,
+        seqId=seq,
+    )
+    event = pb.Event(
+        dmlEvent=pb.DMLEvent(
+            dmlEventType=enum(pb.DMLType, op),
+            columns=[pb.Column(name="id", isKey=True), pb.Column(name="name")],
+            rows=[pb.RowChange(oldColumns=image(b), newColumns=image(a)) for b, a in rows],
+        )
+    )
+    return pb.Entries(items=[pb.Entry(header=header, event=event)]).SerializeToString()
+
+
+def envelope(data: bytes, total: int = 1, index: int = 0) -> bytes:
+    return pb.Envelope(version=1, total=total, index=index, data=data).SerializeToString()
+
+
+def split(data: bytes, parts: int) -> list[bytes]:
+    """The envelopes of a multi-part set carrying ``data``."""
+    size = -(-len(data) // parts)
+    chunks = [data[i * size : (i + 1) * size] for i in range(parts)]
+    return [envelope(chunk, parts, i) for i, chunk in enumerate(chunks)]
+
+
+def kafka_df(spark, values, *, topic="dts", partition=0, shards=None):
+    """A one-partition DataFrame shaped like Spark's Kafka source, one row per value."""
+    rows = []
+    for i, value in enumerate(values):
+        row = (b"k", value, topic, partition, 100 + i, T0 + dt.timedelta(seconds=i), 0)
+        if shards is not None:
+            row += ([("ShardId", shards[i].encode())] if shards[i] is not None else [],)
+        rows.append(row)
+    schema = KAFKA_SCHEMA + (f", {HEADERS}" if shards is not None else "")
+    return spark.createDataFrame(rows, schema).coalesce(1)
+
+
+@contextmanager
+def spark_conf(spark, **settings):
+    old = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
+def collect(df):
+    """Rows as dicts, with the kept ``timestamp`` as epoch seconds (no local time zones)."""
+    from pyspark.sql import functions as F
+
+    if "timestamp" in df.columns:
+        df = df.withColumn("timestamp", F.unix_timestamp("timestamp"))
+    return [row.asDict(recursive=True) for row in df.collect()]
+
+
+# --- the tests ----------------------------------------------------------------------------
+
+INSERT = dml(
+    1, "INSERT", "orders", [(None, {"id": 1, "name": "ann"}), (None, {"id": 2, "name": "bo"})]
+)
+UPDATE = dml(2, "UPDATE", "orders", [({"id": 1, "name": "ann"}, {"id": 1, "name": "anna"})])
+DELETE = dml(3, "DELETE", "users", [({"id": 7, "name": "cy"}, None)])
+BAD = b"\x0a\xff\xff\xff"  # a field whose length runs past the end
+
+
+def test_schema_is_kept_columns_then_events(spark):
+    df = kafka_df(spark, [envelope(INSERT)])
+    events = cdc_spark.decode(df, "tencent-dts", engine="python")
+    assert events.columns == ["topic", "partition", "offset", "timestamp", *event_schema().names]
+    fields = {f.name: f for f in events.schema.fields}
+    assert fields["op"].nullable is False
+    assert fields["offset"].dataType.simpleString() == "bigint"
+    assert fields["after"].dataType.simpleString() == "map<string,string>"
+    assert fields["event_time"].dataType.simpleString() == "timestamp"
+
+
+def test_decode_kafka_rows(spark, engine):
+    values = [envelope(INSERT), envelope(UPDATE), None, BAD, envelope(DELETE)]
+    rows = collect(cdc_spark.decode(kafka_df(spark, values), "tencent-dts", engine=engine))
+
+    assert [r["op"] for r in rows] == ["insert", "insert", "update", "tombstone", "error", "delete"]
+    # Kafka columns of each event are those of the message it came from.
+    assert [r["offset"] for r in rows] == [100, 100, 101, 102, 103, 104]
+    assert [r["timestamp"] for r in rows] == [T0_EPOCH + i for i in (0, 0, 1, 2, 3, 4)]
+    assert {r["topic"] for r in rows} == {"dts"}
+    assert {r["partition"] for r in rows} == {0}
+
+    ins1, ins2, upd, tomb, err, dele = rows
+    assert ins1["source_db"] == "shop" and ins1["source_table"] == "orders"
+    assert ins1["after"] == {"id": "1", "name": "ann"} and ins1["before"] is None
+    assert ins2["after"] == {"id": "2", "name": "bo"}
+    assert ins1["primary_key"] == ["id"]
+    assert ins1["position"] == "mysql-bin.000003:4001"
+    assert ins1["event_id"] == "1:0" and ins2["event_id"] == "1:1"
+    assert ins1["sequence"] < ins2["sequence"] < upd["sequence"] < dele["sequence"]
+    assert upd["before"] == {"id": "1", "name": "ann"}
+    assert upd["after"] == {"id": "1", "name": "anna"}
+    assert dele["source_table"] == "users" and dele["before"] == {"id": "7", "name": "cy"}
+    assert dele["after"] is None
+
+    assert tomb["format"] == "tencent-dts" and tomb["error"] is None and tomb["after"] is None
+    assert err["error"] and err["raw"] == BAD and err["source_table"] is None
+    assert all(r["error"] is None for r in rows if r["op"] != "error")
+
+
+def test_event_time_is_utc(spark):
+    from pyspark.sql import functions as F
+
+    events = cdc_spark.decode(kafka_df(spark, [envelope(UPDATE)]), "tencent-dts", engine="python")
+    (row,) = events.select(F.unix_timestamp("event_time").alias("t")).collect()
+    assert row.t == T0_EPOCH
+
+
+def test_multipart_set_split_across_batches(spark, engine):
+    """A three-part envelope over two Arrow batches; the events carry the last part's offset."""
+    parts = split(INSERT, 3)
+    values = [envelope(UPDATE), parts[0], parts[1], parts[2], envelope(DELETE)]
+    with spark_conf(spark, **{"spark.sql.execution.arrow.maxRecordsPerBatch": "2"}):
+        rows = collect(cdc_spark.decode(kafka_df(spark, values), "tencent-dts", engine=engine))
+
+    assert [(r["op"], r["offset"]) for r in rows] == [
+        ("update", 100),
+        ("insert", 103),
+        ("insert", 103),
+        ("delete", 104),
+    ]
+    assert [r["after"] for r in rows[1:3]] == [
+        {"id": "1", "name": "ann"},
+        {"id": "2", "name": "bo"},
+    ]
+
+
+def test_broken_and_unfinished_sets_keep_their_own_kafka_columns(spark, engine):
+    """Parts that become error rows in a later batch (or at the end) keep their offsets."""
+    first = split(INSERT, 3)
+    second = split(UPDATE, 2)
+    # 100: part 0 of a set that never continues; 102: a new set starts and breaks the first;
+    # 104: part 0 of a set still open at the end of the partition.
+    values = [first[0], envelope(DELETE), second[0], second[1], split(DELETE, 2)[0]]
+    with spark_conf(spark, **{"spark.sql.execution.arrow.maxRecordsPerBatch": "2"}):
+        rows = collect(cdc_spark.decode(kafka_df(spark, values), "tencent-dts", engine=engine))
+
+    got = [(r["op"], r["offset"]) for r in rows]
+    assert got == [("delete", 101), ("error", 100), ("update", 103), ("error", 104)]
+    assert rows[1]["raw"] == first[0]
+    assert rows[3]["raw"] == split(DELETE, 2)[0]
+    assert "incomplete" in rows[1]["error"]
+
+
+def test_sets_reassemble_per_shard_header(spark, engine):
+    """Two shards interleaved in one partition: the ShardId header keeps their parts apart."""
+    a = split(INSERT, 2)
+    b = split(DELETE, 2)
+    values = [a[0], b[0], a[1], b[1], envelope(UPDATE)]
+    shards = ["1", "2", "1", "2", None]
+    with spark_conf(spark, **{"spark.sql.execution.arrow.maxRecordsPerBatch": "3"}):
+        df = kafka_df(spark, values, shards=shards)
+        rows = collect(cdc_spark.decode(df, "tencent-dts", engine=engine))
+    assert [(r["op"], r["offset"]) for r in rows] == [
+        ("insert", 102),
+        ("insert", 102),
+        ("delete", 103),
+        ("update", 104),
+    ]
+
+
+def test_large_binary_input(spark, engine):
+    values = [envelope(INSERT), None]
+    with spark_conf(spark, **{"spark.sql.execution.arrow.useLargeVarTypes": "true"}):
+        rows = collect(cdc_spark.decode(kafka_df(spark, values), "tencent-dts", engine=engine))
+    assert [(r["op"], r["offset"], r["topic"]) for r in rows] == [
+        ("insert", 100, "dts"),
+        ("insert", 100, "dts"),
+        ("tombstone", 101, "dts"),
+    ]
+
+
+def test_keep_and_value_col(spark):
+    df = kafka_df(spark, [envelope(DELETE)]).withColumnRenamed("value", "payload")
+    events = cdc_spark.decode(
+        df, "tencent-dts", value_col="payload", keep=["key", "offset"], engine="python"
+    )
+    assert events.columns[:2] == ["key", "offset"]
+    (row,) = events.collect()
+    assert (row.key, row.offset, row.op) == (b"k", 100, "delete")
+
+    bare = cdc_spark.decode(
+        df.select("payload"), "tencent-dts", value_col="payload", engine="python"
+    )
+    assert bare.columns == event_schema().names
+    assert [r.op for r in bare.collect()] == ["delete"]
+
+
+def test_dropmalformed_drops_error_rows(spark, engine):
+    df = kafka_df(spark, [BAD, envelope(DELETE), BAD])
+    rows = collect(cdc_spark.decode(df, "tencent-dts", mode="dropmalformed", engine=engine))
+    assert [(r["op"], r["offset"]) for r in rows] == [("delete", 101)]
+
+
+def test_engines_agree(spark):
+    parts = split(
+        dml(9, "INSERT", "big", [(None, {"id": i, "name": f"n{i}"}) for i in range(40)]), 4
+    )
+    values = [envelope(INSERT), None, *parts, BAD, envelope(UPDATE), parts[0], envelope(DELETE)]
+    with spark_conf(spark, **{"spark.sql.execution.arrow.maxRecordsPerBatch": "3"}):
+        df = kafka_df(spark, values)
+        native = collect(cdc_spark.decode(df, "tencent-dts", engine="native"))
+        python = collect(cdc_spark.decode(df, "tencent-dts", engine="python"))
+    assert len(native) == 2 + 1 + 40 + 1 + 1 + 1 + 1
+    # The engines may word an error differently; everything else is equal.
+    for row in native + python:
+        row["error"] = row["error"] is not None
+    assert native == python
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"format": "no-such-format"}, "unknown format"),
+        ({"format": "tencent-dts", "value_col": "nope"}, "value column 'nope'"),
+        ({"format": "tencent-dts", "value_col": "offset"}, "must be binary or string"),
+        ({"format": "tencent-dts", "keep": ["op"]}, "name of an event column"),
+        ({"format": "tencent-dts", "keep": ["nope"]}, "not in the DataFrame"),
+        ({"format": "tencent-dts", "mode": "lenient"}, "unknown mode"),
+        ({"format": "tencent-dts", "engine": "java"}, "unknown engine"),
+    ],
+)
+def test_bad_arguments(spark, kwargs, message):
+    df = kafka_df(spark, [envelope(INSERT)])
+    with pytest.raises(ValueError, match=message):
+        cdc_spark.decode(df, **kwargs)
+
+
+def test_failfast_fails_the_job(spark):
+    df = kafka_df(spark, [envelope(INSERT), BAD])
+    with pytest.raises(Exception, match="DecodeError|message 1"):
+        cdc_spark.decode(df, "tencent-dts", mode="failfast", engine="native").collect()
