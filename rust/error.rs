@@ -6,7 +6,7 @@
 pub enum Error {
     /// Bytes that are not the ProtoBuf message they should be.
     #[error("invalid {message}: {source}")]
-    Protobuf { message: &'static str, source: prost::DecodeError },
+    Protobuf { message: &'static str, source: crate::wire::WireError },
     /// A Tencent DTS `Envelope.version` other than 1.
     #[error("unsupported Envelope version {0}: only version 1 (data is Entries) is defined")]
     EnvelopeVersion(i32),

@@ -22,6 +22,13 @@ impl Charset {
     /// The charset a MySQL charset name stands for, matched case-insensitively; `None` for
     /// a name this project does not decode (`docs/formats/tencent-dts.md`).
     pub fn from_name(name: &str) -> Option<Self> {
+        // The names MySQL writes, spelled as it writes them, first: this runs per value.
+        match name {
+            "utf8mb4" | "utf8" | "" => return Some(Self::Utf8),
+            "gbk" => return Some(Self::Legacy(GB18030)),
+            "latin1" => return Some(Self::Legacy(WINDOWS_1252)),
+            _ => {}
+        }
         const UTF8: [&str; 5] = ["", "utf8", "utf8mb3", "utf8mb4", "utf-8"];
         const LATIN1: [&str; 2] = ["latin1", "cp1252"];
         const GB: [&str; 4] = ["gbk", "gb2312", "gb18030", "cp936"];

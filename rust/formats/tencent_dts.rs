@@ -1,24 +1,32 @@
 //! `tencent-dts`: Tencent Cloud DTS data subscription messages (ProtoBuf `Envelope` →
 //! `Entries` → `Entry`), multi-part envelopes included. The rules are
 //! `docs/formats/tencent-dts.md`.
+//!
+//! Messages are read with the borrowing [`crate::wire::Reader`] into the `*View` structs
+//! below (field names and numbers as in `proto/subscribe.proto`), so no field is copied
+//! until it is written into its Arrow column.
 
 use std::collections::HashSet;
 
 use bytes::{Bytes, BytesMut};
-use prost::Message;
 
 use crate::decoder::Sink;
 use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
-use crate::proto::{
-    DataType, DmlEvent, DmlType, Entries, Entry, Envelope, Event, Header, KvPair,
-    MessageType, SourceType,
-};
+use crate::proto::{DataType, DmlType, MessageType, SourceType};
 use crate::sequence::OrderKey;
 use crate::text::{base64_into, Charset};
+use crate::wire::{Reader, Value, WireError};
 
 const FORMAT: &str = "tencent-dts";
+
+/// A `KVPair`.
+type Kv<'a> = (&'a str, &'a str);
+
+// ---------------------------------------------------------------------------------------
+// Multi-part reassembly
+// ---------------------------------------------------------------------------------------
 
 /// The decoder, holding the multi-part sets still open, per reassembly key.
 #[derive(Default)]
@@ -30,7 +38,8 @@ pub struct TencentDts {
 struct OpenSet {
     key: Option<String>,
     total: u32,
-    properties: Vec<KvPair>,
+    /// The first part's Envelope properties.
+    properties: Vec<(String, String)>,
     parts: Vec<Part>,
 }
 
@@ -42,18 +51,16 @@ struct Part {
 }
 
 impl Part {
-    fn new(ordinal: i64, raw: &Bytes, data: &Bytes) -> Self {
+    fn new(ordinal: i64, raw: &[u8], data: &[u8]) -> Self {
         Self { ordinal, raw: Bytes::copy_from_slice(raw), data: Bytes::copy_from_slice(data) }
     }
 }
 
 impl FormatDecoder for TencentDts {
     fn decode(&mut self, sink: &mut Sink, ordinal: i64, value: Bytes, key: Option<&str>) -> Result<()> {
-        let envelope = match Envelope::decode(value.clone()) {
+        let envelope = match EnvelopeView::read(&value) {
             Ok(envelope) => envelope,
-            Err(source) => {
-                return sink.error(ordinal, &value, Error::Protobuf { message: "Envelope", source })
-            }
+            Err(error) => return sink.error(ordinal, &value, error),
         };
         if envelope.version != 1 {
             return sink.error(ordinal, &value, Error::EnvelopeVersion(envelope.version));
@@ -65,7 +72,7 @@ impl FormatDecoder for TencentDts {
         }
         if total == 1 {
             return sink.events(ordinal, &value, |rows| {
-                write_entries(rows, &envelope.data, &envelope.properties)
+                write_entries(rows, envelope.data, &envelope.properties)
             });
         }
 
@@ -79,8 +86,8 @@ impl FormatDecoder for TencentDts {
             self.open.push(OpenSet {
                 key: key.map(str::to_string),
                 total,
-                properties: envelope.properties,
-                parts: vec![Part::new(ordinal, &value, &envelope.data)],
+                properties: envelope.properties.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                parts: vec![Part::new(ordinal, &value, envelope.data)],
             });
             return Ok(());
         }
@@ -91,7 +98,7 @@ impl FormatDecoder for TencentDts {
         let set = &mut self.open[at];
         let next = set.parts.len() as u32;
         if set.total == total && index == next {
-            set.parts.push(Part::new(ordinal, &value, &envelope.data));
+            set.parts.push(Part::new(ordinal, &value, envelope.data));
             if index == total - 1 {
                 let set = self.open.remove(at);
                 return complete(sink, set);
@@ -103,11 +110,7 @@ impl FormatDecoder for TencentDts {
             return sink.error(ordinal, &value, Error::Multipart(error));
         }
         let set = self.open.remove(at);
-        let reason = format!(
-            "part {index} of {total} does not follow part {} of {}",
-            next - 1,
-            set.total
-        );
+        let reason = format!("part {index} of {total} does not follow part {} of {}", next - 1, set.total);
         fail_set(sink, set, &reason)?;
         sink.error(ordinal, &value, Error::Multipart(format!("out-of-order multi-part envelope: {reason}")))
     }
@@ -140,9 +143,9 @@ fn complete(sink: &mut Sink, set: OpenSet) -> Result<()> {
     for part in &set.parts {
         data.extend_from_slice(&part.data);
     }
-    let data = data.freeze();
+    let properties: Vec<Kv> = set.properties.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let last = set.parts.last().map_or(0, |p| p.ordinal);
-    match sink.try_events(last, |rows| write_entries(rows, &data, &set.properties)) {
+    match sink.try_events(last, |rows| write_entries(rows, &data, &properties)) {
         Ok(()) => Ok(()),
         Err(error) => {
             let error = format!("multi-part envelope of {} parts: {error}", set.total);
@@ -154,48 +157,347 @@ fn complete(sink: &mut Sink, set: OpenSet) -> Result<()> {
     }
 }
 
-/// The events of one serialized `Entries`.
-fn write_entries(rows: &mut EventBuilder, data: &Bytes, envelope: &[KvPair]) -> Result<()> {
-    let entries = Entries::decode(data.clone())
-        .map_err(|source| Error::Protobuf { message: "Entries (Envelope.data)", source })?;
-    for (index, entry) in entries.items.iter().enumerate() {
-        write_entry(rows, entry, envelope)
-            .map_err(|source| Error::InEntry { index, source: Box::new(source) })?;
+// ---------------------------------------------------------------------------------------
+// Message views: proto3 defaults, the last value of a scalar wins, a singular message seen
+// twice is merged, unknown fields and wire types are skipped (as upb does).
+// ---------------------------------------------------------------------------------------
+
+fn invalid(message: &'static str) -> impl Fn(WireError) -> Error {
+    move |source| Error::Protobuf { message, source }
+}
+
+/// Iterates the fields of a sub-message, mapping wire errors to `message`.
+fn fields<'a>(
+    parent_depth: u32,
+    bytes: &'a [u8],
+    message: &'static str,
+    mut field: impl FnMut(&Reader<'a>, u32, Value<'a>) -> Result<(), WireError>,
+) -> Result<()> {
+    let on_error = invalid(message);
+    let mut reader = Reader::new(bytes, parent_depth).map_err(&on_error)?;
+    while let Some((number, value)) = reader.next().map_err(&on_error)? {
+        field(&reader, number, value).map_err(&on_error)?;
     }
     Ok(())
 }
 
-fn write_entry(rows: &mut EventBuilder, entry: &Entry, envelope: &[KvPair]) -> Result<()> {
-    let default_header;
-    let header = match &entry.header {
-        Some(header) => header,
-        None => {
-            default_header = Header::default();
-            &default_header
+fn read_kv<'a>(r: &Reader<'a>, bytes: &'a [u8]) -> Result<Kv<'a>, WireError> {
+    let mut kv = ("", "");
+    let mut inner = r.nested(bytes)?;
+    while let Some((number, value)) = inner.next()? {
+        match (number, value) {
+            (1, Value::Len(b)) => kv.0 = inner.string(b)?,
+            (2, Value::Len(b)) => kv.1 = inner.string(b)?,
+            _ => {}
         }
-    };
-    let default_event;
-    let event = match &entry.event {
-        Some(event) => event,
-        None => {
-            default_event = Event::default();
-            &default_event
+    }
+    Ok(kv)
+}
+
+/// Reads a sub-message only to check it, keeping nothing (all its string fields included).
+fn check<'a>(
+    r: &Reader<'a>,
+    bytes: &'a [u8],
+    strings: &[u32],
+    kv_lists: &[u32],
+) -> Result<(), WireError> {
+    let mut inner = r.nested(bytes)?;
+    while let Some((number, value)) = inner.next()? {
+        if let Value::Len(b) = value {
+            if strings.contains(&number) {
+                inner.string(b)?;
+            } else if kv_lists.contains(&number) {
+                read_kv(&inner, b)?;
+            }
         }
-    };
-    let context = Context { header, event, envelope };
-    match MessageType::try_from(header.message_type) {
-        Ok(MessageType::Dml) => {
-            let default_dml;
-            let dml = match &event.dml_event {
-                Some(dml) => dml,
-                None => {
-                    default_dml = DmlEvent::default();
-                    &default_dml
+    }
+    Ok(())
+}
+
+struct EnvelopeView<'a> {
+    version: i32,
+    total: u32,
+    index: u32,
+    data: &'a [u8],
+    properties: Vec<Kv<'a>>,
+}
+
+impl<'a> EnvelopeView<'a> {
+    fn read(bytes: &'a [u8]) -> Result<Self> {
+        let mut e = Self { version: 0, total: 0, index: 0, data: &[], properties: Vec::new() };
+        fields(0, bytes, "Envelope", |r, number, value| {
+            match (number, value) {
+                (1, Value::Varint(v)) => e.version = v as i32,
+                (2, Value::Varint(v)) => e.total = v as u32,
+                (3, Value::Varint(v)) => e.index = v as u32,
+                (4, Value::Len(b)) => e.data = b,
+                (15, Value::Len(b)) => e.properties.push(read_kv(r, b)?),
+                _ => {}
+            }
+            Ok(())
+        })?;
+        Ok(e)
+    }
+}
+
+#[derive(Default)]
+struct HeaderView<'a> {
+    version: i32,
+    source_type: i32,
+    message_type: i32,
+    timestamp: u32,
+    server_id: i64,
+    file_name: &'a str,
+    position: u64,
+    gtid: &'a str,
+    schema_name: &'a str,
+    table_name: &'a str,
+    seq_id: u64,
+    event_index: u64,
+    is_last: bool,
+    properties: Vec<Kv<'a>>,
+}
+
+impl<'a> HeaderView<'a> {
+    fn merge(&mut self, depth: u32, bytes: &'a [u8]) -> Result<()> {
+        fields(depth, bytes, "Header", |r, number, value| {
+            match (number, value) {
+                (1, Value::Varint(v)) => self.version = v as i32,
+                (2, Value::Varint(v)) => self.source_type = v as i32,
+                (3, Value::Varint(v)) => self.message_type = v as i32,
+                (4, Value::Varint(v)) => self.timestamp = v as u32,
+                (5, Value::Varint(v)) => self.server_id = v as i64,
+                (6, Value::Len(b)) => self.file_name = r.string(b)?,
+                (7, Value::Varint(v)) => self.position = v,
+                (8, Value::Len(b)) => self.gtid = r.string(b)?,
+                (9, Value::Len(b)) => self.schema_name = r.string(b)?,
+                (10, Value::Len(b)) => self.table_name = r.string(b)?,
+                (11, Value::Varint(v)) => self.seq_id = v,
+                (12, Value::Varint(v)) => self.event_index = v,
+                (13, Value::Varint(v)) => self.is_last = v != 0,
+                (15, Value::Len(b)) => self.properties.push(read_kv(r, b)?),
+                _ => {}
+            }
+            Ok(())
+        })
+    }
+}
+
+#[derive(Default)]
+struct ColumnView<'a> {
+    name: &'a str,
+    is_key: bool,
+}
+
+#[derive(Default)]
+struct DmlView<'a> {
+    dml_event_type: i32,
+    columns: Vec<ColumnView<'a>>,
+    /// `RowChange`s, read when written (they are most of the message).
+    rows: Vec<&'a [u8]>,
+    /// Nesting depth of the `DMLEvent` the rows were in.
+    depth: u32,
+}
+
+impl<'a> DmlView<'a> {
+    fn merge(&mut self, depth: u32, bytes: &'a [u8]) -> Result<()> {
+        self.depth = depth;
+        fields(depth, bytes, "DMLEvent", |r, number, value| {
+            match (number, value) {
+                (1, Value::Varint(v)) => self.dml_event_type = v as i32,
+                (2, Value::Len(b)) => {
+                    let mut column = ColumnView::default();
+                    let mut inner = r.nested(b)?;
+                    while let Some((number, value)) = inner.next()? {
+                        match (number, value) {
+                            (1, Value::Len(b)) => column.name = inner.string(b)?,
+                            (2, Value::Len(b)) => _ = inner.string(b)?,
+                            (3, Value::Varint(v)) => column.is_key = v != 0,
+                            (15, Value::Len(b)) => _ = read_kv(&inner, b)?,
+                            _ => {}
+                        }
+                    }
+                    self.columns.push(column);
                 }
-            };
-            write_dml(rows, &context, dml)
+                (3, Value::Len(b)) => self.rows.push(b),
+                _ => {}
+            }
+            Ok(())
+        })
+    }
+}
+
+#[derive(Default)]
+struct EventView<'a> {
+    transaction_id_begin: &'a str,
+    thread_id: i64,
+    transaction_id_commit: &'a str,
+    dml: DmlView<'a>,
+    ddl_schema_name: &'a str,
+    ddl_sql: &'a str,
+    ddl_execution_time: u32,
+    heartbeat_epoch: i64,
+    synced_gtid: &'a str,
+    fake_gtid: bool,
+    checkpoint_file_name: &'a str,
+    checkpoint_position: u64,
+    properties: Vec<Kv<'a>>,
+}
+
+impl<'a> EventView<'a> {
+    fn merge(&mut self, depth: u32, bytes: &'a [u8]) -> Result<()> {
+        let mut dml = Vec::new();
+        fields(depth, bytes, "Event", |r, number, value| {
+            let Value::Len(b) = value else { return Ok(()) };
+            match number {
+                1 => {
+                    let mut inner = r.nested(b)?;
+                    while let Some((number, value)) = inner.next()? {
+                        match (number, value) {
+                            (1, Value::Len(b)) => self.transaction_id_begin = inner.string(b)?,
+                            (2, Value::Varint(v)) => self.thread_id = v as i64,
+                            _ => {}
+                        }
+                    }
+                }
+                2 => dml.push(b),
+                3 => {
+                    let mut inner = r.nested(b)?;
+                    while let Some((number, value)) = inner.next()? {
+                        if let (1, Value::Len(b)) = (number, value) {
+                            self.transaction_id_commit = inner.string(b)?;
+                        }
+                    }
+                }
+                4 => {
+                    let mut inner = r.nested(b)?;
+                    while let Some((number, value)) = inner.next()? {
+                        match (number, value) {
+                            (1, Value::Len(b)) => self.ddl_schema_name = inner.string(b)?,
+                            (2, Value::Len(b)) => self.ddl_sql = inner.string(b)?,
+                            (3, Value::Varint(v)) => self.ddl_execution_time = v as u32,
+                            _ => {}
+                        }
+                    }
+                }
+                5 => check(r, b, &[], &[])?,
+                6 => {
+                    let mut inner = r.nested(b)?;
+                    while let Some((number, value)) = inner.next()? {
+                        if let (1, Value::Varint(v)) = (number, value) {
+                            self.heartbeat_epoch = v as i64;
+                        }
+                    }
+                }
+                7 => {
+                    let mut inner = r.nested(b)?;
+                    while let Some((number, value)) = inner.next()? {
+                        match (number, value) {
+                            (1, Value::Len(b)) => self.synced_gtid = inner.string(b)?,
+                            (2, Value::Varint(v)) => self.fake_gtid = v != 0,
+                            (3, Value::Len(b)) => self.checkpoint_file_name = inner.string(b)?,
+                            (4, Value::Varint(v)) => self.checkpoint_position = v,
+                            _ => {}
+                        }
+                    }
+                }
+                15 => self.properties.push(read_kv(r, b)?),
+                _ => {}
+            }
+            Ok(())
+        })?;
+        for b in dml {
+            self.dml.merge(depth + 1, b)?;
         }
+        Ok(())
+    }
+}
+
+/// One `Data`: the last value of each field wins.
+#[derive(Default)]
+struct DataView<'a> {
+    data_type: i32,
+    charset: &'a str,
+    sv: &'a str,
+    bv: &'a [u8],
+}
+
+/// One `RowChange`, read field by field: `Data` values go to `on_value` (`true` for
+/// `oldColumns`) in wire order; the properties are returned.
+fn read_row<'a>(
+    depth: u32,
+    bytes: &'a [u8],
+    mut on_value: impl FnMut(bool, DataView<'a>) -> Result<()>,
+) -> Result<Vec<Kv<'a>>> {
+    let on_error = invalid("RowChange");
+    let mut properties = Vec::new();
+    let mut reader = Reader::new(bytes, depth).map_err(&on_error)?;
+    while let Some((number, value)) = reader.next().map_err(&on_error)? {
+        match (number, value) {
+            (1 | 2, Value::Len(b)) => {
+                let mut data = DataView::default();
+                fields(depth + 1, b, "Data", |r, number, value| {
+                    match (number, value) {
+                        (1, Value::Varint(v)) => data.data_type = v as i32,
+                        (2, Value::Len(b)) => data.charset = r.string(b)?,
+                        (3, Value::Len(b)) => data.sv = r.string(b)?,
+                        (4, Value::Len(b)) => data.bv = b,
+                        _ => {}
+                    }
+                    Ok(())
+                })?;
+                on_value(number == 1, data)?;
+            }
+            (15, Value::Len(b)) => properties.push(read_kv(&reader, b).map_err(&on_error)?),
+            _ => {}
+        }
+    }
+    Ok(properties)
+}
+
+// ---------------------------------------------------------------------------------------
+// Events
+// ---------------------------------------------------------------------------------------
+
+/// The events of one serialized `Entries`.
+fn write_entries(rows: &mut EventBuilder, data: &[u8], envelope: &[Kv]) -> Result<()> {
+    let mut items = Vec::new();
+    fields(0, data, "Entries (Envelope.data)", |_, number, value| {
+        if let (1, Value::Len(b)) = (number, value) {
+            items.push(b);
+        }
+        Ok(())
+    })?;
+    for (index, item) in items.into_iter().enumerate() {
+        write_entry(rows, item, envelope).map_err(|source| Error::InEntry { index, source: Box::new(source) })?;
+    }
+    Ok(())
+}
+
+fn write_entry(rows: &mut EventBuilder, bytes: &[u8], envelope: &[Kv]) -> Result<()> {
+    let mut header = HeaderView::default();
+    let mut event = EventView::default();
+    let mut headers = Vec::new();
+    let mut events = Vec::new();
+    fields(1, bytes, "Entry", |_, number, value| {
+        match (number, value) {
+            (1, Value::Len(b)) => headers.push(b),
+            (2, Value::Len(b)) => events.push(b),
+            _ => {}
+        }
+        Ok(())
+    })?;
+    for b in headers {
+        header.merge(2, b)?;
+    }
+    for b in events {
+        event.merge(2, b)?;
+    }
+    let context = Context { header: &header, event: &event, envelope };
+    match MessageType::try_from(header.message_type) {
+        Ok(MessageType::Dml) => write_dml(rows, &context),
         Ok(kind) => {
+            check_rows(&event.dml)?;
             let op = match kind {
                 MessageType::Begin => "begin",
                 MessageType::Commit => "commit",
@@ -209,6 +511,7 @@ fn write_entry(rows: &mut EventBuilder, entry: &Entry, envelope: &[KvPair]) -> R
             Ok(())
         }
         Err(_) => {
+            check_rows(&event.dml)?;
             let number = itoa::Buffer::new().format(header.message_type).to_string();
             write_control(rows, &context, "other", &number);
             Ok(())
@@ -216,15 +519,24 @@ fn write_entry(rows: &mut EventBuilder, entry: &Entry, envelope: &[KvPair]) -> R
     }
 }
 
+/// The rows of a `dmlEvent` on a non-DML entry are not written, but must parse (as they
+/// must for Google's decoder).
+fn check_rows(dml: &DmlView) -> Result<()> {
+    for row in &dml.rows {
+        read_row(dml.depth + 1, row, |_, _| Ok(()))?;
+    }
+    Ok(())
+}
+
 /// What every event of one entry shares.
 struct Context<'a> {
-    header: &'a Header,
-    event: &'a Event,
-    envelope: &'a [KvPair],
+    header: &'a HeaderView<'a>,
+    event: &'a EventView<'a>,
+    envelope: &'a [Kv<'a>],
 }
 
 impl Context<'_> {
-    /// The columns from `format` to `event_id`, and `primary_key`'s absence is the caller's.
+    /// The columns from `format` to `event_id`.
     fn common(&self, rows: &mut EventBuilder, op: &str, source_op: &str, row: u64, source_db: &str) {
         let h = self.header;
         rows.format.push_str(FORMAT);
@@ -232,15 +544,15 @@ impl Context<'_> {
         rows.source_op.push_str(source_op);
         rows.source_db.push_nonempty(Some(source_db));
         rows.source_schema.push_null();
-        rows.source_table.push_nonempty(Some(&h.table_name));
+        rows.source_table.push_nonempty(Some(h.table_name));
         rows.event_time.push((h.timestamp != 0).then(|| i64::from(h.timestamp) * 1_000_000));
         rows.capture_time.push(None);
         let tx_id = if !h.gtid.is_empty() {
-            &h.gtid
+            h.gtid
         } else {
             match MessageType::try_from(h.message_type) {
-                Ok(MessageType::Begin) => self.event.begin_event.as_ref().map_or("", |e| &e.transaction_id),
-                Ok(MessageType::Commit) => self.event.commit_event.as_ref().map_or("", |e| &e.transaction_id),
+                Ok(MessageType::Begin) => self.event.transaction_id_begin,
+                Ok(MessageType::Commit) => self.event.transaction_id_commit,
                 _ => "",
             }
         };
@@ -267,7 +579,7 @@ impl Context<'_> {
     }
 
     /// `metadata`: header fields, the event's own fields, then properties (first key wins).
-    fn metadata(&self, map: &mut MapColumn, row_properties: &[KvPair]) {
+    fn metadata(&self, map: &mut MapColumn, row_properties: &[Kv]) {
         let h = self.header;
         if h.version != 0 {
             map.entry_int("version", h.version);
@@ -294,45 +606,33 @@ impl Context<'_> {
         };
         match MessageType::try_from(h.message_type) {
             Ok(MessageType::Begin) => {
-                if let Some(begin) = &e.begin_event {
-                    text(map, "transactionId", &begin.transaction_id);
-                    if begin.thread_id != 0 {
-                        map.entry_int("threadId", begin.thread_id);
-                    }
+                text(map, "transactionId", e.transaction_id_begin);
+                if e.thread_id != 0 {
+                    map.entry_int("threadId", e.thread_id);
                 }
             }
-            Ok(MessageType::Commit) => {
-                if let Some(commit) = &e.commit_event {
-                    text(map, "transactionId", &commit.transaction_id);
-                }
+            Ok(MessageType::Commit) => text(map, "transactionId", e.transaction_id_commit),
+            Ok(MessageType::Ddl) if e.ddl_execution_time != 0 => {
+                map.entry_int("executionTime", e.ddl_execution_time);
             }
-            Ok(MessageType::Ddl) => {
-                if let Some(ddl) = e.ddl_event.as_ref().filter(|d| d.execution_time != 0) {
-                    map.entry_int("executionTime", ddl.execution_time);
-                }
-            }
-            Ok(MessageType::Heartbeat) => {
-                if let Some(heartbeat) = e.heartbeat_event.as_ref().filter(|h| h.epoch != 0) {
-                    map.entry_int("epoch", heartbeat.epoch);
-                }
+            Ok(MessageType::Heartbeat) if e.heartbeat_epoch != 0 => {
+                map.entry_int("epoch", e.heartbeat_epoch);
             }
             Ok(MessageType::Checkpoint) => {
-                if let Some(checkpoint) = &e.checkpoint_event {
-                    text(map, "syncedGtid", &checkpoint.synced_gtid);
-                    if checkpoint.fake_gtid {
-                        map.entry("fakeGtid", Some("true"));
-                    }
-                    text(map, "fileName", &checkpoint.file_name);
-                    if checkpoint.position != 0 {
-                        map.entry_int("position", checkpoint.position);
-                    }
+                text(map, "syncedGtid", e.synced_gtid);
+                if e.fake_gtid {
+                    map.entry("fakeGtid", Some("true"));
+                }
+                text(map, "fileName", e.checkpoint_file_name);
+                if e.checkpoint_position != 0 {
+                    map.entry_int("position", e.checkpoint_position);
                 }
             }
             _ => {}
         }
         for properties in [self.envelope, &h.properties, &e.properties, row_properties] {
-            for kv in properties {
-                map.insert(&kv.key, &kv.value);
+            for (key, value) in properties {
+                map.insert(key, value);
             }
         }
         map.close();
@@ -341,16 +641,16 @@ impl Context<'_> {
 
 /// BEGIN, COMMIT, DDL, ROLLBACK, HEARTBEAT, CHECKPOINT, or an undefined message type.
 fn write_control(rows: &mut EventBuilder, context: &Context, op: &str, source_op: &str) {
-    let ddl = context.event.ddl_event.as_ref().filter(|_| op == "ddl");
-    let mut source_db = context.header.schema_name.as_str();
-    if source_db.is_empty() {
-        source_db = ddl.map_or("", |d| &d.schema_name);
+    let is_ddl = op == "ddl";
+    let mut source_db = context.header.schema_name;
+    if source_db.is_empty() && is_ddl {
+        source_db = context.event.ddl_schema_name;
     }
     context.common(rows, op, source_op, 0, source_db);
     rows.primary_key.push_null();
     rows.before.push_null();
     rows.after.push_null();
-    rows.ddl.push_nonempty(ddl.map(|d| d.sql.as_str()));
+    rows.ddl.push_nonempty(is_ddl.then_some(context.event.ddl_sql));
     context.metadata(&mut rows.metadata, &[]);
     rows.error.push_null();
     rows.raw.push_null();
@@ -358,7 +658,8 @@ fn write_control(rows: &mut EventBuilder, context: &Context, op: &str, source_op
 }
 
 /// One event per `RowChange`.
-fn write_dml(rows: &mut EventBuilder, context: &Context, dml: &DmlEvent) -> Result<()> {
+fn write_dml(rows: &mut EventBuilder, context: &Context) -> Result<()> {
+    let dml = &context.event.dml;
     let (op, source_op) = match DmlType::try_from(dml.dml_event_type) {
         Ok(DmlType::Insert) => ("insert", "INSERT"),
         Ok(DmlType::Update) => ("update", "UPDATE"),
@@ -372,23 +673,42 @@ fn write_dml(rows: &mut EventBuilder, context: &Context, dml: &DmlEvent) -> Resu
     } else {
         source_op
     };
-    let names: Vec<&str> = dml.columns.iter().map(|c| c.name.as_str()).collect();
+    let names: Vec<&str> = dml.columns.iter().map(|c| c.name).collect();
     check_unique(&names)?;
     let has_key = dml.columns.iter().any(|c| c.is_key);
     for (index, row) in dml.rows.iter().enumerate() {
-        context.common(rows, op, source_op, index as u64, &context.header.schema_name);
+        context.common(rows, op, source_op, index as u64, context.header.schema_name);
         if has_key {
             for column in dml.columns.iter().filter(|c| c.is_key) {
-                rows.primary_key.item(&column.name);
+                rows.primary_key.item(column.name);
             }
             rows.primary_key.close();
         } else {
             rows.primary_key.push_null();
         }
-        write_image(&mut rows.before, &names, &row.old_columns, index, "old")?;
-        write_image(&mut rows.after, &names, &row.new_columns, index, "new")?;
+        // Both images are open at once: a RowChange may interleave its two lists.
+        let (mut old, mut new) = (0usize, 0usize);
+        let properties = read_row(dml.depth + 1, row, |is_old, data| {
+            let (map, count, image) = if is_old {
+                (&mut rows.before, &mut old, "old")
+            } else {
+                (&mut rows.after, &mut new, "new")
+            };
+            let Some(name) = names.get(*count) else {
+                return Err(Error::TooManyValues { row: index, values: *count + 1, image, columns: names.len() });
+            };
+            *count += 1;
+            write_value(map, name, &data)
+        })?;
+        for (map, count) in [(&mut rows.before, old), (&mut rows.after, new)] {
+            if count == 0 {
+                map.push_null();
+            } else {
+                map.close();
+            }
+        }
         rows.ddl.push_null();
-        context.metadata(&mut rows.metadata, &row.properties);
+        context.metadata(&mut rows.metadata, &properties);
         rows.error.push_null();
         rows.raw.push_null();
         rows.end_row();
@@ -409,50 +729,28 @@ fn check_unique(names: &[&str]) -> Result<()> {
     }
 }
 
-/// One row image into a map: named by the event's columns, NA left out, NIL a null value.
-fn write_image(
-    map: &mut MapColumn,
-    names: &[&str],
-    values: &[crate::proto::Data],
-    row: usize,
-    image: &'static str,
-) -> Result<()> {
-    if values.is_empty() {
-        map.push_null();
-        return Ok(());
-    }
-    if values.len() > names.len() {
-        return Err(Error::TooManyValues { row, values: values.len(), image, columns: names.len() });
-    }
-    for (data, name) in values.iter().zip(names) {
-        write_value(map, name, data)?;
-    }
-    map.close();
-    Ok(())
-}
-
-fn write_value(map: &mut MapColumn, name: &str, data: &crate::proto::Data) -> Result<()> {
+/// One `Data` into an image: NA left out, NIL a null value.
+fn write_value(map: &mut MapColumn, name: &str, data: &DataView) -> Result<()> {
     use DataType::*;
     match DataType::try_from(data.data_type) {
         Ok(Nil) => map.entry(name, None),
         Ok(Na) => {}
         Ok(Int8 | Int16 | Int32 | Int64 | Uint8 | Uint16 | Uint32 | Uint64 | Float32 | Float64
-        | Decimal) => map.entry(name, (!data.sv.is_empty()).then_some(data.sv.as_str())),
-        Ok(Bytes) => map.entry_with(name, |out| base64_into(&data.bv, out)),
+        | Decimal) => map.entry(name, (!data.sv.is_empty()).then_some(data.sv)),
+        Ok(Bytes) => map.entry_with(name, |out| base64_into(data.bv, out)),
         Ok(String) => {
-            let charset = Charset::from_name(&data.charset).ok_or_else(|| {
-                Error::UnsupportedCharset { charset: data.charset.clone(), column: name.to_string() }
+            let charset = Charset::from_name(data.charset).ok_or_else(|| Error::UnsupportedCharset {
+                charset: data.charset.to_string(),
+                column: name.to_string(),
             })?;
             let mut ok = true;
-            map.entry_with(name, |out| ok = charset.decode_into(&data.bv, out));
+            map.entry_with(name, |out| ok = charset.decode_into(data.bv, out));
             if !ok {
-                let charset = if data.charset.is_empty() { "utf8" } else { &data.charset };
+                let charset = if data.charset.is_empty() { "utf8" } else { data.charset };
                 return Err(Error::InvalidText { charset: charset.to_string(), column: name.to_string() });
             }
         }
-        Err(_) => {
-            return Err(Error::UnknownDataType { number: data.data_type, column: name.to_string() })
-        }
+        Err(_) => return Err(Error::UnknownDataType { number: data.data_type, column: name.to_string() }),
     }
     Ok(())
 }
