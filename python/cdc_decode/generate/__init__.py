@@ -1,0 +1,110 @@
+"""Realistic CDC streams for tests, benchmarks and the demo.
+
+>>> from cdc_decode.generate import generate
+>>> stream = generate("tencent-dts", messages=10_000, seed=1)
+>>> batch = cdc_decode.decode(stream.values, "tencent-dts")
+>>> assert pa.Table.from_batches([batch]).equals(stream.expected)
+>>> stream.write("out/")   # values.bin, expected.arrow, final_state.json, manifest.json
+
+One simulated MySQL server (:mod:`.source`, format-independent) runs a seeded workload;
+a writer per format (:mod:`.tencent_dts`) turns its binlog into that format's messages and
+renders the events they must decode to from its own knowledge of the values.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from .._schema import EVENT_SCHEMA
+from . import tencent_dts
+from .apply import State, apply_change, apply_events
+from .source import MySQLSource
+from .stream import Stream, read_expected, read_final_state, read_values, write_values
+
+__all__ = [
+    "FORMATS",
+    "MySQLSource",
+    "State",
+    "Stream",
+    "apply_change",
+    "apply_events",
+    "generate",
+    "read_expected",
+    "read_final_state",
+    "read_values",
+    "write_values",
+]
+
+FORMATS: tuple[str, ...] = (tencent_dts.FORMAT,)
+"""The formats the generator writes."""
+
+
+def _events_table(rows: list[list]) -> pa.Table:
+    columns = list(zip(*rows, strict=True)) if rows else [[] for _ in EVENT_SCHEMA]
+    arrays = [
+        pa.array(list(col), type=f.type) for col, f in zip(columns, EVENT_SCHEMA, strict=True)
+    ]
+    return pa.Table.from_arrays(arrays, schema=EVENT_SCHEMA)
+
+
+def generate(
+    format: str = "tencent-dts",
+    *,
+    messages: int = 1000,
+    seed: int = 0,
+    rows_per_message: int = 10,
+    message_bytes: int = 3072,
+    max_message_bytes: int = 64 * 1024,
+    max_rows: int = 2000,
+) -> Stream:
+    """Generate a stream of exactly ``messages`` Kafka values.
+
+    Args:
+        format: one of :data:`FORMATS`.
+        messages: how many values (multi-part parts count one each).
+        seed: the same seed gives byte-identical values and equal expectations.
+        rows_per_message: pack at most this many events into one message.
+        message_bytes: pack at most this many bytes of entries into one message (a single
+            larger entry is sent alone).
+        max_message_bytes: no value is larger; a larger message is split into parts.
+        max_rows: about how many rows each simulated table holds at most.
+
+    Returns:
+        The :class:`Stream`: values, expected events and final table state.
+    """
+    if format not in FORMATS:
+        raise ValueError(f"unknown format {format!r}: the generator writes {', '.join(FORMATS)}")
+    if messages < 0:
+        raise ValueError("messages must not be negative")
+    source = MySQLSource(seed, max_rows=max_rows)
+    writer = tencent_dts.TencentDtsWriter(
+        source,
+        seed=seed,
+        rows_per_message=rows_per_message,
+        message_bytes=message_bytes,
+        max_message_bytes=max_message_bytes,
+    )
+    values, rows = tencent_dts.write_stream(source, writer, messages)
+    final_state: State = {}
+    for table in source.tables:
+        columns = {c.name: c for c in table.columns}
+        final_state[table.qualified] = {
+            tuple(tencent_dts.render(columns[c], row[c]) for c in table.primary_key): {
+                name: tencent_dts.render(columns[name], value) for name, value in row.items()
+            }
+            for row in table.rows.by_key.values()
+        }
+    return Stream(
+        format=format,
+        seed=seed,
+        values=values,
+        expected=_events_table(rows),
+        final_state=final_state,
+        primary_keys={t.qualified: list(t.primary_key) for t in source.tables},
+        options={
+            "rows_per_message": rows_per_message,
+            "message_bytes": message_bytes,
+            "max_message_bytes": max_message_bytes,
+            "max_rows": max_rows,
+        },
+    )
