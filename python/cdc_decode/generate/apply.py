@@ -84,7 +84,7 @@ def apply_events(
 
     Returns:
         ``table name`` (see :func:`table_name`) → primary key tuple → row
-        (column → text or ``None``).
+        (column → text or ``None``); tables left without rows are left out.
 
     Raises:
         ValueError: for an ``error`` row, or a row change without primary key values.
@@ -128,4 +128,6 @@ def apply_events(
             None if before is None else dict(before),
             None if after is None else dict(after),
         )
+    for table in [t for t, rows in state.items() if not rows]:
+        del state[table]
     return state

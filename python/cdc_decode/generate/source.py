@@ -979,11 +979,16 @@ class MySQLSource:
         self._undo = []
 
     def undo_last(self) -> None:
-        """Take the last record's changes back out of the tables (not the clock or RNG).
+        """Take the last record's changes back out of the tables, with those of any record
+        already drawn but not yet handed out (not the clock or the RNG).
 
         A writer that must stop at an exact message count calls this when the last record
-        would not fit, so the tables match what was written.
+        would not fit, so the tables match what was written. Stop drawing after it.
         """
+        for _, undo in reversed(self._pending):
+            self._undo = undo
+            self._undo_changes()
+        self._pending = []
         self._undo_changes()
 
     def state(self) -> dict[str, dict[tuple, dict[str, Value]]]:

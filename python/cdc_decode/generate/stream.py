@@ -39,7 +39,8 @@ class Stream:
         expected: the events ``cdc_decode.decode(values, format)`` must return, exactly
             (a ``pyarrow.Table`` of ``cdc_decode.event_schema()``).
         final_state: ``"db.table"`` → primary key tuple → row (column → generic text or
-            ``None``), as applying the events in ``sequence`` order leaves it.
+            ``None``), as applying the events in ``sequence`` order leaves it (see
+            :func:`cdc_decode.generate.apply_events`); tables without rows are left out.
         primary_keys: ``"db.table"`` → primary key column names.
         options: the generator options that made it.
     """
