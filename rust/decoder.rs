@@ -163,6 +163,7 @@ impl Decoder {
         }
         let owner = input.owner();
         let mut sink = Sink::new(self.name, self.mode);
+        sink.rows.reserve_for_input(owner.len());
         let base = self.stats.messages as i64;
         let mut result = Ok(());
         for i in 0..input.len() {

@@ -415,13 +415,41 @@ impl EventBuilder {
         self.rows == 0
     }
 
-    /// Bytes held by the variable-length columns, to bound a batch's size.
-    pub fn data_bytes(&self) -> usize {
-        self.raw.data.len()
-            + self.before.values.data.len()
-            + self.after.values.data.len()
-            + self.before.keys.data.len()
-            + self.after.keys.data.len()
+    /// Pre-sizes the columns for `bytes` of input, so they do not grow (and copy) by
+    /// doubling. The estimate is generous, since only address space is reserved: pages are
+    /// touched as rows are written.
+    pub fn reserve_for_input(&mut self, bytes: usize) {
+        // CDC rows take a hundred bytes or more on the wire; a map entry, 16 or more.
+        let rows = bytes / 100 + 16;
+        let entries = bytes / 16;
+        for column in [
+            &mut self.format,
+            &mut self.op,
+            &mut self.source_op,
+            &mut self.source_db,
+            &mut self.source_table,
+            &mut self.tx_id,
+            &mut self.position,
+            &mut self.sequence,
+            &mut self.event_id,
+        ] {
+            column.offsets.reserve(rows);
+            column.valid.reserve(rows);
+            column.data.reserve(rows * 16);
+        }
+        for column in [&mut self.event_time, &mut self.capture_time] {
+            column.values.reserve(rows);
+            column.valid.reserve(rows);
+        }
+        for map in [&mut self.before, &mut self.after, &mut self.metadata] {
+            map.offsets.reserve(rows);
+            map.valid.reserve(rows);
+            for part in [&mut map.keys, &mut map.values] {
+                part.offsets.reserve(entries);
+                part.valid.reserve(entries);
+                part.data.reserve(bytes / 2);
+            }
+        }
     }
 
     /// Ends the row every column has just received a value for.

@@ -56,7 +56,7 @@ impl Charset {
     pub fn decode_into(self, bytes: &[u8], out: &mut Vec<u8>) -> bool {
         match self {
             Self::Utf8 => {
-                let ok = std::str::from_utf8(bytes).is_ok();
+                let ok = utf8(bytes).is_some();
                 if ok {
                     out.extend_from_slice(bytes);
                 }
@@ -69,20 +69,43 @@ impl Charset {
                 }
                 ok
             }
+            // Both legacy encodings here are ASCII-compatible.
+            Self::Legacy(_) if bytes.is_ascii() => {
+                out.extend_from_slice(bytes);
+                true
+            }
             Self::Legacy(encoding) => {
-                match encoding.decode_without_bom_handling_and_without_replacement(bytes) {
-                    Some(text) => {
-                        out.extend_from_slice(text.as_bytes());
-                        true
-                    }
-                    None => false,
-                }
+                // Straight into the column's bytes: no temporary String.
+                let mut decoder = encoding.new_decoder_without_bom_handling();
+                let Some(room) = decoder.max_utf8_buffer_length_without_replacement(bytes.len())
+                else {
+                    return false;
+                };
+                let start = out.len();
+                out.resize(start + room, 0);
+                let (result, read, written) =
+                    decoder.decode_to_utf8_without_replacement(bytes, &mut out[start..], true);
+                let ok = matches!(result, encoding_rs::DecoderResult::InputEmpty) && read == bytes.len();
+                out.truncate(if ok { start + written } else { start });
+                ok
             }
             Self::Binary => {
                 base64_into(bytes, out);
                 true
             }
         }
+    }
+}
+
+/// `bytes` as UTF-8 text, checked: short ASCII strings (names, numbers, charsets) take a
+/// cheaper path than `std::str::from_utf8`.
+#[inline]
+pub fn utf8(bytes: &[u8]) -> Option<&str> {
+    if bytes.is_ascii() {
+        // SAFETY: ASCII is UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+    } else {
+        std::str::from_utf8(bytes).ok()
     }
 }
 

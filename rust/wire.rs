@@ -78,7 +78,7 @@ pub struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     /// A reader of a message at nesting depth `depth`.
-    #[inline]
+    #[inline(always)]
     pub fn new(buf: &'a [u8], depth: u32) -> Result<Self, WireError> {
         if depth > MAX_DEPTH {
             return Err(WireError { offset: 0, what: "message nested too deeply" });
@@ -90,7 +90,7 @@ impl<'a> Reader<'a> {
         WireError { offset: self.pos, what }
     }
 
-    #[inline]
+    #[inline(always)]
     fn varint(&mut self, max_bytes: usize, what: &'static str) -> Result<u64, WireError> {
         // Most varints on this wire (tags, small lengths, enums) are one byte.
         if let Some(&byte) = self.buf.get(self.pos) {
@@ -120,7 +120,7 @@ impl<'a> Reader<'a> {
         Err(self.error(what))
     }
 
-    #[inline]
+    #[inline(always)]
     fn take(&mut self, len: usize, what: &'static str) -> Result<&'a [u8], WireError> {
         if len > self.buf.len() - self.pos {
             return Err(self.error(what));
@@ -130,7 +130,7 @@ impl<'a> Reader<'a> {
         Ok(bytes)
     }
 
-    #[inline]
+    #[inline(always)]
     fn tag(&mut self) -> Result<(u32, u8), WireError> {
         let start = self.pos;
         let tag = self.varint(5, "truncated tag")?;
@@ -140,7 +140,7 @@ impl<'a> Reader<'a> {
         Ok(((tag >> 3) as u32, (tag & 7) as u8))
     }
 
-    #[inline]
+    #[inline(never)]
     fn value(&mut self, field: u32, wire_type: u8, depth: u32) -> Result<Option<Value<'a>>, WireError> {
         Ok(Some(match wire_type {
             0 => Value::Varint(self.varint(10, "truncated varint")?),
@@ -148,14 +148,7 @@ impl<'a> Reader<'a> {
                 let b = self.take(8, "truncated fixed64")?;
                 Value::Fixed64(u64::from_le_bytes(b.try_into().unwrap_or_default()))
             }
-            2 => {
-                let start = self.pos;
-                let len = self.varint(5, "truncated length")?;
-                if len >= 1 << 31 {
-                    return Err(WireError { offset: start, what: "length prefix too large" });
-                }
-                Value::Len(self.take(len as usize, "length prefix past the end of the message")?)
-            }
+            2 => Value::Len(self.len_delimited()?),
             3 => {
                 self.skip_group(field, depth + 1)?;
                 return Ok(None);
@@ -188,25 +181,42 @@ impl<'a> Reader<'a> {
     /// The next field with a value, or `None` at the end. Groups are skipped: no field of
     /// the schemas read here is a group.
     #[allow(clippy::should_implement_trait)]
-    #[inline]
+    #[inline(always)]
     pub fn next(&mut self) -> Result<Option<(u32, Value<'a>)>, WireError> {
         while self.pos < self.buf.len() {
             let (field, wire_type) = self.tag()?;
-            if let Some(value) = self.value(field, wire_type, self.depth)? {
-                return Ok(Some((field, value)));
+            // The two wire types of this schema inline; the rest out of line.
+            match wire_type {
+                0 => return Ok(Some((field, Value::Varint(self.varint(10, "truncated varint")?)))),
+                2 => return Ok(Some((field, Value::Len(self.len_delimited()?)))),
+                _ => {
+                    if let Some(value) = self.value(field, wire_type, self.depth)? {
+                        return Ok(Some((field, value)));
+                    }
+                }
             }
         }
         Ok(None)
     }
 
+    #[inline(always)]
+    fn len_delimited(&mut self) -> Result<&'a [u8], WireError> {
+        let start = self.pos;
+        let len = self.varint(5, "truncated length")?;
+        if len >= 1 << 31 {
+            return Err(WireError { offset: start, what: "length prefix too large" });
+        }
+        self.take(len as usize, "length prefix past the end of the message")
+    }
+
     /// A string field's text; proto3 requires UTF-8.
-    #[inline]
+    #[inline(always)]
     pub fn string(&self, bytes: &'a [u8]) -> Result<&'a str, WireError> {
-        std::str::from_utf8(bytes).map_err(|_| self.error("string field is not UTF-8"))
+        crate::text::utf8(bytes).ok_or_else(|| self.error("string field is not UTF-8"))
     }
 
     /// A reader for a sub-message's bytes, one level deeper.
-    #[inline]
+    #[inline(always)]
     pub fn nested(&self, bytes: &'a [u8]) -> Result<Reader<'a>, WireError> {
         Reader::new(bytes, self.depth + 1).map_err(|_| self.error("message nested too deeply"))
     }

@@ -317,9 +317,18 @@ impl<'a> DmlView<'a> {
                             _ => {}
                         }
                     }
+                    if self.columns.capacity() == 0 {
+                        // Tables have tens of columns: one allocation, not a doubling series.
+                        self.columns.reserve(32);
+                    }
                     self.columns.push(column);
                 }
-                (3, Value::Len(b)) => self.rows.push(b),
+                (3, Value::Len(b)) => {
+                    if self.rows.capacity() == 0 {
+                        self.rows.reserve(16);
+                    }
+                    self.rows.push(b);
+                }
                 _ => {}
             }
             Ok(())
@@ -477,21 +486,14 @@ fn write_entries(rows: &mut EventBuilder, data: &[u8], envelope: &[Kv]) -> Resul
 fn write_entry(rows: &mut EventBuilder, bytes: &[u8], envelope: &[Kv]) -> Result<()> {
     let mut header = HeaderView::default();
     let mut event = EventView::default();
-    let mut headers = Vec::new();
-    let mut events = Vec::new();
-    fields(1, bytes, "Entry", |_, number, value| {
+    let on_error = invalid("Entry");
+    let mut reader = Reader::new(bytes, 1).map_err(&on_error)?;
+    while let Some((number, value)) = reader.next().map_err(&on_error)? {
         match (number, value) {
-            (1, Value::Len(b)) => headers.push(b),
-            (2, Value::Len(b)) => events.push(b),
+            (1, Value::Len(b)) => header.merge(2, b)?,
+            (2, Value::Len(b)) => event.merge(2, b)?,
             _ => {}
         }
-        Ok(())
-    })?;
-    for b in headers {
-        header.merge(2, b)?;
-    }
-    for b in events {
-        event.merge(2, b)?;
     }
     let context = Context { header: &header, event: &event, envelope };
     match MessageType::try_from(header.message_type) {

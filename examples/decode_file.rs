@@ -1,0 +1,52 @@
+//! Decodes a generated `values.bin` a number of times and prints the throughput:
+//! `cargo run --release --example decode_file -- FORMAT PATH [REPEAT] [BATCH]`.
+//! Handy under `perf stat` / `perf record` when profiling a decoder.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use _native::decoder::{Decoder, Mode};
+use arrow_array::{Array, ArrayRef, BinaryArray};
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let (format, path) = (&args[1], &args[2]);
+    let repeat: usize = args.get(3).and_then(|a| a.parse().ok()).unwrap_or(5);
+    let batch: usize = args.get(4).and_then(|a| a.parse().ok()).unwrap_or(10_000);
+    let bytes = std::fs::read(path).expect("read values.bin");
+    let mut values: Vec<Option<&[u8]>> = Vec::new();
+    let mut at = 0;
+    while at + 4 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        at += 4;
+        if len == u32::MAX {
+            values.push(None);
+        } else {
+            values.push(Some(&bytes[at..at + len as usize]));
+            at += len as usize;
+        }
+    }
+    let batches: Vec<ArrayRef> = values
+        .chunks(batch)
+        .map(|c| Arc::new(c.iter().copied().collect::<BinaryArray>()) as ArrayRef)
+        .collect();
+    let start = Instant::now();
+    let mut rows = 0;
+    for _ in 0..repeat {
+        let mut decoder = Decoder::new(format, Mode::Permissive).unwrap();
+        for b in &batches {
+            rows += decoder.decode(b, None, false).unwrap().batch.num_rows();
+        }
+        rows += decoder.finish().unwrap().batch.num_rows();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let messages = values.len() * repeat;
+    let mb = (bytes.len() * repeat) as f64 / 1e6;
+    println!(
+        "{format}: {messages} messages, {rows} rows in {secs:.3} s: {:.0} messages/s, {:.0} rows/s, {:.1} MB/s",
+        messages as f64 / secs,
+        rows as f64 / secs,
+        mb / secs
+    );
+    let _ = batches.iter().map(|b| b.len()).sum::<usize>();
+}
