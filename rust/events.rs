@@ -11,7 +11,7 @@ use arrow_array::{
     ArrayRef, BinaryArray, ListArray, MapArray, RecordBatch, StringArray, StructArray,
     TimestampMicrosecondArray,
 };
-use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef, TimeUnit};
 
 /// The output schema, column order included.
@@ -65,12 +65,19 @@ fn list_item_field() -> FieldRef {
     Arc::new(Field::new("item", DataType::Utf8, true))
 }
 
+/// The validity bitmap of `valid`, or `None` when every value is valid.
 fn nulls(valid: Vec<bool>) -> Option<NullBuffer> {
-    if valid.iter().all(|v| *v) {
-        None
-    } else {
-        Some(NullBuffer::from(valid))
+    // memchr-fast scan: `bool` is one byte, 0 or 1.
+    let bytes: &[u8] = bytemuck_bools(&valid);
+    if !bytes.contains(&0) {
+        return None;
     }
+    Some(NullBuffer::new(BooleanBuffer::collect_bool(valid.len(), |i| valid[i])))
+}
+
+fn bytemuck_bools(valid: &[bool]) -> &[u8] {
+    // SAFETY: `bool` has the size and alignment of `u8`, and every bool is a valid u8.
+    unsafe { std::slice::from_raw_parts(valid.as_ptr().cast::<u8>(), valid.len()) }
 }
 
 /// A variable-length column (`utf8` or `binary`): offsets, bytes and validity.

@@ -24,9 +24,11 @@ impl Charset {
     pub fn from_name(name: &str) -> Option<Self> {
         // The names MySQL writes, spelled as it writes them, first: this runs per value.
         match name {
-            "utf8mb4" | "utf8" | "" => return Some(Self::Utf8),
-            "gbk" => return Some(Self::Legacy(GB18030)),
+            "utf8mb4" | "utf8" | "utf8mb3" | "" => return Some(Self::Utf8),
+            "gbk" | "gb18030" | "gb2312" => return Some(Self::Legacy(GB18030)),
             "latin1" => return Some(Self::Legacy(WINDOWS_1252)),
+            "ascii" => return Some(Self::Ascii),
+            "binary" => return Some(Self::Binary),
             _ => {}
         }
         const UTF8: [&str; 5] = ["", "utf8", "utf8mb3", "utf8mb4", "utf-8"];
