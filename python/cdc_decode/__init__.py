@@ -47,7 +47,8 @@ def _as_arrays(values: Any) -> list[pa.Array]:
         chunks = [values]
     else:
         items = list(values)
-        kind = pa.string() if items and all(isinstance(v, str) or v is None for v in items) else pa.binary()
+        text = items and all(isinstance(v, str) or v is None for v in items)
+        kind = pa.string() if text else pa.binary()
         try:
             chunks = [pa.array(items, type=kind)]
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
