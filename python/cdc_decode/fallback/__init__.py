@@ -1,0 +1,107 @@
+"""The pure-Python decoders: the same results as the Rust core, byte for byte.
+
+:class:`PythonDecoder` is the engine ``cdc_decode.Decoder(..., engine="python")`` drives.
+It does what every format shares (input values, tombstones, ordinals, modes, stats, see
+docs/events.md); one module per format decodes single messages:
+
+- :mod:`.tencent_dts`: ``tencent-dts``.
+
+A format class takes no arguments and has ``decode(raw, key, ordinal, sink)`` (one
+non-null input value), ``finish(sink)`` (end of input) and ``pending`` (parts buffered).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+
+import pyarrow as pa
+
+from .._schema import MODES
+from ._events import EventSink
+
+# Format name -> (module, class). Imported on first use: ``cdc_decode._proto`` loads its
+# descriptor set from this package, so importing the format modules here would be circular.
+_FORMATS = {"tencent-dts": ("tencent_dts", "TencentDts")}
+
+_AS_BYTES = {
+    pa.string(): pa.binary(),
+    pa.large_string(): pa.large_binary(),
+}
+
+
+class PythonDecoder:
+    """A stateful decoder of one format: the pure-Python engine.
+
+    Args:
+        format: a format name (``cdc_decode.FORMATS``).
+        mode: ``permissive``, ``dropmalformed`` or ``failfast``.
+
+    Raises:
+        ValueError: for an unknown format or mode.
+    """
+
+    def __init__(self, format: str, mode: str) -> None:
+        if format not in _FORMATS:
+            raise ValueError(f"the python engine has no decoder for format {format!r}")
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
+        self._format = format
+        self._mode = mode
+        module, cls = _FORMATS[format]
+        self._decoder = getattr(import_module(f".{module}", __name__), cls)()
+        self._stats = {"messages": 0, "events": 0, "errors": 0, "dropped": 0}
+
+    def decode(self, values: pa.Array, keys: pa.Array | None) -> tuple[pa.RecordBatch, pa.Array]:
+        """Decodes a batch of input values.
+
+        Args:
+            values: a binary, large_binary, string or large_string array; text is read as
+                its UTF-8 bytes, a null is a Kafka tombstone.
+            keys: ``None``, or a string array as long as ``values``: the multi-part
+                reassembly key of each value (a null key is the default key).
+
+        Returns:
+            The event batch and, for each of its rows, the input ordinal (``int64``) of the
+            message it comes from, counted across every call of this decoder.
+
+        Raises:
+            DecodeError: in ``failfast`` mode, at the first message that does not decode.
+        """
+        if values.type in _AS_BYTES:
+            values = values.cast(_AS_BYTES[values.type])
+        raws = values.to_pylist()
+        key_list = [None] * len(raws) if keys is None else keys.to_pylist()
+        sink = EventSink(self._format, self._mode, self._stats)
+        decode_one = self._decoder.decode
+        first = self._stats["messages"]
+        done = 0
+        try:
+            for ordinal, (raw, key) in enumerate(zip(raws, key_list, strict=True), first):
+                done += 1
+                if raw is None:
+                    sink.tombstone(ordinal)
+                else:
+                    decode_one(raw, key, ordinal, sink)
+        finally:
+            self._stats["messages"] = first + done
+        return sink.build()
+
+    def finish(self) -> tuple[pa.RecordBatch, pa.Array]:
+        """End of input: error rows for whatever is still buffered, and the state cleared.
+
+        Returns:
+            The rows and their input ordinals, as :meth:`decode` returns them.
+        """
+        sink = EventSink(self._format, self._mode, self._stats)
+        self._decoder.finish(sink)
+        return sink.build()
+
+    def stats(self) -> dict[str, int]:
+        """What this decoder did so far (docs/events.md).
+
+        Returns:
+            ``messages`` (input values seen), ``events`` (event rows, error rows not
+            counted), ``errors`` (error rows, emitted or dropped), ``dropped`` and
+            ``pending`` (multi-part parts buffered now).
+        """
+        return {**self._stats, "pending": self._decoder.pending}

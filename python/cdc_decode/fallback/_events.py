@@ -1,0 +1,95 @@
+"""Event rows to Arrow, and the per-mode handling of bad messages, for every format.
+
+A format module produces rows as plain tuples, one value per column of
+:data:`~cdc_decode._schema.EVENT_SCHEMA`, in the schema's order::
+
+    format, op, source_op, source_db, source_schema, source_table, event_time (int µs),
+    capture_time (int µs), tx_id, position, sequence (bytes), event_id, primary_key (list),
+    before, after, ddl, metadata (maps as lists of (key, value) tuples), error, raw
+
+and hands them to an :class:`EventSink`, which applies the mode, keeps the counts of
+``Decoder.stats()`` and builds the record batch (docs/events.md).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from .._errors import DecodeError
+from .._schema import EVENT_SCHEMA
+
+_FIELDS = tuple(EVENT_SCHEMA)
+_WIDTH = len(_FIELDS)
+_NULLS_AFTER_OP = (None,) * (_WIDTH - 2)
+_NULLS_BEFORE_ERROR = (None,) * (_WIDTH - 4)
+
+
+def tombstone_row(format: str) -> tuple:
+    """The row of a null input value (a Kafka tombstone): every other column null."""
+    return (format, "tombstone", *_NULLS_AFTER_OP)
+
+
+def error_row(format: str, cause: str, raw: bytes) -> tuple:
+    """The one row of a message that cannot be decoded: ``error`` and ``raw`` set."""
+    return (format, "error", *_NULLS_BEFORE_ERROR, cause, raw)
+
+
+class EventSink:
+    """Collects the rows of one ``decode``/``finish`` call and counts them.
+
+    Args:
+        format: the format name, for error and tombstone rows.
+        mode: ``permissive``, ``dropmalformed`` or ``failfast``.
+        stats: the decoder's counters, updated in place (``events``, ``errors``,
+            ``dropped``).
+    """
+
+    __slots__ = ("_format", "_mode", "_stats", "rows", "ordinals")
+
+    def __init__(self, format: str, mode: str, stats: dict[str, int]) -> None:
+        self._format = format
+        self._mode = mode
+        self._stats = stats
+        self.rows: list[tuple] = []
+        self.ordinals: list[int] = []
+
+    def events(self, rows: list[tuple], ordinal: int) -> None:
+        """Adds the event rows of the message at ``ordinal``."""
+        if rows:
+            self.rows.extend(rows)
+            self.ordinals.extend([ordinal] * len(rows))
+            self._stats["events"] += len(rows)
+
+    def tombstone(self, ordinal: int) -> None:
+        """Adds the row of a null input value."""
+        self.rows.append(tombstone_row(self._format))
+        self.ordinals.append(ordinal)
+        self._stats["events"] += 1
+
+    def error(self, ordinal: int, raw: bytes, cause: str) -> None:
+        """Reports the message at ``ordinal`` as bad, as the mode says.
+
+        Raises:
+            DecodeError: in ``failfast`` mode.
+        """
+        self._stats["errors"] += 1
+        if self._mode == "permissive":
+            self.rows.append(error_row(self._format, cause, raw))
+            self.ordinals.append(ordinal)
+        elif self._mode == "dropmalformed":
+            self._stats["dropped"] += 1
+        else:
+            raise DecodeError(f"message {ordinal}: {cause}")
+
+    def build(self) -> tuple[pa.RecordBatch, pa.Array]:
+        """The rows as a record batch of the event schema, and each row's input ordinal."""
+        if self.rows:
+            columns = list(zip(*self.rows, strict=True))
+        else:
+            columns = [()] * _WIDTH
+        arrays = [
+            pa.array(column, type=field.type)
+            for column, field in zip(columns, _FIELDS, strict=True)
+        ]
+        batch = pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
+        return batch, pa.array(self.ordinals, type=pa.int64())
