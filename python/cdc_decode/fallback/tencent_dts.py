@@ -65,7 +65,9 @@ def _parse(cls, data: bytes, what: str):
     try:
         return cls.FromString(data)
     except ProtoError as exc:
-        raise _Malformed(f"invalid {what}: {exc}") from None
+        # upb says "Error parsing message with type 'subscribe.X': <what is wrong>".
+        reason = str(exc).rpartition("': ")[2] or str(exc)
+        raise _Malformed(f"invalid {what}: {reason}") from None
 
 
 def _pairs(properties) -> list[tuple[str, str]]:
@@ -194,7 +196,7 @@ def _image(values, names: list[str], row: int, which: str) -> list[tuple[str, st
             try:
                 append((name, decode(data.bv)))
             except UnicodeDecodeError:
-                raise _Malformed(f"invalid {charset} text in column {name!r}") from None
+                raise _Malformed(f"invalid {charset or 'utf8'} text in column {name!r}") from None
         elif data_type in _TEXT_TYPES:
             append((name, data.sv or None))
         elif data_type == _NA:
@@ -336,7 +338,7 @@ def _events(data: bytes, envelope_properties: list[tuple[str, str]]) -> list[tup
         try:
             _entry_rows(entry, envelope_properties, rows)
         except _Malformed as exc:
-            raise _Malformed(f"entry {i}: {exc}") from None
+            raise _Malformed(f"Entries.items[{i}]: {exc}") from None
     return rows
 
 

@@ -1,0 +1,41 @@
+"""The bad inputs of tests/dts_corpus: each gives exactly one error row, on both engines."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+import cdc_decode
+
+CORPUS = Path(__file__).resolve().parent / "dts_corpus"
+FILES = sorted(CORPUS.glob("*.bin"))
+
+
+def _make_corpus():
+    spec = importlib.util.spec_from_file_location("make_corpus", CORPUS / "make_corpus.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_corpus_files_are_what_the_script_writes():
+    expected = _make_corpus().corpus()
+    assert sorted(expected) == [path.name for path in FILES]
+    for path in FILES:
+        assert path.read_bytes() == expected[path.name], path.name
+
+
+@pytest.mark.parametrize("path", FILES, ids=[path.stem for path in FILES])
+def test_corpus_file_gives_one_error_row(engine, path):
+    raw = path.read_bytes()
+    decoder = cdc_decode.Decoder("tencent-dts", engine=engine)
+    batch = decoder.decode([raw])
+    rest = decoder.finish()
+    rows = batch.to_pylist() + rest.to_pylist()
+    assert len(rows) == 1, rows
+    row = rows[0]
+    assert (row["format"], row["op"], row["raw"]) == ("tencent-dts", "error", raw)
+    assert row["error"]
+    assert decoder.stats() == {"messages": 1, "events": 0, "errors": 1, "dropped": 0, "pending": 0}
