@@ -32,16 +32,24 @@ fn read_values(path: &PathBuf) -> Option<BinaryArray> {
 fn bench_format(c: &mut Criterion, format: &str) {
     let root = std::env::var_os("CDC_BENCH_DATA")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench-data")));
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench-data"))
+        });
     let path = root.join(format).join("values.bin");
     let Some(values) = read_values(&path) else {
-        eprintln!("skipping {format}: no {} (run `make bench`)", path.display());
+        eprintln!(
+            "skipping {format}: no {} (run `make bench`)",
+            path.display()
+        );
         return;
     };
     let bytes: usize = values.value_data().len();
     let messages = values.len();
     let values: ArrayRef = Arc::new(values);
-    let rows = Decoder::new(format, Mode::Permissive).unwrap().decode(&values, None, true).unwrap();
+    let rows = Decoder::new(format, Mode::Permissive)
+        .unwrap()
+        .decode(&values, None, true)
+        .unwrap();
     let rows = rows.batch.num_rows();
     eprintln!("{format}: {messages} messages, {rows} events, {bytes} bytes");
 

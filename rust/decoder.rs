@@ -1,11 +1,11 @@
 //! The decoder every format shares: the modes, the accounting, the input loop, and the
 //! [`Sink`] a format writes its events and error rows into.
 
-use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 use crate::error::{Error, Result};
 use crate::events::EventBuilder;
 use crate::formats::{self, FormatDecoder};
 use crate::input::Values;
+use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 
 /// What a message that cannot be decoded does (`docs/events.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,7 +65,13 @@ pub struct Sink {
 
 impl Sink {
     fn new(format: &'static str, mode: Mode) -> Self {
-        Self { rows: EventBuilder::new(), ordinals: Vec::new(), format, mode, stats: Stats::default() }
+        Self {
+            rows: EventBuilder::new(),
+            ordinals: Vec::new(),
+            format,
+            mode,
+            stats: Stats::default(),
+        }
     }
 
     /// Runs `write`, which appends the events of the message with this ordinal. On error the
@@ -108,7 +114,8 @@ impl Sink {
         self.stats.errors += 1;
         match self.mode {
             Mode::Permissive => {
-                self.rows.push_bare(self.format, "error", Some((&error.to_string(), raw)));
+                self.rows
+                    .push_bare(self.format, "error", Some((&error.to_string(), raw)));
                 self.ordinals.push(ordinal);
                 Ok(())
             }
@@ -116,7 +123,10 @@ impl Sink {
                 self.stats.dropped += 1;
                 Ok(())
             }
-            Mode::FailFast => Err(Error::Message { ordinal, source: Box::new(error) }),
+            Mode::FailFast => Err(Error::Message {
+                ordinal,
+                source: Box::new(error),
+            }),
         }
     }
 
@@ -127,7 +137,13 @@ impl Sink {
     }
 
     fn finish(self) -> (Output, Stats) {
-        (Output { batch: self.rows.finish(), ordinals: self.ordinals }, self.stats)
+        (
+            Output {
+                batch: self.rows.finish(),
+                ordinals: self.ordinals,
+            },
+            self.stats,
+        )
     }
 }
 
@@ -143,7 +159,12 @@ impl Decoder {
     /// A decoder for a format (one of [`formats::FORMATS`]) in a mode.
     pub fn new(format: &str, mode: Mode) -> Result<Self> {
         let (name, format) = formats::new_decoder(format)?;
-        Ok(Self { format, name, mode, stats: Stats::default() })
+        Ok(Self {
+            format,
+            name,
+            mode,
+            stats: Stats::default(),
+        })
     }
 
     /// Decodes one array of messages. `keys`, when given, are the multi-part reassembly keys,
@@ -158,7 +179,10 @@ impl Decoder {
         let input = Values::new(values)?;
         if let Some(keys) = keys {
             if keys.len() != input.len() {
-                return Err(Error::Keys { values: input.len(), keys: format!("{} keys", keys.len()) });
+                return Err(Error::Keys {
+                    values: input.len(),
+                    keys: format!("{} keys", keys.len()),
+                });
             }
         }
         let owner = input.owner();
@@ -173,7 +197,9 @@ impl Decoder {
                 continue;
             };
             let key = keys.and_then(|k| k.is_valid(i).then(|| k.value(i)));
-            result = self.format.decode(&mut sink, ordinal, owner.slice(range), key);
+            result = self
+                .format
+                .decode(&mut sink, ordinal, owner.slice(range), key);
             if result.is_err() {
                 break;
             }

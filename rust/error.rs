@@ -6,7 +6,10 @@
 pub enum Error {
     /// Bytes that are not the ProtoBuf message they should be.
     #[error("invalid {message}: {source}")]
-    Protobuf { message: &'static str, source: crate::wire::WireError },
+    Protobuf {
+        message: &'static str,
+        source: crate::wire::WireError,
+    },
     /// A Tencent DTS `Envelope.version` other than 1.
     #[error("unsupported Envelope version {0}: only version 1 (data is Entries) is defined")]
     EnvelopeVersion(i32),
@@ -27,7 +30,12 @@ pub enum Error {
     InvalidText { charset: String, column: String },
     /// A row image with more values than the event names columns.
     #[error("row {row} has {values} {image} values for {columns} columns")]
-    TooManyValues { row: usize, values: usize, image: &'static str, columns: usize },
+    TooManyValues {
+        row: usize,
+        values: usize,
+        image: &'static str,
+        columns: usize,
+    },
     /// Two columns with one name in one DML event.
     #[error("duplicate column name '{0}'")]
     DuplicateColumn(String),

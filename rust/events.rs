@@ -72,12 +72,50 @@ fn nulls(valid: Vec<bool>) -> Option<NullBuffer> {
     if !bytes.contains(&0) {
         return None;
     }
-    Some(NullBuffer::new(BooleanBuffer::collect_bool(valid.len(), |i| valid[i])))
+    Some(NullBuffer::new(BooleanBuffer::collect_bool(
+        valid.len(),
+        |i| valid[i],
+    )))
 }
 
 fn bytemuck_bools(valid: &[bool]) -> &[u8] {
     // SAFETY: `bool` has the size and alignment of `u8`, and every bool is a valid u8.
     unsafe { std::slice::from_raw_parts(valid.as_ptr().cast::<u8>(), valid.len()) }
+}
+
+/// Appends `bytes` to `data`. Most values here are a few bytes long (column names, numbers),
+/// where a call to `memcpy` costs more than the copy: those are copied inline.
+#[inline(always)]
+fn append(data: &mut Vec<u8>, bytes: &[u8]) {
+    let len = bytes.len();
+    if len > 16 {
+        data.extend_from_slice(bytes);
+        return;
+    }
+    data.reserve(16);
+    // SAFETY: 16 bytes of spare capacity were reserved; every read is within `bytes`
+    // (the two 8- or 4-byte halves overlap when len < 16 or 8), and `set_len` covers only
+    // the `len` bytes written.
+    unsafe {
+        let src = bytes.as_ptr();
+        let dst = data.as_mut_ptr().add(data.len());
+        if len >= 8 {
+            let head = src.cast::<u64>().read_unaligned();
+            let tail = src.add(len - 8).cast::<u64>().read_unaligned();
+            dst.cast::<u64>().write_unaligned(head);
+            dst.add(len - 8).cast::<u64>().write_unaligned(tail);
+        } else if len >= 4 {
+            let head = src.cast::<u32>().read_unaligned();
+            let tail = src.add(len - 4).cast::<u32>().read_unaligned();
+            dst.cast::<u32>().write_unaligned(head);
+            dst.add(len - 4).cast::<u32>().write_unaligned(tail);
+        } else {
+            for i in 0..len {
+                *dst.add(i) = *src.add(i);
+            }
+        }
+        data.set_len(data.len() + len);
+    }
 }
 
 /// A variable-length column (`utf8` or `binary`): offsets, bytes and validity.
@@ -90,7 +128,11 @@ pub struct BytesColumn {
 
 impl BytesColumn {
     fn new() -> Self {
-        Self { offsets: vec![0], data: Vec::new(), valid: Vec::new() }
+        Self {
+            offsets: vec![0],
+            data: Vec::new(),
+            valid: Vec::new(),
+        }
     }
 
     /// Rows so far.
@@ -103,6 +145,7 @@ impl BytesColumn {
         self.valid.is_empty()
     }
 
+    #[inline]
     fn close(&mut self, valid: bool) {
         // Offsets are i32 (plain `utf8`/`binary`, which Spark reads); `Sink` starts a new
         // batch long before a column reaches 2 GiB.
@@ -116,8 +159,9 @@ impl BytesColumn {
     }
 
     /// Appends a string.
+    #[inline]
     pub fn push_str(&mut self, value: &str) {
-        self.data.extend_from_slice(value.as_bytes());
+        append(&mut self.data, value.as_bytes());
         self.close(true);
     }
 
@@ -131,7 +175,7 @@ impl BytesColumn {
 
     /// Appends bytes (for `binary` columns).
     pub fn push_bytes(&mut self, value: &[u8]) {
-        self.data.extend_from_slice(value);
+        append(&mut self.data, value);
         self.close(true);
     }
 
@@ -211,7 +255,11 @@ pub struct ListColumn {
 
 impl Default for ListColumn {
     fn default() -> Self {
-        Self { offsets: vec![0], valid: Vec::new(), items: BytesColumn::new() }
+        Self {
+            offsets: vec![0],
+            valid: Vec::new(),
+            items: BytesColumn::new(),
+        }
     }
 }
 
@@ -280,6 +328,7 @@ impl MapColumn {
     }
 
     /// Appends an entry to the open row. The caller keeps keys unique (see [`Self::insert`]).
+    #[inline]
     pub fn entry(&mut self, key: &str, value: Option<&str>) {
         self.keys.push_str(key);
         match value {
@@ -289,6 +338,7 @@ impl MapColumn {
     }
 
     /// Appends an entry whose value is written in place (valid UTF-8 only).
+    #[inline]
     pub fn entry_with(&mut self, key: &str, write: impl FnOnce(&mut Vec<u8>)) {
         self.keys.push_str(key);
         self.values.push_with(write);
@@ -347,7 +397,13 @@ impl MapColumn {
         let values = Arc::new(self.values.finish_utf8()) as ArrayRef;
         let entries = StructArray::new(fields, vec![keys, values], None);
         let offsets = OffsetBuffer::new(ScalarBuffer::from(self.offsets));
-        MapArray::new(map_entries_field(), offsets, entries, nulls(self.valid), false)
+        MapArray::new(
+            map_entries_field(),
+            offsets,
+            entries,
+            nulls(self.valid),
+            false,
+        )
     }
 }
 

@@ -66,9 +66,13 @@ impl Values<'_> {
 
     /// Where message `i` lies in [`Values::owner`], or `None` for a null.
     pub fn range(&self, i: usize) -> Option<Range<usize>> {
-        fn span<O: OffsetSizeTrait + arrow_buffer::ArrowNativeType>(a: &GenericByteArray<impl ByteArrayType<Offset = O>>, i: usize) -> Option<Range<usize>> {
+        fn span<O: OffsetSizeTrait + arrow_buffer::ArrowNativeType>(
+            a: &GenericByteArray<impl ByteArrayType<Offset = O>>,
+            i: usize,
+        ) -> Option<Range<usize>> {
             let offsets = a.value_offsets();
-            a.is_valid(i).then(|| offsets[i].as_usize()..offsets[i + 1].as_usize())
+            a.is_valid(i)
+                .then(|| offsets[i].as_usize()..offsets[i + 1].as_usize())
         }
         match self {
             Self::Binary(a) => span(*a, i),

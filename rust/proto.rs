@@ -14,11 +14,17 @@ mod tests {
     /// copy (CDC_DECODE_WRITE_DESCRIPTOR=1); this test fails when it is stale.
     #[test]
     fn shipped_descriptor_matches_the_proto_file() {
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/python/cdc_decode/fallback/subscribe.desc");
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/python/cdc_decode/fallback/subscribe.desc"
+        );
         if std::env::var_os("CDC_DECODE_WRITE_DESCRIPTOR").is_some() {
             std::fs::write(path, DESCRIPTOR_SET).unwrap();
         }
         let shipped = std::fs::read(path).unwrap_or_default();
-        assert!(shipped == DESCRIPTOR_SET, "{path} is stale: run `make proto`");
+        assert!(
+            shipped == DESCRIPTOR_SET,
+            "{path} is stale: run `make proto`"
+        );
     }
 }

@@ -45,7 +45,9 @@ impl NativeDecoder {
     #[new]
     fn new(format: &str, mode: &str) -> PyResult<Self> {
         let mode = Mode::from_name(mode).map_err(to_py)?;
-        Ok(Self { inner: Decoder::new(format, mode).map_err(to_py)? })
+        Ok(Self {
+            inner: Decoder::new(format, mode).map_err(to_py)?,
+        })
     }
 
     /// Decodes a pyarrow array of messages; returns (RecordBatch, int64 ordinals).
@@ -76,7 +78,9 @@ impl NativeDecoder {
         };
         let values = Arc::clone(&values);
         let inner = &mut self.inner;
-        let out = py.detach(|| inner.decode(&values, keys.as_ref(), last)).map_err(to_py)?;
+        let out = py
+            .detach(|| inner.decode(&values, keys.as_ref(), last))
+            .map_err(to_py)?;
         output(py, out)
     }
 

@@ -44,24 +44,49 @@ mod tests {
     #[test]
     fn integers_sort_as_numbers() {
         let values = [i64::MIN, -5, -1, 0, 1, 7, i64::MAX];
-        let keys: Vec<_> = values.iter().map(|v| key(|k| { k.i64(*v); })).collect();
+        let keys: Vec<_> = values
+            .iter()
+            .map(|v| {
+                key(|k| {
+                    k.i64(*v);
+                })
+            })
+            .collect();
         assert!(keys.windows(2).all(|w| w[0] < w[1]));
         let unsigned = [0u64, 1, 255, 256, u64::MAX];
-        let keys: Vec<_> = unsigned.iter().map(|v| key(|k| { k.u64(*v); })).collect();
+        let keys: Vec<_> = unsigned
+            .iter()
+            .map(|v| {
+                key(|k| {
+                    k.u64(*v);
+                })
+            })
+            .collect();
         assert!(keys.windows(2).all(|w| w[0] < w[1]));
     }
 
     #[test]
     fn strings_sort_with_prefixes_first() {
         let values: [&[u8]; 5] = [b"", b"a", b"a\x00", b"a\x00b", b"ab"];
-        let keys: Vec<_> = values.iter().map(|v| key(|k| { k.str(v).u64(0); })).collect();
+        let keys: Vec<_> = values
+            .iter()
+            .map(|v| {
+                key(|k| {
+                    k.str(v).u64(0);
+                })
+            })
+            .collect();
         assert!(keys.windows(2).all(|w| w[0] < w[1]), "{keys:?}");
     }
 
     #[test]
     fn tuples_compare_component_by_component() {
-        let a = key(|k| { k.str(b"mysql-bin.000001").u64(900); });
-        let b = key(|k| { k.str(b"mysql-bin.000002").u64(4); });
+        let a = key(|k| {
+            k.str(b"mysql-bin.000001").u64(900);
+        });
+        let b = key(|k| {
+            k.str(b"mysql-bin.000002").u64(4);
+        });
         assert!(a < b);
     }
 }

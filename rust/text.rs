@@ -87,7 +87,8 @@ impl Charset {
                 out.resize(start + room, 0);
                 let (result, read, written) =
                     decoder.decode_to_utf8_without_replacement(bytes, &mut out[start..], true);
-                let ok = matches!(result, encoding_rs::DecoderResult::InputEmpty) && read == bytes.len();
+                let ok =
+                    matches!(result, encoding_rs::DecoderResult::InputEmpty) && read == bytes.len();
                 out.truncate(if ok { start + written } else { start });
                 ok
             }
@@ -133,11 +134,17 @@ mod tests {
 
     #[test]
     fn charsets() {
-        assert_eq!(decode("UTF8MB4", "héllo 😀".as_bytes()).as_deref(), Some("héllo 😀"));
+        assert_eq!(
+            decode("UTF8MB4", "héllo 😀".as_bytes()).as_deref(),
+            Some("héllo 😀")
+        );
         assert_eq!(decode("utf8", b"\xff"), None);
         assert_eq!(decode("gbk", b"\xd6\xd0\xce\xc4").as_deref(), Some("中文"));
         assert_eq!(decode("gbk", b"\xd6").as_deref(), None);
-        assert_eq!(decode("latin1", b"caf\xe9\x81").as_deref(), Some("café\u{81}"));
+        assert_eq!(
+            decode("latin1", b"caf\xe9\x81").as_deref(),
+            Some("café\u{81}")
+        );
         assert_eq!(decode("ascii", b"ok").as_deref(), Some("ok"));
         assert_eq!(decode("ascii", b"\xe9"), None);
         assert_eq!(decode("binary", b"\x00\xff").as_deref(), Some("AP8="));
@@ -146,7 +153,12 @@ mod tests {
 
     #[test]
     fn base64_pads() {
-        for (input, expected) in [(&b""[..], ""), (b"f", "Zg=="), (b"fo", "Zm8="), (b"foo", "Zm9v")] {
+        for (input, expected) in [
+            (&b""[..], ""),
+            (b"f", "Zg=="),
+            (b"fo", "Zm8="),
+            (b"foo", "Zm9v"),
+        ] {
             let mut out = b"x".to_vec();
             base64_into(input, &mut out);
             assert_eq!(out, format!("x{expected}").as_bytes());

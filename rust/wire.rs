@@ -81,13 +81,19 @@ impl<'a> Reader<'a> {
     #[inline(always)]
     pub fn new(buf: &'a [u8], depth: u32) -> Result<Self, WireError> {
         if depth > MAX_DEPTH {
-            return Err(WireError { offset: 0, what: "message nested too deeply" });
+            return Err(WireError {
+                offset: 0,
+                what: "message nested too deeply",
+            });
         }
         Ok(Self { buf, pos: 0, depth })
     }
 
     fn error(&self, what: &'static str) -> WireError {
-        WireError { offset: self.pos, what }
+        WireError {
+            offset: self.pos,
+            what,
+        }
     }
 
     #[inline(always)]
@@ -111,7 +117,9 @@ impl<'a> Reader<'a> {
             };
             self.pos += 1;
             if i < 10 {
-                value |= u64::from(byte & 0x7f).checked_shl(7 * i as u32).unwrap_or(0);
+                value |= u64::from(byte & 0x7f)
+                    .checked_shl(7 * i as u32)
+                    .unwrap_or(0);
             }
             if byte < 0x80 {
                 return Ok(value);
@@ -135,13 +143,21 @@ impl<'a> Reader<'a> {
         let start = self.pos;
         let tag = self.varint(5, "truncated tag")?;
         if tag > u64::from(u32::MAX) || tag >> 3 == 0 {
-            return Err(WireError { offset: start, what: "invalid tag" });
+            return Err(WireError {
+                offset: start,
+                what: "invalid tag",
+            });
         }
         Ok(((tag >> 3) as u32, (tag & 7) as u8))
     }
 
     #[inline(never)]
-    fn value(&mut self, field: u32, wire_type: u8, depth: u32) -> Result<Option<Value<'a>>, WireError> {
+    fn value(
+        &mut self,
+        field: u32,
+        wire_type: u8,
+        depth: u32,
+    ) -> Result<Option<Value<'a>>, WireError> {
         Ok(Some(match wire_type {
             0 => Value::Varint(self.varint(10, "truncated varint")?),
             1 => {
@@ -172,7 +188,11 @@ impl<'a> Reader<'a> {
             }
             let (number, wire_type) = self.tag()?;
             if wire_type == 4 {
-                return if number == field { Ok(()) } else { Err(self.error("mismatched end-group tag")) };
+                return if number == field {
+                    Ok(())
+                } else {
+                    Err(self.error("mismatched end-group tag"))
+                };
             }
             self.value(number, wire_type, depth)?;
         }
@@ -187,7 +207,12 @@ impl<'a> Reader<'a> {
             let (field, wire_type) = self.tag()?;
             // The two wire types of this schema inline; the rest out of line.
             match wire_type {
-                0 => return Ok(Some((field, Value::Varint(self.varint(10, "truncated varint")?)))),
+                0 => {
+                    return Ok(Some((
+                        field,
+                        Value::Varint(self.varint(10, "truncated varint")?),
+                    )))
+                }
                 2 => return Ok(Some((field, Value::Len(self.len_delimited()?)))),
                 _ => {
                     if let Some(value) = self.value(field, wire_type, self.depth)? {
@@ -204,7 +229,10 @@ impl<'a> Reader<'a> {
         let start = self.pos;
         let len = self.varint(5, "truncated length")?;
         if len >= 1 << 31 {
-            return Err(WireError { offset: start, what: "length prefix too large" });
+            return Err(WireError {
+                offset: start,
+                what: "length prefix too large",
+            });
         }
         self.take(len as usize, "length prefix past the end of the message")
     }
@@ -257,7 +285,10 @@ mod tests {
         let groups = |n: usize| [vec![0x53u8; n], vec![0x54u8; n]].concat();
         assert_eq!(fields(&groups(100)).unwrap(), vec![]);
         assert!(fields(&groups(101)).is_err());
-        assert_eq!(fields(&[0x53, 0x08, 0x01, 0x54, 0x08, 0x01]).unwrap(), vec![(1, 1)]);
+        assert_eq!(
+            fields(&[0x53, 0x08, 0x01, 0x54, 0x08, 0x01]).unwrap(),
+            vec![(1, 1)]
+        );
         assert_eq!(fields(&[]).unwrap(), vec![]);
     }
 }

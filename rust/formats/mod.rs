@@ -15,7 +15,13 @@ pub const FORMATS: &[&str] = &["tencent-dts"];
 pub trait FormatDecoder: Send + Sync {
     /// Decodes one non-null message: events or an error into `sink`. Fails only when the
     /// sink does (failfast).
-    fn decode(&mut self, sink: &mut Sink, ordinal: i64, value: Bytes, key: Option<&str>) -> Result<()>;
+    fn decode(
+        &mut self,
+        sink: &mut Sink,
+        ordinal: i64,
+        value: Bytes,
+        key: Option<&str>,
+    ) -> Result<()>;
 
     /// End of input: report whatever is still held.
     fn finish(&mut self, _sink: &mut Sink) -> Result<()> {

@@ -52,12 +52,22 @@ struct Part {
 
 impl Part {
     fn new(ordinal: i64, raw: &[u8], data: &[u8]) -> Self {
-        Self { ordinal, raw: Bytes::copy_from_slice(raw), data: Bytes::copy_from_slice(data) }
+        Self {
+            ordinal,
+            raw: Bytes::copy_from_slice(raw),
+            data: Bytes::copy_from_slice(data),
+        }
     }
 }
 
 impl FormatDecoder for TencentDts {
-    fn decode(&mut self, sink: &mut Sink, ordinal: i64, value: Bytes, key: Option<&str>) -> Result<()> {
+    fn decode(
+        &mut self,
+        sink: &mut Sink,
+        ordinal: i64,
+        value: Bytes,
+        key: Option<&str>,
+    ) -> Result<()> {
         let envelope = match EnvelopeView::read(&value) {
             Ok(envelope) => envelope,
             Err(error) => return sink.error(ordinal, &value, error),
@@ -80,13 +90,21 @@ impl FormatDecoder for TencentDts {
         if index == 0 {
             if let Some(at) = open {
                 let set = self.open.remove(at);
-                let reason = format!("got {} of {} parts, then a new set started", set.parts.len(), set.total);
+                let reason = format!(
+                    "got {} of {} parts, then a new set started",
+                    set.parts.len(),
+                    set.total
+                );
                 fail_set(sink, set, &reason)?;
             }
             self.open.push(OpenSet {
                 key: key.map(str::to_string),
                 total,
-                properties: envelope.properties.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+                properties: envelope
+                    .properties
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
                 parts: vec![Part::new(ordinal, &value, envelope.data)],
             });
             return Ok(());
@@ -110,14 +128,26 @@ impl FormatDecoder for TencentDts {
             return sink.error(ordinal, &value, Error::Multipart(error));
         }
         let set = self.open.remove(at);
-        let reason = format!("part {index} of {total} does not follow part {} of {}", next - 1, set.total);
+        let reason = format!(
+            "part {index} of {total} does not follow part {} of {}",
+            next - 1,
+            set.total
+        );
         fail_set(sink, set, &reason)?;
-        sink.error(ordinal, &value, Error::Multipart(format!("out-of-order multi-part envelope: {reason}")))
+        sink.error(
+            ordinal,
+            &value,
+            Error::Multipart(format!("out-of-order multi-part envelope: {reason}")),
+        )
     }
 
     fn finish(&mut self, sink: &mut Sink) -> Result<()> {
         for set in std::mem::take(&mut self.open) {
-            let reason = format!("input ended after {} of {} parts", set.parts.len(), set.total);
+            let reason = format!(
+                "input ended after {} of {} parts",
+                set.parts.len(),
+                set.total
+            );
             fail_set(sink, set, &reason)?;
         }
         Ok(())
@@ -143,7 +173,11 @@ fn complete(sink: &mut Sink, set: OpenSet) -> Result<()> {
     for part in &set.parts {
         data.extend_from_slice(&part.data);
     }
-    let properties: Vec<Kv> = set.properties.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let properties: Vec<Kv> = set
+        .properties
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     let last = set.parts.last().map_or(0, |p| p.ordinal);
     match sink.try_events(last, |rows| write_entries(rows, &data, &properties)) {
         Ok(()) => Ok(()),
@@ -224,7 +258,13 @@ struct EnvelopeView<'a> {
 
 impl<'a> EnvelopeView<'a> {
     fn read(bytes: &'a [u8]) -> Result<Self> {
-        let mut e = Self { version: 0, total: 0, index: 0, data: &[], properties: Vec::new() };
+        let mut e = Self {
+            version: 0,
+            total: 0,
+            index: 0,
+            data: &[],
+            properties: Vec::new(),
+        };
         fields(0, bytes, "Envelope", |r, number, value| {
             match (number, value) {
                 (1, Value::Varint(v)) => e.version = v as i32,
@@ -431,6 +471,47 @@ struct DataView<'a> {
     bv: &'a [u8],
 }
 
+impl<'a> DataView<'a> {
+    /// The common encoding, read without the general field loop: each field at most once,
+    /// in field-number order, with one-byte values and lengths, strings UTF-8 (as every
+    /// serializer writes short values). `None` for anything else, which the general loop
+    /// then reads (and rejects, if it must), so both paths accept the same bytes.
+    #[inline(always)]
+    fn canonical(b: &'a [u8]) -> Option<Self> {
+        let mut data = Self::default();
+        let mut at = 0;
+        if b.first() == Some(&0x08) {
+            let value = *b.get(1)?;
+            if value >= 0x80 {
+                return None;
+            }
+            data.data_type = i32::from(value);
+            at = 2;
+        }
+        let mut field = |tag: u8| -> Option<&'a [u8]> {
+            if b.get(at) != Some(&tag) {
+                return Some(&[]);
+            }
+            let len = *b.get(at + 1)? as usize;
+            if len >= 0x80 || at + 2 + len > b.len() {
+                return None;
+            }
+            let bytes = &b[at + 2..at + 2 + len];
+            at += 2 + len;
+            Some(bytes)
+        };
+        let charset = crate::text::utf8(field(0x12)?)?;
+        let sv = crate::text::utf8(field(0x1a)?)?;
+        let bv = field(0x22)?;
+        (at == b.len()).then_some(Self {
+            data_type: data.data_type,
+            charset,
+            sv,
+            bv,
+        })
+    }
+}
+
 /// One `RowChange`, read field by field: `Data` values go to `on_value` (`true` for
 /// `oldColumns`) in wire order; the properties are returned.
 fn read_row<'a>(
@@ -444,6 +525,10 @@ fn read_row<'a>(
     while let Some((number, value)) = reader.next().map_err(&on_error)? {
         match (number, value) {
             (1 | 2, Value::Len(b)) => {
+                if let Some(data) = DataView::canonical(b) {
+                    on_value(number == 1, data)?;
+                    continue;
+                }
                 let mut data = DataView::default();
                 fields(depth + 1, b, "Data", |r, number, value| {
                     match (number, value) {
@@ -478,7 +563,10 @@ fn write_entries(rows: &mut EventBuilder, data: &[u8], envelope: &[Kv]) -> Resul
         Ok(())
     })?;
     for (index, item) in items.into_iter().enumerate() {
-        write_entry(rows, item, envelope).map_err(|source| Error::InEntry { index, source: Box::new(source) })?;
+        write_entry(rows, item, envelope).map_err(|source| Error::InEntry {
+            index,
+            source: Box::new(source),
+        })?;
     }
     Ok(())
 }
@@ -495,7 +583,11 @@ fn write_entry(rows: &mut EventBuilder, bytes: &[u8], envelope: &[Kv]) -> Result
             _ => {}
         }
     }
-    let context = Context { header: &header, event: &event, envelope };
+    let context = Context {
+        header: &header,
+        event: &event,
+        envelope,
+    };
     match MessageType::try_from(header.message_type) {
         Ok(MessageType::Dml) => write_dml(rows, &context),
         Ok(kind) => {
@@ -539,7 +631,14 @@ struct Context<'a> {
 
 impl Context<'_> {
     /// The columns from `format` to `event_id`.
-    fn common(&self, rows: &mut EventBuilder, op: &str, source_op: &str, row: u64, source_db: &str) {
+    fn common(
+        &self,
+        rows: &mut EventBuilder,
+        op: &str,
+        source_op: &str,
+        row: u64,
+        source_db: &str,
+    ) {
         let h = self.header;
         rows.format.push_str(FORMAT);
         rows.op.push_str(op);
@@ -547,7 +646,8 @@ impl Context<'_> {
         rows.source_db.push_nonempty(Some(source_db));
         rows.source_schema.push_null();
         rows.source_table.push_nonempty(Some(h.table_name));
-        rows.event_time.push((h.timestamp != 0).then(|| i64::from(h.timestamp) * 1_000_000));
+        rows.event_time
+            .push((h.timestamp != 0).then(|| i64::from(h.timestamp) * 1_000_000));
         rows.capture_time.push(None);
         let tx_id = if !h.gtid.is_empty() {
             h.gtid
@@ -652,7 +752,8 @@ fn write_control(rows: &mut EventBuilder, context: &Context, op: &str, source_op
     rows.primary_key.push_null();
     rows.before.push_null();
     rows.after.push_null();
-    rows.ddl.push_nonempty(is_ddl.then_some(context.event.ddl_sql));
+    rows.ddl
+        .push_nonempty(is_ddl.then_some(context.event.ddl_sql));
     context.metadata(&mut rows.metadata, &[]);
     rows.error.push_null();
     rows.raw.push_null();
@@ -679,7 +780,13 @@ fn write_dml(rows: &mut EventBuilder, context: &Context) -> Result<()> {
     check_unique(&names)?;
     let has_key = dml.columns.iter().any(|c| c.is_key);
     for (index, row) in dml.rows.iter().enumerate() {
-        context.common(rows, op, source_op, index as u64, context.header.schema_name);
+        context.common(
+            rows,
+            op,
+            source_op,
+            index as u64,
+            context.header.schema_name,
+        );
         if has_key {
             for column in dml.columns.iter().filter(|c| c.is_key) {
                 rows.primary_key.item(column.name);
@@ -697,7 +804,12 @@ fn write_dml(rows: &mut EventBuilder, context: &Context) -> Result<()> {
                 (&mut rows.after, &mut new, "new")
             };
             let Some(name) = names.get(*count) else {
-                return Err(Error::TooManyValues { row: index, values: *count + 1, image, columns: names.len() });
+                return Err(Error::TooManyValues {
+                    row: index,
+                    values: *count + 1,
+                    image,
+                    columns: names.len(),
+                });
             };
             *count += 1;
             write_value(map, name, &data)
@@ -720,7 +832,11 @@ fn write_dml(rows: &mut EventBuilder, context: &Context) -> Result<()> {
 
 fn check_unique(names: &[&str]) -> Result<()> {
     let duplicate = if names.len() <= 16 {
-        names.iter().enumerate().find(|(i, n)| names[..*i].contains(n)).map(|(_, n)| *n)
+        names
+            .iter()
+            .enumerate()
+            .find(|(i, n)| names[..*i].contains(n))
+            .map(|(_, n)| *n)
     } else {
         let mut seen = HashSet::with_capacity(names.len());
         names.iter().find(|n| !seen.insert(**n)).copied()
@@ -737,22 +853,37 @@ fn write_value(map: &mut MapColumn, name: &str, data: &DataView) -> Result<()> {
     match DataType::try_from(data.data_type) {
         Ok(Nil) => map.entry(name, None),
         Ok(Na) => {}
-        Ok(Int8 | Int16 | Int32 | Int64 | Uint8 | Uint16 | Uint32 | Uint64 | Float32 | Float64
-        | Decimal) => map.entry(name, (!data.sv.is_empty()).then_some(data.sv)),
+        Ok(
+            Int8 | Int16 | Int32 | Int64 | Uint8 | Uint16 | Uint32 | Uint64 | Float32 | Float64
+            | Decimal,
+        ) => map.entry(name, (!data.sv.is_empty()).then_some(data.sv)),
         Ok(Bytes) => map.entry_with(name, |out| base64_into(data.bv, out)),
         Ok(String) => {
-            let charset = Charset::from_name(data.charset).ok_or_else(|| Error::UnsupportedCharset {
-                charset: data.charset.to_string(),
-                column: name.to_string(),
-            })?;
+            let charset =
+                Charset::from_name(data.charset).ok_or_else(|| Error::UnsupportedCharset {
+                    charset: data.charset.to_string(),
+                    column: name.to_string(),
+                })?;
             let mut ok = true;
             map.entry_with(name, |out| ok = charset.decode_into(data.bv, out));
             if !ok {
-                let charset = if data.charset.is_empty() { "utf8" } else { data.charset };
-                return Err(Error::InvalidText { charset: charset.to_string(), column: name.to_string() });
+                let charset = if data.charset.is_empty() {
+                    "utf8"
+                } else {
+                    data.charset
+                };
+                return Err(Error::InvalidText {
+                    charset: charset.to_string(),
+                    column: name.to_string(),
+                });
             }
         }
-        Err(_) => return Err(Error::UnknownDataType { number: data.data_type, column: name.to_string() }),
+        Err(_) => {
+            return Err(Error::UnknownDataType {
+                number: data.data_type,
+                column: name.to_string(),
+            })
+        }
     }
     Ok(())
 }
