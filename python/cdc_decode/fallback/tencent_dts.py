@@ -12,6 +12,7 @@ import re
 import struct
 from base64 import b64encode
 from collections.abc import Callable
+from functools import partial
 
 from google.protobuf.message import DecodeError as ProtoError
 
@@ -96,10 +97,6 @@ def _latin1(data: bytes) -> str:
     return codecs.charmap_decode(data, "strict", _WINDOWS_1252)[0]
 
 
-def _utf8(data: bytes) -> str:
-    return data.decode("utf-8")
-
-
 # GB18030 as the WHATWG Encoding Standard decodes it (GB18030-2022, what encoding_rs and so
 # the Rust core do). Python's codec follows GB18030-2005: it rejects a lone 0x80 (WHATWG: €)
 # and differs on these code points, which map one to one back to their byte sequences.
@@ -147,13 +144,13 @@ def _gb18030(data: bytes) -> str:
     return text
 
 
-def _ascii(data: bytes) -> str:
-    return data.decode("ascii")
-
-
 def _base64(data: bytes) -> str:
     return b64encode(data).decode("ascii")
 
+
+# Plain C callables where possible: this runs once per STRING value.
+_utf8 = bytes.decode  # UTF-8, strict
+_ascii = partial(bytes.decode, encoding="ascii")
 
 _CHARSETS: dict[str, Callable[[bytes], str]] = {
     **dict.fromkeys(("", "utf8", "utf8mb3", "utf8mb4", "utf-8"), _utf8),
