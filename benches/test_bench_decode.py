@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 
-import cdc_decode
 import pyarrow as pa
 import pytest
+
+import cdc_decode
 from cdc_decode.generate import generate
 
 MESSAGES = int(os.environ.get("CDC_BENCH_MESSAGES", "5000"))
@@ -31,7 +32,7 @@ def streams():
 def summary(streams):
     yield
     lines = ["", f"{'format':<14}{'engine':<8}{'messages/s':>14}{'rows/s':>14}{'MB/s':>9}"]
-    for fmt, (stream, values) in streams.items():
+    for fmt, (stream, _values) in streams.items():
         for engine in ("native", "python"):
             secs = RESULTS.get((fmt, engine))
             if secs:
@@ -51,7 +52,11 @@ def test_decode(benchmark, streams, fmt, engine):
     stream, values = streams[fmt]
     rounds = 10 if engine == "native" else 2
     batch = benchmark.pedantic(
-        cdc_decode.decode, args=(values, fmt), kwargs={"engine": engine}, rounds=rounds, iterations=1
+        cdc_decode.decode,
+        args=(values, fmt),
+        kwargs={"engine": engine},
+        rounds=rounds,
+        iterations=1,
     )
     assert batch.num_rows == stream.rows
     RESULTS[(fmt, engine)] = benchmark.stats.stats.min

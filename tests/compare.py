@@ -6,8 +6,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 
-def assert_same_events(native: pa.RecordBatch | pa.Table, python: pa.RecordBatch | pa.Table,
-                       limit: int = 5) -> None:
+def assert_same_events(
+    native: pa.RecordBatch | pa.Table, python: pa.RecordBatch | pa.Table, limit: int = 5
+) -> None:
     """Fail with the first differing cells unless the batches are equal but for error text."""
     assert native.schema.equals(python.schema), f"{native.schema}\n---\n{python.schema}"
     assert native.num_rows == python.num_rows, (native.num_rows, python.num_rows)

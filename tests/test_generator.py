@@ -11,9 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-import cdc_decode
 import pyarrow as pa
 import pytest
+
+import cdc_decode
 from cdc_decode import _proto as pb
 from cdc_decode.cli import main
 from cdc_decode.generate import (

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import random
 
-import cdc_decode
 import pyarrow as pa
 import pytest
-from cdc_decode.generate import generate
 from compare import assert_same_events
+
+import cdc_decode
+from cdc_decode.generate import generate
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@ import datetime as dt
 from contextlib import contextmanager
 
 import pytest
+
 from cdc_decode import _proto as pb
 from cdc_decode import event_schema
 from cdc_decode import spark as cdc_spark
