@@ -329,6 +329,39 @@ struct ColumnView<'a> {
     is_key: bool,
 }
 
+impl<'a> ColumnView<'a> {
+    /// The common encoding (see [`DataView::canonical`]): `name`, `originalType`, `isKey`,
+    /// each at most once and in order, short, no properties.
+    #[inline(always)]
+    fn canonical(b: &'a [u8]) -> Option<Self> {
+        let mut at = 0;
+        let mut text = |tag: u8| -> Option<&'a str> {
+            if b.get(at) != Some(&tag) {
+                return Some("");
+            }
+            let len = *b.get(at + 1)? as usize;
+            if len >= 0x80 || at + 2 + len > b.len() {
+                return None;
+            }
+            let bytes = &b[at + 2..at + 2 + len];
+            at += 2 + len;
+            crate::text::utf8(bytes)
+        };
+        let name = text(0x0a)?;
+        text(0x12)?;
+        let mut is_key = false;
+        if b.get(at) == Some(&0x18) {
+            let value = *b.get(at + 1)?;
+            if value >= 0x80 {
+                return None;
+            }
+            is_key = value != 0;
+            at += 2;
+        }
+        (at == b.len()).then_some(Self { name, is_key })
+    }
+}
+
 #[derive(Default)]
 struct DmlView<'a> {
     dml_event_type: i32,
@@ -346,6 +379,14 @@ impl<'a> DmlView<'a> {
             match (number, value) {
                 (1, Value::Varint(v)) => self.dml_event_type = v as i32,
                 (2, Value::Len(b)) => {
+                    if self.columns.capacity() == 0 {
+                        // Tables have tens of columns: one allocation, not a doubling series.
+                        self.columns.reserve(32);
+                    }
+                    if let Some(column) = ColumnView::canonical(b) {
+                        self.columns.push(column);
+                        return Ok(());
+                    }
                     let mut column = ColumnView::default();
                     let mut inner = r.nested(b)?;
                     while let Some((number, value)) = inner.next()? {
@@ -356,10 +397,6 @@ impl<'a> DmlView<'a> {
                             (15, Value::Len(b)) => _ = read_kv(&inner, b)?,
                             _ => {}
                         }
-                    }
-                    if self.columns.capacity() == 0 {
-                        // Tables have tens of columns: one allocation, not a doubling series.
-                        self.columns.reserve(32);
                     }
                     self.columns.push(column);
                 }
@@ -556,6 +593,8 @@ fn read_row<'a>(
 /// The events of one serialized `Entries`.
 fn write_entries(rows: &mut EventBuilder, data: &[u8], envelope: &[Kv]) -> Result<()> {
     let mut items = Vec::new();
+    // The column names last checked for duplicates: the entries of one table repeat them.
+    let mut unique = Vec::new();
     fields(0, data, "Entries (Envelope.data)", |_, number, value| {
         if let (1, Value::Len(b)) = (number, value) {
             items.push(b);
@@ -563,7 +602,7 @@ fn write_entries(rows: &mut EventBuilder, data: &[u8], envelope: &[Kv]) -> Resul
         Ok(())
     })?;
     for (index, item) in items.into_iter().enumerate() {
-        write_entry(rows, item, envelope).map_err(|source| Error::InEntry {
+        write_entry(rows, item, envelope, &mut unique).map_err(|source| Error::InEntry {
             index,
             source: Box::new(source),
         })?;
@@ -571,7 +610,12 @@ fn write_entries(rows: &mut EventBuilder, data: &[u8], envelope: &[Kv]) -> Resul
     Ok(())
 }
 
-fn write_entry(rows: &mut EventBuilder, bytes: &[u8], envelope: &[Kv]) -> Result<()> {
+fn write_entry<'a>(
+    rows: &mut EventBuilder,
+    bytes: &'a [u8],
+    envelope: &[Kv],
+    unique: &mut Vec<&'a str>,
+) -> Result<()> {
     let mut header = HeaderView::default();
     let mut event = EventView::default();
     let on_error = invalid("Entry");
@@ -589,7 +633,7 @@ fn write_entry(rows: &mut EventBuilder, bytes: &[u8], envelope: &[Kv]) -> Result
         envelope,
     };
     match MessageType::try_from(header.message_type) {
-        Ok(MessageType::Dml) => write_dml(rows, &context),
+        Ok(MessageType::Dml) => write_dml(rows, &context, unique),
         Ok(kind) => {
             check_rows(&event.dml)?;
             let op = match kind {
@@ -622,14 +666,14 @@ fn check_rows(dml: &DmlView) -> Result<()> {
     Ok(())
 }
 
-/// What every event of one entry shares.
-struct Context<'a> {
-    header: &'a HeaderView<'a>,
-    event: &'a EventView<'a>,
-    envelope: &'a [Kv<'a>],
+/// What every event of one entry shares; `'a` is the message's bytes.
+struct Context<'c, 'a> {
+    header: &'c HeaderView<'a>,
+    event: &'c EventView<'a>,
+    envelope: &'c [Kv<'c>],
 }
 
-impl Context<'_> {
+impl Context<'_, '_> {
     /// The columns from `format` to `event_id`.
     fn common(
         &self,
@@ -761,7 +805,11 @@ fn write_control(rows: &mut EventBuilder, context: &Context, op: &str, source_op
 }
 
 /// One event per `RowChange`.
-fn write_dml(rows: &mut EventBuilder, context: &Context) -> Result<()> {
+fn write_dml<'a>(
+    rows: &mut EventBuilder,
+    context: &Context<'_, 'a>,
+    unique: &mut Vec<&'a str>,
+) -> Result<()> {
     let dml = &context.event.dml;
     let (op, source_op) = match DmlType::try_from(dml.dml_event_type) {
         Ok(DmlType::Insert) => ("insert", "INSERT"),
@@ -777,7 +825,10 @@ fn write_dml(rows: &mut EventBuilder, context: &Context) -> Result<()> {
         source_op
     };
     let names: Vec<&str> = dml.columns.iter().map(|c| c.name).collect();
-    check_unique(&names)?;
+    if *unique != names {
+        check_unique(&names)?;
+        unique.clone_from(&names);
+    }
     let has_key = dml.columns.iter().any(|c| c.is_key);
     for (index, row) in dml.rows.iter().enumerate() {
         context.common(
