@@ -158,6 +158,7 @@ pub struct Decoder {
 impl Decoder {
     /// A decoder for a format (one of [`formats::FORMATS`]) in a mode.
     pub fn new(format: &str, mode: Mode) -> Result<Self> {
+        crate::tune_allocator();
         let (name, format) = formats::new_decoder(format)?;
         Ok(Self {
             format,
