@@ -593,8 +593,8 @@ fn read_row<'a>(
 /// The events of one serialized `Entries`.
 fn write_entries(rows: &mut EventBuilder, data: &[u8], envelope: &[Kv]) -> Result<()> {
     let mut items = Vec::new();
-    // The column names last checked for duplicates: the entries of one table repeat them.
-    let mut unique = Vec::new();
+    // Column lists already checked for duplicates: the entries of one table repeat them.
+    let mut unique = UniqueLists::default();
     fields(0, data, "Entries (Envelope.data)", |_, number, value| {
         if let (1, Value::Len(b)) = (number, value) {
             items.push(b);
@@ -614,7 +614,7 @@ fn write_entry<'a>(
     rows: &mut EventBuilder,
     bytes: &'a [u8],
     envelope: &[Kv],
-    unique: &mut Vec<&'a str>,
+    unique: &mut UniqueLists<'a>,
 ) -> Result<()> {
     let mut header = HeaderView::default();
     let mut event = EventView::default();
@@ -627,7 +627,9 @@ fn write_entry<'a>(
             _ => {}
         }
     }
+    let mut seq_id = itoa::Buffer::new();
     let context = Context {
+        seq_id: seq_id.format(header.seq_id),
         header: &header,
         event: &event,
         envelope,
@@ -668,6 +670,8 @@ fn check_rows(dml: &DmlView) -> Result<()> {
 
 /// What every event of one entry shares; `'a` is the message's bytes.
 struct Context<'c, 'a> {
+    /// `Header.seqId` as decimal text, written twice per event.
+    seq_id: &'c str,
     header: &'c HeaderView<'a>,
     event: &'c EventView<'a>,
     envelope: &'c [Kv<'c>],
@@ -718,7 +722,7 @@ impl Context<'_, '_> {
             OrderKey(out).u64(h.seq_id).u64(row);
         });
         rows.event_id.push_with(|out| {
-            out.extend_from_slice(itoa::Buffer::new().format(h.seq_id).as_bytes());
+            out.extend_from_slice(self.seq_id.as_bytes());
             out.push(b':');
             out.extend_from_slice(itoa::Buffer::new().format(row).as_bytes());
         });
@@ -737,7 +741,7 @@ impl Context<'_, '_> {
         if h.server_id != 0 {
             map.entry_int("serverId", h.server_id);
         }
-        map.entry_int("seqId", h.seq_id);
+        map.entry("seqId", Some(self.seq_id));
         if h.event_index != 0 {
             map.entry_int("eventIndex", h.event_index);
         }
@@ -808,7 +812,7 @@ fn write_control(rows: &mut EventBuilder, context: &Context, op: &str, source_op
 fn write_dml<'a>(
     rows: &mut EventBuilder,
     context: &Context<'_, 'a>,
-    unique: &mut Vec<&'a str>,
+    unique: &mut UniqueLists<'a>,
 ) -> Result<()> {
     let dml = &context.event.dml;
     let (op, source_op) = match DmlType::try_from(dml.dml_event_type) {
@@ -825,10 +829,7 @@ fn write_dml<'a>(
         source_op
     };
     let names: Vec<&str> = dml.columns.iter().map(|c| c.name).collect();
-    if *unique != names {
-        check_unique(&names)?;
-        unique.clone_from(&names);
-    }
+    unique.check(&names)?;
     let has_key = dml.columns.iter().any(|c| c.is_key);
     for (index, row) in dml.rows.iter().enumerate() {
         context.common(
@@ -879,6 +880,25 @@ fn write_dml<'a>(
         rows.end_row();
     }
     Ok(())
+}
+
+/// The column lists of one message known to have no duplicate name, so each table's list
+/// is checked once per message, not once per entry.
+#[derive(Default)]
+struct UniqueLists<'a>(Vec<Vec<&'a str>>);
+
+impl<'a> UniqueLists<'a> {
+    fn check(&mut self, names: &[&'a str]) -> Result<()> {
+        // Lists of different tables differ early, so a miss is cheap.
+        if self.0.iter().any(|known| known.as_slice() == names) {
+            return Ok(());
+        }
+        check_unique(names)?;
+        if self.0.len() < 16 {
+            self.0.push(names.to_vec());
+        }
+        Ok(())
+    }
 }
 
 fn check_unique(names: &[&str]) -> Result<()> {
