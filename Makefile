@@ -49,17 +49,21 @@ test-python: build ## pytest: parity, fixtures, Spark
 demo: build ## Generate a DTS stream, decode it on local Spark, show events and the table
 	$(PY) -m cdc_decode.demo
 
-bench: build ## Benchmarks on a release build: criterion, then pytest-benchmark
-	@if ls benches/*.rs >/dev/null 2>&1; then cargo bench; else echo "no Rust benches"; fi
-	@if ls benches/*.py >/dev/null 2>&1; then \
-		$(PY) -m pytest benches/ --benchmark-only -p no:cacheprovider; \
-	else echo "no Python benches"; fi
+BENCH_DATA := target/bench-data
+
+bench: build ## Benchmarks on a release build: criterion (Rust), then native vs python in process
+	@for f in $$($(PY) -c "import cdc_decode; print(*cdc_decode.FORMATS)"); do \
+		test -f $(BENCH_DATA)/$$f/values.bin || \
+		$(VENV)/bin/cdc-decode generate $$f --messages 20000 --seed 1 --out $(BENCH_DATA)/$$f; \
+	done
+	cargo bench --bench decode -- --warm-up-time 1 --measurement-time 5
+	$(PY) -m pytest benches/ --benchmark-only -p no:cacheprovider -s -q
 
 lint: $(STAMPS)/venv ## rustfmt check, clippy -D warnings, ruff
 	cargo fmt --check
 	cargo clippy --all-targets --all-features -- -D warnings
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check python tests benches
+	$(VENV)/bin/ruff format --check python tests benches
 
 fmt: $(STAMPS)/venv ## Format Rust and Python sources in place
 	cargo fmt
