@@ -30,21 +30,17 @@ def spark():
     import os
     import sys
 
+    from cdc_decode.spark import local_session
+
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    from pyspark.sql import SparkSession
-
-    session = (
-        SparkSession.builder.master("local[1]")
-        .appName("cdc-decode-tests")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "1")
-        .config("spark.driver.memory", "1g")
-        .config("spark.sql.warehouse.dir", str(ROOT / "spark-warehouse"))
-        .getOrCreate()
+    session = local_session(
+        "cdc-decode-tests",
+        master="local[1]",
+        spark__sql__shuffle__partitions="2",
+        spark__default__parallelism="1",
+        spark__driver__memory="1g",
+        spark__sql__warehouse__dir=str(ROOT / "spark-warehouse"),
     )
-    session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import sys
 import tempfile
 import time
@@ -89,22 +88,14 @@ def kafka_table(values: list[bytes | None]) -> pa.Table:
 
 
 def _spark():
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
+    from .spark import local_session
 
-    spark = (
-        SparkSession.builder.master("local[*]")
-        .appName("cdc-decode-demo")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.mapKeyDedupPolicy", "LAST_WIN")  # map_concat: later images win
-        .getOrCreate()
+    return local_session(
+        "cdc-decode-demo",
+        spark__sql__shuffle__partitions="4",
+        # map_concat while building the table: later images win.
+        spark__sql__mapKeyDedupPolicy="LAST_WIN",
     )
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
 
 
 def _rate(count: int, seconds: float) -> str:
