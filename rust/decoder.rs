@@ -188,7 +188,7 @@ impl Decoder {
         }
         let owner = input.owner();
         let mut sink = Sink::new(self.name, self.mode);
-        sink.rows.reserve_for_input(owner.len());
+        sink.rows.reserve_for_input(input.data_len());
         let base = self.stats.messages as i64;
         let mut result = Ok(());
         for i in 0..input.len() {

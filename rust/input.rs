@@ -64,6 +64,23 @@ impl Values<'_> {
         }
     }
 
+    /// Bytes of message data this array spans (a slice of a larger array spans less than
+    /// its buffer).
+    pub fn data_len(&self) -> usize {
+        fn span<O: OffsetSizeTrait + arrow_buffer::ArrowNativeType>(
+            a: &GenericByteArray<impl ByteArrayType<Offset = O>>,
+        ) -> usize {
+            let offsets = a.value_offsets();
+            offsets[offsets.len() - 1].as_usize() - offsets[0].as_usize()
+        }
+        match self {
+            Self::Binary(a) => span(*a),
+            Self::LargeBinary(a) => span(*a),
+            Self::Utf8(a) => span(*a),
+            Self::LargeUtf8(a) => span(*a),
+        }
+    }
+
     /// Where message `i` lies in [`Values::owner`], or `None` for a null.
     pub fn range(&self, i: usize) -> Option<Range<usize>> {
         fn span<O: OffsetSizeTrait + arrow_buffer::ArrowNativeType>(

@@ -115,3 +115,14 @@ def test_failfast_stops_at_the_same_message(stream):
     for engine in ("native", "python"):
         with pytest.raises(cdc_decode.DecodeError, match=r"^message 17: "):
             cdc_decode.decode(values, "tencent-dts", engine=engine, mode="failfast")
+
+
+@pytest.mark.parametrize("kind", [pa.binary(), pa.large_binary()])
+def test_a_slice_of_an_array_decodes_as_its_values(stream, kind):
+    whole = pa.array(stream.values[:2000], kind)
+    part = whole.slice(500, 1000)
+    native = cdc_decode.decode(part, "tencent-dts", engine="native")
+    python = cdc_decode.decode(part, "tencent-dts", engine="python")
+    assert_same_events(native, python)
+    expected = cdc_decode.decode(stream.values[500:1500], "tencent-dts")
+    assert native.equals(expected)
