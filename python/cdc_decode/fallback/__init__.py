@@ -5,6 +5,8 @@ It does what every format shares (input values, tombstones, ordinals, modes, sta
 docs/events.md); one module per format decodes single messages:
 
 - :mod:`.tencent_dts`: ``tencent-dts``.
+- :mod:`.datahub_blob`: ``datahub-blob`` (python engine only until the Rust core has it:
+  not in ``cdc_decode.FORMATS``; build ``PythonDecoder("datahub-blob", mode)`` directly).
 
 A format class takes no arguments and has ``decode(raw, key, ordinal, sink)`` (one
 non-null input value), ``finish(sink)`` (end of input) and ``pending`` (parts buffered).
@@ -22,7 +24,13 @@ from ._events import EventSink
 
 # Format name -> (module, class). Imported on first use: ``cdc_decode._proto`` loads its
 # descriptor set from this package, so importing the format modules here would be circular.
-_FORMATS = {"tencent-dts": ("tencent_dts", "TencentDts")}
+_FORMATS = {
+    "tencent-dts": ("tencent_dts", "TencentDts"),
+    "datahub-blob": ("datahub_blob", "DatahubBlob"),
+}
+
+FORMATS: tuple[str, ...] = tuple(_FORMATS)
+"""The formats this engine decodes: ``cdc_decode.FORMATS`` and those only it has so far."""
 
 _AS_BYTES = {
     pa.string(): pa.binary(),
@@ -34,7 +42,7 @@ class PythonDecoder:
     """A stateful decoder of one format: the pure-Python engine.
 
     Args:
-        format: a format name (``cdc_decode.FORMATS``).
+        format: a format name (:data:`FORMATS`).
         mode: ``permissive``, ``dropmalformed`` or ``failfast``.
 
     Raises:
