@@ -510,8 +510,8 @@ struct DataView<'a> {
 
 impl<'a> DataView<'a> {
     /// The common encoding, read without the general field loop: each field at most once,
-    /// in field-number order, with one-byte values and lengths, strings UTF-8 (as every
-    /// serializer writes short values). `None` for anything else, which the general loop
+    /// in field-number order, a one-byte `dataType`, lengths of one or two bytes, strings
+    /// UTF-8 (as every serializer writes values up to 16 KiB). `None` for anything else, which the general loop
     /// then reads (and rejects, if it must), so both paths accept the same bytes.
     #[inline(always)]
     fn canonical(b: &'a [u8]) -> Option<Self> {
@@ -529,12 +529,19 @@ impl<'a> DataView<'a> {
             if b.get(at) != Some(&tag) {
                 return Some(&[]);
             }
-            let len = *b.get(at + 1)? as usize;
-            if len >= 0x80 || at + 2 + len > b.len() {
-                return None;
-            }
-            let bytes = &b[at + 2..at + 2 + len];
-            at += 2 + len;
+            // A length of one or two bytes (values up to 16 KiB), in its shortest form.
+            let first = *b.get(at + 1)? as usize;
+            let (len, start) = if first < 0x80 {
+                (first, at + 2)
+            } else {
+                let second = *b.get(at + 2)? as usize;
+                if !(1..0x80).contains(&second) {
+                    return None;
+                }
+                ((first & 0x7f) | (second << 7), at + 3)
+            };
+            let bytes = b.get(start..start + len)?;
+            at = start + len;
             Some(bytes)
         };
         let charset = crate::text::utf8(field(0x12)?)?;
