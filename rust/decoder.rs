@@ -191,7 +191,9 @@ impl Decoder {
         sink.rows.reserve_for_input(input.data_len());
         let base = self.stats.messages as i64;
         let mut result = Ok(());
+        let mut seen = 0;
         for i in 0..input.len() {
+            seen += 1;
             let ordinal = base + i as i64;
             let Some(range) = input.range(i) else {
                 sink.tombstone(ordinal);
@@ -205,7 +207,8 @@ impl Decoder {
                 break;
             }
         }
-        self.stats.messages += input.len() as u64;
+        // In failfast, the values after the failing one were not seen.
+        self.stats.messages += seen as u64;
         if last && result.is_ok() {
             result = self.format.finish(&mut sink);
         }

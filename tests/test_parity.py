@@ -126,3 +126,16 @@ def test_a_slice_of_an_array_decodes_as_its_values(stream, kind):
     assert_same_events(native, python)
     expected = cdc_decode.decode(stream.values[500:1500], "tencent-dts")
     assert native.equals(expected)
+
+
+def test_failfast_counts_the_messages_seen_up_to_the_failure(stream):
+    values = list(stream.values[:50])
+    values[17] = b"\xff\xff\xff"
+    stats = {}
+    for engine in ("native", "python"):
+        decoder = cdc_decode.Decoder("tencent-dts", engine=engine, mode="failfast")
+        with pytest.raises(cdc_decode.DecodeError):
+            decoder.decode(values)
+        stats[engine] = decoder.stats()
+    assert stats["native"] == stats["python"]
+    assert stats["native"]["messages"] == 18
