@@ -7,8 +7,9 @@
 >>> stream.write("out/")   # values.bin, expected.arrow, final_state.json, manifest.json
 
 One simulated MySQL server (:mod:`.source`, format-independent) runs a seeded workload;
-a writer per format (:mod:`.tencent_dts`) turns its binlog into that format's messages and
-renders the events they must decode to from its own knowledge of the values.
+a writer per format (:mod:`.tencent_dts`, :mod:`.datahub_blob`) turns its binlog into that
+format's messages and renders the events they must decode to from its own knowledge of the
+values.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from .._schema import EVENT_SCHEMA
-from . import tencent_dts
+from . import datahub_blob, tencent_dts
 from .apply import State, apply_change, apply_events
 from .source import MySQLSource
 from .stream import Stream, read_expected, read_final_state, read_values, write_values
@@ -35,8 +36,9 @@ __all__ = [
     "write_values",
 ]
 
-FORMATS: tuple[str, ...] = (tencent_dts.FORMAT,)
-"""The formats the generator writes."""
+FORMATS: tuple[str, ...] = (tencent_dts.FORMAT, datahub_blob.FORMAT)
+"""The formats the generator writes (``datahub-blob`` before ``cdc_decode.FORMATS`` has it:
+decode it with ``cdc_decode.fallback.PythonDecoder``)."""
 
 
 def _events_table(rows: list[list]) -> pa.Table:
@@ -60,7 +62,9 @@ def generate(
     """Generate a stream of exactly ``messages`` Kafka values.
 
     Args:
-        format: one of :data:`FORMATS`.
+        format: one of :data:`FORMATS`. ``datahub-blob`` sends one message per change: the
+            packing options (``rows_per_message``, ``message_bytes``,
+            ``max_message_bytes``) do not apply to it.
         messages: how many values (multi-part parts count one each).
         seed: the same seed gives byte-identical values and equal expectations.
         rows_per_message: pack at most this many events into one message.
@@ -77,22 +81,29 @@ def generate(
     if messages < 0:
         raise ValueError("messages must not be negative")
     source = MySQLSource(seed, max_rows=max_rows)
-    writer = tencent_dts.TencentDtsWriter(
-        source,
-        seed=seed,
-        rows_per_message=rows_per_message,
-        message_bytes=message_bytes,
-        max_message_bytes=max_message_bytes,
-    )
-    values, rows = tencent_dts.write_stream(source, writer, messages)
+    if format == datahub_blob.FORMAT:
+        render = datahub_blob.render
+        values, rows = datahub_blob.write_stream(
+            source, datahub_blob.DatahubBlobWriter(source, seed=seed), messages
+        )
+    else:
+        render = tencent_dts.render
+        writer = tencent_dts.TencentDtsWriter(
+            source,
+            seed=seed,
+            rows_per_message=rows_per_message,
+            message_bytes=message_bytes,
+            max_message_bytes=max_message_bytes,
+        )
+        values, rows = tencent_dts.write_stream(source, writer, messages)
     final_state: State = {}
     for table in source.tables:
         if not table.rows:
             continue  # as apply_events, a table without rows is left out
         columns = {c.name: c for c in table.columns}
         final_state[table.qualified] = {
-            tuple(tencent_dts.render(columns[c], row[c]) for c in table.primary_key): {
-                name: tencent_dts.render(columns[name], value) for name, value in row.items()
+            tuple(render(columns[c], row[c]) for c in table.primary_key): {
+                name: render(columns[name], value) for name, value in row.items()
             }
             for row in table.rows.by_key.values()
         }
