@@ -145,12 +145,20 @@ impl BytesColumn {
 
     /// Rows so far.
     pub fn len(&self) -> usize {
-        self.valid.len()
+        self.offsets.len() - 1
     }
 
     /// True when no row was written.
     pub fn is_empty(&self) -> bool {
-        self.valid.is_empty()
+        self.len() == 0
+    }
+
+    /// Appends a string to a column that is never null (map keys), keeping no validity. A
+    /// column takes either these pushes only, or only the others.
+    #[inline(always)]
+    pub fn push_required(&mut self, value: &str) {
+        append(&mut self.data, value.as_bytes());
+        self.offsets.push(self.data.len() as i32);
     }
 
     #[inline(always)]
@@ -213,8 +221,13 @@ impl BytesColumn {
     }
 
     fn parts(self) -> (OffsetBuffer<i32>, Buffer, Option<NullBuffer>) {
-        let offsets = offsets(self.offsets);
-        (offsets, Buffer::from_vec(self.data), nulls(self.valid))
+        // A column of `push_required` values has no validity to pack.
+        let nulls = if self.valid.is_empty() {
+            None
+        } else {
+            nulls(self.valid)
+        };
+        (offsets(self.offsets), Buffer::from_vec(self.data), nulls)
     }
 
     fn finish_utf8(self) -> StringArray {
@@ -276,7 +289,7 @@ impl Default for ListColumn {
 impl ListColumn {
     /// Appends one item to the open row; [`ListColumn::close`] ends the row.
     pub fn item(&mut self, value: &str) {
-        self.items.push_str(value);
+        self.items.push_required(value);
     }
 
     /// Ends the open row as a list of the items appended since the last row.
@@ -340,7 +353,7 @@ impl MapColumn {
     /// Appends an entry to the open row. The caller keeps keys unique (see [`Self::insert`]).
     #[inline(always)]
     pub fn entry(&mut self, key: &str, value: Option<&str>) {
-        self.keys.push_str(key);
+        self.keys.push_required(key);
         match value {
             Some(v) => self.values.push_str(v),
             None => self.values.push_null(),
@@ -350,7 +363,7 @@ impl MapColumn {
     /// Appends an entry whose value is written in place (valid UTF-8 only).
     #[inline(always)]
     pub fn entry_with(&mut self, key: &str, write: impl FnOnce(&mut Vec<u8>)) {
-        self.keys.push_str(key);
+        self.keys.push_required(key);
         self.values.push_with(write);
     }
 
@@ -519,9 +532,9 @@ impl EventBuilder {
             map.valid.reserve(rows);
             for part in [&mut map.keys, &mut map.values] {
                 part.offsets.reserve(entries);
-                part.valid.reserve(entries);
                 part.data.reserve(bytes / 2);
             }
+            map.values.valid.reserve(entries);
         }
     }
 
