@@ -1,6 +1,7 @@
 """The ``cdc-decode`` command line.
 
     cdc-decode generate tencent-dts --messages 10000 --seed 1 --out DIR
+    cdc-decode generate datahub-blob --messages 10000 --seed 1 --out DIR
 
 writes a generated stream (see :mod:`cdc_decode.generate.stream` for the files) and prints
 a one-line summary.
@@ -54,21 +55,21 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive,
         default=10,
         metavar="N",
-        help="pack at most N events into one message (default: %(default)s)",
+        help="tencent-dts: pack at most N events into one message (default: %(default)s)",
     )
     gen.add_argument(
         "--message-bytes",
         type=_positive,
         default=3072,
         metavar="N",
-        help="pack at most N bytes of entries into one message (default: %(default)s)",
+        help="tencent-dts: pack at most N bytes of entries into one message (default: %(default)s)",
     )
     gen.add_argument(
         "--max-message-bytes",
         type=_positive,
         default=64 * 1024,
         metavar="N",
-        help="split larger messages into multi-part envelopes (default: %(default)s)",
+        help="tencent-dts: split larger messages into multi-part envelopes (default: %(default)s)",
     )
     return parser
 
