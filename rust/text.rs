@@ -1,8 +1,6 @@
 //! Value rendering shared by the formats: charset decoding and base64, written straight into
 //! a column's bytes.
 
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine;
 use encoding_rs::{Encoding, GB18030, WINDOWS_1252};
 
 /// How the bytes of a text value are to be read.
@@ -112,13 +110,19 @@ pub fn utf8(bytes: &[u8]) -> Option<&str> {
     }
 }
 
-/// Appends standard padded base64 of `bytes` to `out`.
+/// Appends standard padded base64 of `bytes` to `out` (base64-simd: several times the
+/// `base64` crate's speed on the 20 to 200 byte values of BLOB columns).
 pub fn base64_into(bytes: &[u8], out: &mut Vec<u8>) {
+    let encoder = base64_simd::STANDARD;
+    let len = encoder.encoded_length(bytes.len());
+    out.reserve(len);
     let start = out.len();
-    out.resize(start + bytes.len().div_ceil(3) * 4, 0);
-    // The slice is sized for the padded encoding, so this cannot fail.
-    let written = STANDARD.encode_slice(bytes, &mut out[start..]).unwrap_or(0);
-    out.truncate(start + written);
+    let spare = &mut out.spare_capacity_mut()[..len];
+    let written = encoder
+        .encode(bytes, base64_simd::Out::from_uninit_slice(spare))
+        .len();
+    // SAFETY: `encode` initialised the first `written` bytes of the spare capacity.
+    unsafe { out.set_len(start + written) };
 }
 
 #[cfg(test)]
