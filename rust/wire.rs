@@ -243,6 +243,18 @@ impl<'a> Reader<'a> {
         crate::text::utf8(bytes).ok_or_else(|| self.error("string field is not UTF-8"))
     }
 
+    /// Where the next field starts.
+    #[inline(always)]
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Continues at `pos`, the end of fields the caller read another way (at most the end).
+    #[inline(always)]
+    pub fn seek(&mut self, pos: usize) {
+        self.pos = pos.min(self.buf.len());
+    }
+
     /// A reader for a sub-message's bytes, one level deeper.
     #[inline(always)]
     pub fn nested(&self, bytes: &'a [u8]) -> Result<Reader<'a>, WireError> {

@@ -33,6 +33,7 @@ type Kv<'a> = (&'a str, &'a str);
 pub struct TencentDts {
     // In the order the sets were opened; few keys at a time, so a Vec beats a map.
     open: Vec<OpenSet>,
+    columns: ColumnCache,
 }
 
 struct OpenSet {
@@ -82,7 +83,7 @@ impl FormatDecoder for TencentDts {
         }
         if total == 1 {
             return sink.events(ordinal, &value, |rows| {
-                write_entries(rows, envelope.data, &envelope.properties)
+                write_entries(rows, envelope.data, &envelope.properties, &mut self.columns)
             });
         }
 
@@ -119,7 +120,7 @@ impl FormatDecoder for TencentDts {
             set.parts.push(Part::new(ordinal, &value, envelope.data));
             if index == total - 1 {
                 let set = self.open.remove(at);
-                return complete(sink, set);
+                return complete(sink, set, &mut self.columns);
             }
             return Ok(());
         }
@@ -168,7 +169,7 @@ fn fail_set(sink: &mut Sink, set: OpenSet, reason: &str) -> Result<()> {
 }
 
 /// A complete set: its events at the last part's place, or an error row for every part.
-fn complete(sink: &mut Sink, set: OpenSet) -> Result<()> {
+fn complete(sink: &mut Sink, set: OpenSet, columns: &mut ColumnCache) -> Result<()> {
     let mut data = BytesMut::with_capacity(set.parts.iter().map(|p| p.data.len()).sum());
     for part in &set.parts {
         data.extend_from_slice(&part.data);
@@ -179,7 +180,9 @@ fn complete(sink: &mut Sink, set: OpenSet) -> Result<()> {
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     let last = set.parts.last().map_or(0, |p| p.ordinal);
-    match sink.try_events(last, |rows| write_entries(rows, &data, &properties)) {
+    match sink.try_events(last, |rows| {
+        write_entries(rows, &data, &properties, columns)
+    }) {
         Ok(()) => Ok(()),
         Err(error) => {
             let error = format!("multi-part envelope of {} parts: {error}", set.total);
@@ -366,6 +369,10 @@ impl<'a> ColumnView<'a> {
 struct DmlView<'a> {
     dml_event_type: i32,
     columns: Vec<ColumnView<'a>>,
+    /// The columns came in one run known to have no duplicate name.
+    unique: bool,
+    /// Runs of `columns` fields read (a run is consecutive `columns` fields).
+    runs: u32,
     /// `RowChange`s, read when written (they are most of the message).
     rows: Vec<&'a [u8]>,
     /// Nesting depth of the `DMLEvent` the rows were in.
@@ -373,32 +380,35 @@ struct DmlView<'a> {
 }
 
 impl<'a> DmlView<'a> {
-    fn merge(&mut self, depth: u32, bytes: &'a [u8]) -> Result<()> {
+    fn merge(&mut self, depth: u32, bytes: &'a [u8], cache: &mut ColumnCache) -> Result<()> {
         self.depth = depth;
-        fields(depth, bytes, "DMLEvent", |r, number, value| {
+        if self.columns.capacity() == 0 {
+            // Tables have tens of columns: one allocation, not a doubling series.
+            self.columns.reserve(32);
+        }
+        let on_error = invalid("DMLEvent");
+        let mut reader = Reader::new(bytes, depth).map_err(&on_error)?;
+        loop {
+            let at = reader.position();
+            if bytes.get(at) == Some(&COLUMNS_TAG) {
+                if let Some(end) = column_run(&bytes[at..]) {
+                    let run = &bytes[at..at + end];
+                    self.runs += 1;
+                    self.unique = cache.columns(run, depth, &mut self.columns)? && self.runs == 1;
+                    reader.seek(at + end);
+                    continue;
+                }
+            }
+            let Some((number, value)) = reader.next().map_err(&on_error)? else {
+                break;
+            };
             match (number, value) {
                 (1, Value::Varint(v)) => self.dml_event_type = v as i32,
                 (2, Value::Len(b)) => {
-                    if self.columns.capacity() == 0 {
-                        // Tables have tens of columns: one allocation, not a doubling series.
-                        self.columns.reserve(32);
-                    }
-                    if let Some(column) = ColumnView::canonical(b) {
-                        self.columns.push(column);
-                        return Ok(());
-                    }
-                    let mut column = ColumnView::default();
-                    let mut inner = r.nested(b)?;
-                    while let Some((number, value)) = inner.next()? {
-                        match (number, value) {
-                            (1, Value::Len(b)) => column.name = inner.string(b)?,
-                            (2, Value::Len(b)) => _ = inner.string(b)?,
-                            (3, Value::Varint(v)) => column.is_key = v != 0,
-                            (15, Value::Len(b)) => _ = read_kv(&inner, b)?,
-                            _ => {}
-                        }
-                    }
-                    self.columns.push(column);
+                    self.runs += 1;
+                    self.unique = false;
+                    self.columns
+                        .push(read_column(&reader, b).map_err(&on_error)?);
                 }
                 (3, Value::Len(b)) => {
                     if self.rows.capacity() == 0 {
@@ -408,8 +418,130 @@ impl<'a> DmlView<'a> {
                 }
                 _ => {}
             }
-            Ok(())
-        })
+        }
+        Ok(())
+    }
+}
+
+/// The tag of `DMLEvent.columns` (field 2, length-delimited).
+const COLUMNS_TAG: u8 = 0x12;
+
+/// The length of the run of `columns` fields at the start of `bytes` (tags and lengths in
+/// their one-byte / shortest forms, every length within the bytes), or `None` when the
+/// bytes do not start so; the general reader then takes over.
+fn column_run(bytes: &[u8]) -> Option<usize> {
+    let mut at = 0;
+    while bytes.get(at) == Some(&COLUMNS_TAG) {
+        let first = *bytes.get(at + 1)? as usize;
+        let (len, start) = if first < 0x80 {
+            (first, at + 2)
+        } else {
+            let second = *bytes.get(at + 2)? as usize;
+            if !(1..0x80).contains(&second) {
+                return None;
+            }
+            ((first & 0x7f) | (second << 7), at + 3)
+        };
+        if start + len > bytes.len() {
+            return None;
+        }
+        at = start + len;
+    }
+    (at > 0).then_some(at)
+}
+
+/// One `Column`, by the general reader.
+fn read_column<'a>(r: &Reader<'a>, b: &'a [u8]) -> Result<ColumnView<'a>, WireError> {
+    if let Some(column) = ColumnView::canonical(b) {
+        return Ok(column);
+    }
+    let mut column = ColumnView::default();
+    let mut inner = r.nested(b)?;
+    while let Some((number, value)) = inner.next()? {
+        match (number, value) {
+            (1, Value::Len(b)) => column.name = inner.string(b)?,
+            (2, Value::Len(b)) => _ = inner.string(b)?,
+            (3, Value::Varint(v)) => column.is_key = v != 0,
+            (15, Value::Len(b)) => _ = read_kv(&inner, b)?,
+            _ => {}
+        }
+    }
+    Ok(column)
+}
+
+/// Column lists seen before, by their exact bytes: every DML entry of a table repeats its
+/// columns (names, types, key flags), so each distinct list is parsed, UTF-8-checked and
+/// checked for duplicate names once per decoder, not once per entry.
+#[derive(Default)]
+pub(crate) struct ColumnCache {
+    lists: Vec<CachedColumns>,
+    /// The slot the next new list replaces once the cache is full.
+    next: usize,
+}
+
+struct CachedColumns {
+    bytes: Vec<u8>,
+    /// Per column: where its name is in `bytes`, and `isKey`.
+    columns: Vec<(u32, u32, bool)>,
+    /// No two columns share a name.
+    unique: bool,
+}
+
+impl ColumnCache {
+    const SIZE: usize = 64;
+
+    /// Appends the columns of `run` (a run of `columns` fields) to `out`; says whether their
+    /// names are known to be unique.
+    fn columns<'a>(
+        &mut self,
+        run: &'a [u8],
+        depth: u32,
+        out: &mut Vec<ColumnView<'a>>,
+    ) -> Result<bool> {
+        if let Some(list) = self.lists.iter().find(|l| l.bytes == run) {
+            for &(start, len, is_key) in &list.columns {
+                let name = &run[start as usize..(start + len) as usize];
+                // SAFETY: these bytes equal the cached ones, which were checked as UTF-8
+                // when the list was first read.
+                let name = unsafe { std::str::from_utf8_unchecked(name) };
+                out.push(ColumnView { name, is_key });
+            }
+            return Ok(list.unique);
+        }
+        let on_error = invalid("DMLEvent");
+        let mut reader = Reader::new(run, depth).map_err(&on_error)?;
+        let first = out.len();
+        while let Some((_, value)) = reader.next().map_err(&on_error)? {
+            if let Value::Len(b) = value {
+                out.push(read_column(&reader, b).map_err(&on_error)?);
+            }
+        }
+        let names: Vec<&str> = out[first..].iter().map(|c| c.name).collect();
+        let unique = check_unique(&names).is_ok();
+        let base = run.as_ptr() as usize;
+        let list = CachedColumns {
+            bytes: run.to_vec(),
+            columns: out[first..]
+                .iter()
+                .map(|c| {
+                    // A name is a slice of `run`; an empty one may be a static "".
+                    let start = if c.name.is_empty() {
+                        0
+                    } else {
+                        c.name.as_ptr() as usize - base
+                    };
+                    (start as u32, c.name.len() as u32, c.is_key)
+                })
+                .collect(),
+            unique,
+        };
+        if self.lists.len() < Self::SIZE {
+            self.lists.push(list);
+        } else {
+            self.lists[self.next] = list;
+            self.next = (self.next + 1) % Self::SIZE;
+        }
+        Ok(unique)
     }
 }
 
@@ -431,7 +563,7 @@ struct EventView<'a> {
 }
 
 impl<'a> EventView<'a> {
-    fn merge(&mut self, depth: u32, bytes: &'a [u8]) -> Result<()> {
+    fn merge(&mut self, depth: u32, bytes: &'a [u8], cache: &mut ColumnCache) -> Result<()> {
         let mut dml = Vec::new();
         fields(depth, bytes, "Event", |r, number, value| {
             let Value::Len(b) = value else { return Ok(()) };
@@ -493,7 +625,7 @@ impl<'a> EventView<'a> {
             Ok(())
         })?;
         for b in dml {
-            self.dml.merge(depth + 1, b)?;
+            self.dml.merge(depth + 1, b, cache)?;
         }
         Ok(())
     }
@@ -598,10 +730,13 @@ fn read_row<'a>(
 // ---------------------------------------------------------------------------------------
 
 /// The events of one serialized `Entries`.
-fn write_entries(rows: &mut EventBuilder, data: &[u8], envelope: &[Kv]) -> Result<()> {
+fn write_entries(
+    rows: &mut EventBuilder,
+    data: &[u8],
+    envelope: &[Kv],
+    columns: &mut ColumnCache,
+) -> Result<()> {
     let mut items = Vec::new();
-    // Column lists already checked for duplicates: the entries of one table repeat them.
-    let mut unique = UniqueLists::default();
     fields(0, data, "Entries (Envelope.data)", |_, number, value| {
         if let (1, Value::Len(b)) = (number, value) {
             items.push(b);
@@ -609,7 +744,7 @@ fn write_entries(rows: &mut EventBuilder, data: &[u8], envelope: &[Kv]) -> Resul
         Ok(())
     })?;
     for (index, item) in items.into_iter().enumerate() {
-        write_entry(rows, item, envelope, &mut unique).map_err(|source| Error::InEntry {
+        write_entry(rows, item, envelope, columns).map_err(|source| Error::InEntry {
             index,
             source: Box::new(source),
         })?;
@@ -617,11 +752,11 @@ fn write_entries(rows: &mut EventBuilder, data: &[u8], envelope: &[Kv]) -> Resul
     Ok(())
 }
 
-fn write_entry<'a>(
+fn write_entry(
     rows: &mut EventBuilder,
-    bytes: &'a [u8],
+    bytes: &[u8],
     envelope: &[Kv],
-    unique: &mut UniqueLists<'a>,
+    columns: &mut ColumnCache,
 ) -> Result<()> {
     let mut header = HeaderView::default();
     let mut event = EventView::default();
@@ -630,7 +765,7 @@ fn write_entry<'a>(
     while let Some((number, value)) = reader.next().map_err(&on_error)? {
         match (number, value) {
             (1, Value::Len(b)) => header.merge(2, b)?,
-            (2, Value::Len(b)) => event.merge(2, b)?,
+            (2, Value::Len(b)) => event.merge(2, b, columns)?,
             _ => {}
         }
     }
@@ -642,7 +777,7 @@ fn write_entry<'a>(
         envelope,
     };
     match MessageType::try_from(header.message_type) {
-        Ok(MessageType::Dml) => write_dml(rows, &context, unique),
+        Ok(MessageType::Dml) => write_dml(rows, &context),
         Ok(kind) => {
             check_rows(&event.dml)?;
             let op = match kind {
@@ -816,11 +951,7 @@ fn write_control(rows: &mut EventBuilder, context: &Context, op: &str, source_op
 }
 
 /// One event per `RowChange`.
-fn write_dml<'a>(
-    rows: &mut EventBuilder,
-    context: &Context<'_, 'a>,
-    unique: &mut UniqueLists<'a>,
-) -> Result<()> {
+fn write_dml(rows: &mut EventBuilder, context: &Context) -> Result<()> {
     let dml = &context.event.dml;
     let (op, source_op) = match DmlType::try_from(dml.dml_event_type) {
         Ok(DmlType::Insert) => ("insert", "INSERT"),
@@ -836,7 +967,9 @@ fn write_dml<'a>(
         source_op
     };
     let names: Vec<&str> = dml.columns.iter().map(|c| c.name).collect();
-    unique.check(&names)?;
+    if !dml.unique {
+        check_unique(&names)?;
+    }
     let has_key = dml.columns.iter().any(|c| c.is_key);
     for (index, row) in dml.rows.iter().enumerate() {
         context.common(
@@ -887,25 +1020,6 @@ fn write_dml<'a>(
         rows.end_row();
     }
     Ok(())
-}
-
-/// The column lists of one message known to have no duplicate name, so each table's list
-/// is checked once per message, not once per entry.
-#[derive(Default)]
-struct UniqueLists<'a>(Vec<Vec<&'a str>>);
-
-impl<'a> UniqueLists<'a> {
-    fn check(&mut self, names: &[&'a str]) -> Result<()> {
-        // Lists of different tables differ early, so a miss is cheap.
-        if self.0.iter().any(|known| known.as_slice() == names) {
-            return Ok(());
-        }
-        check_unique(names)?;
-        if self.0.len() < 16 {
-            self.0.push(names.to_vec());
-        }
-        Ok(())
-    }
 }
 
 fn check_unique(names: &[&str]) -> Result<()> {
@@ -1080,6 +1194,50 @@ mod tests {
         );
         assert_eq!(ops(&batch), ["insert", "insert", "error"]);
         assert_eq!(ops(&decode(&[part(1, b)], None)), ["error"]);
+    }
+
+    fn with_columns(names: &[&str]) -> Vec<u8> {
+        let mut envelope = Envelope::decode(&message(1)[..]).unwrap();
+        let mut entries = Entries::decode(&envelope.data[..]).unwrap();
+        let dml = entries.items[0]
+            .event
+            .as_mut()
+            .unwrap()
+            .dml_event
+            .as_mut()
+            .unwrap();
+        dml.columns = names
+            .iter()
+            .map(|n| proto::Column {
+                name: n.to_string(),
+                ..Default::default()
+            })
+            .collect();
+        envelope.data = entries.encode_to_vec().into();
+        envelope.encode_to_vec()
+    }
+
+    /// Column lists are cached by their bytes across messages; a hit must give the same
+    /// names, and a list with a duplicate name must fail every time.
+    #[test]
+    fn cached_column_lists_give_the_same_events_and_errors() {
+        let good = with_columns(&["", "name"]);
+        let bad = with_columns(&["a", "a"]);
+        let batch = decode(
+            &[Some(good.clone()), Some(bad.clone()), Some(good), Some(bad)],
+            None,
+        );
+        assert_eq!(ops(&batch), ["insert", "error", "insert", "error"]);
+        let after = batch.column_by_name("after").unwrap();
+        let after = after
+            .as_any()
+            .downcast_ref::<arrow_array::MapArray>()
+            .unwrap();
+        for row in [0, 2] {
+            let keys = after.value(row).column(0).clone();
+            let keys = keys.as_any().downcast_ref::<StringArray>().unwrap();
+            assert_eq!(keys.iter().flatten().collect::<Vec<_>>(), ["", "name"]);
+        }
     }
 
     /// Every mutation of a valid message gives its events or exactly one error row, and no
