@@ -11,7 +11,7 @@ use arrow_array::{
     ArrayRef, BinaryArray, ListArray, MapArray, RecordBatch, StringArray, StructArray,
     TimestampMicrosecondArray,
 };
-use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBufferBuilder, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef, TimeUnit};
 
 /// The output schema, column order included.
@@ -73,22 +73,39 @@ fn offsets(offsets: Vec<i32>) -> OffsetBuffer<i32> {
     unsafe { OffsetBuffer::new_unchecked(ScalarBuffer::from(offsets)) }
 }
 
-/// The validity bitmap of `valid`, or `None` when every value is valid.
-fn nulls(valid: Vec<bool>) -> Option<NullBuffer> {
-    // memchr-fast scan: `bool` is one byte, 0 or 1.
-    let bytes: &[u8] = bytemuck_bools(&valid);
-    if !bytes.contains(&0) {
-        return None;
-    }
-    Some(NullBuffer::new(BooleanBuffer::collect_bool(
-        valid.len(),
-        |i| valid[i],
-    )))
+/// Which rows of a column are null, as the list of their indexes: nulls are the exception
+/// in most columns, so a valid value costs nothing here and the bitmap is built once.
+#[derive(Debug, Default)]
+struct Validity {
+    nulls: Vec<u32>,
 }
 
-fn bytemuck_bools(valid: &[bool]) -> &[u8] {
-    // SAFETY: `bool` has the size and alignment of `u8`, and every bool is a valid u8.
-    unsafe { std::slice::from_raw_parts(valid.as_ptr().cast::<u8>(), valid.len()) }
+impl Validity {
+    /// Row `row` (the next one) is null.
+    #[inline(always)]
+    fn null_at(&mut self, row: usize) {
+        self.nulls.push(row as u32);
+    }
+
+    /// Keeps the first `rows` rows.
+    fn truncate(&mut self, rows: usize) {
+        while self.nulls.last().is_some_and(|&i| i as usize >= rows) {
+            self.nulls.pop();
+        }
+    }
+
+    /// The bitmap of `rows` rows, or `None` when none is null.
+    fn finish(self, rows: usize) -> Option<NullBuffer> {
+        if self.nulls.is_empty() {
+            return None;
+        }
+        let mut bits = BooleanBufferBuilder::new(rows);
+        bits.append_n(rows, true);
+        for i in self.nulls {
+            bits.set_bit(i as usize, false);
+        }
+        Some(NullBuffer::new(bits.finish()))
+    }
 }
 
 /// Appends `bytes` to `data`. Most values here are a few bytes long (column names, numbers),
@@ -131,7 +148,7 @@ fn append(data: &mut Vec<u8>, bytes: &[u8]) {
 pub struct BytesColumn {
     offsets: Vec<i32>,
     data: Vec<u8>,
-    valid: Vec<bool>,
+    valid: Validity,
 }
 
 impl BytesColumn {
@@ -139,7 +156,7 @@ impl BytesColumn {
         Self {
             offsets: vec![0],
             data: Vec::new(),
-            valid: Vec::new(),
+            valid: Validity::default(),
         }
     }
 
@@ -163,10 +180,12 @@ impl BytesColumn {
 
     #[inline(always)]
     fn close(&mut self, valid: bool) {
+        if !valid {
+            self.valid.null_at(self.len());
+        }
         // Offsets are i32 (plain `utf8`/`binary`, which Spark reads); `Sink` starts a new
         // batch long before a column reaches 2 GiB.
         self.offsets.push(self.data.len() as i32);
-        self.valid.push(valid);
     }
 
     /// Appends a null.
@@ -221,12 +240,7 @@ impl BytesColumn {
     }
 
     fn parts(self) -> (OffsetBuffer<i32>, Buffer, Option<NullBuffer>) {
-        // A column of `push_required` values has no validity to pack.
-        let nulls = if self.valid.is_empty() {
-            None
-        } else {
-            nulls(self.valid)
-        };
+        let nulls = self.valid.finish(self.offsets.len() - 1);
         (offsets(self.offsets), Buffer::from_vec(self.data), nulls)
     }
 
@@ -247,14 +261,16 @@ impl BytesColumn {
 #[derive(Debug, Default)]
 pub struct TimestampColumn {
     values: Vec<i64>,
-    valid: Vec<bool>,
+    valid: Validity,
 }
 
 impl TimestampColumn {
     /// Appends microseconds since the epoch, or a null.
     pub fn push(&mut self, micros: Option<i64>) {
+        if micros.is_none() {
+            self.valid.null_at(self.values.len());
+        }
         self.values.push(micros.unwrap_or(0));
-        self.valid.push(micros.is_some());
     }
 
     fn truncate(&mut self, rows: usize) {
@@ -263,8 +279,8 @@ impl TimestampColumn {
     }
 
     fn finish(self) -> TimestampMicrosecondArray {
-        TimestampMicrosecondArray::new(ScalarBuffer::from(self.values), nulls(self.valid))
-            .with_timezone("UTC")
+        let nulls = self.valid.finish(self.values.len());
+        TimestampMicrosecondArray::new(ScalarBuffer::from(self.values), nulls).with_timezone("UTC")
     }
 }
 
@@ -272,7 +288,7 @@ impl TimestampColumn {
 #[derive(Debug)]
 pub struct ListColumn {
     offsets: Vec<i32>,
-    valid: Vec<bool>,
+    valid: Validity,
     items: BytesColumn,
 }
 
@@ -280,7 +296,7 @@ impl Default for ListColumn {
     fn default() -> Self {
         Self {
             offsets: vec![0],
-            valid: Vec::new(),
+            valid: Validity::default(),
             items: BytesColumn::new(),
         }
     }
@@ -295,15 +311,14 @@ impl ListColumn {
     /// Ends the open row as a list of the items appended since the last row.
     pub fn close(&mut self) {
         self.offsets.push(self.items.len() as i32);
-        self.valid.push(true);
     }
 
     /// Appends a null (discarding items appended to the open row).
     pub fn push_null(&mut self) {
         let start = *self.offsets.last().unwrap_or(&0) as usize;
         self.items.truncate(start);
+        self.valid.null_at(self.offsets.len() - 1);
         self.offsets.push(start as i32);
-        self.valid.push(false);
     }
 
     /// Items in the open row.
@@ -318,9 +333,9 @@ impl ListColumn {
     }
 
     fn finish(self) -> ListArray {
-        let offsets = offsets(self.offsets);
         let items = Arc::new(self.items.finish_utf8()) as ArrayRef;
-        ListArray::new(list_item_field(), offsets, items, nulls(self.valid))
+        let nulls = self.valid.finish(self.offsets.len() - 1);
+        ListArray::new(list_item_field(), offsets(self.offsets), items, nulls)
     }
 }
 
@@ -329,7 +344,7 @@ impl ListColumn {
 #[derive(Debug)]
 pub struct MapColumn {
     offsets: Vec<i32>,
-    valid: Vec<bool>,
+    valid: Validity,
     keys: BytesColumn,
     values: BytesColumn,
 }
@@ -338,7 +353,7 @@ impl Default for MapColumn {
     fn default() -> Self {
         Self {
             offsets: vec![0],
-            valid: Vec::new(),
+            valid: Validity::default(),
             keys: BytesColumn::new(),
             values: BytesColumn::new(),
         }
@@ -394,14 +409,13 @@ impl MapColumn {
     /// Ends the open row as a map of the entries appended since the last row.
     pub fn close(&mut self) {
         self.offsets.push(self.keys.len() as i32);
-        self.valid.push(true);
     }
 
     /// Ends the open row as a null (discarding entries appended to it).
     pub fn push_null(&mut self) {
         self.clear_open();
+        self.valid.null_at(self.offsets.len() - 1);
         self.offsets.push(self.row_start() as i32);
-        self.valid.push(false);
     }
 
     fn truncate(&mut self, rows: usize) {
@@ -419,12 +433,12 @@ impl MapColumn {
         let keys = Arc::new(self.keys.finish_utf8()) as ArrayRef;
         let values = Arc::new(self.values.finish_utf8()) as ArrayRef;
         let entries = StructArray::new(fields, vec![keys, values], None);
-        let offsets = offsets(self.offsets);
+        let nulls = self.valid.finish(self.offsets.len() - 1);
         MapArray::new(
             map_entries_field(),
-            offsets,
+            offsets(self.offsets),
             entries,
-            nulls(self.valid),
+            nulls,
             false,
         )
     }
@@ -520,21 +534,17 @@ impl EventBuilder {
             &mut self.event_id,
         ] {
             column.offsets.reserve(rows);
-            column.valid.reserve(rows);
             column.data.reserve(rows * 16);
         }
         for column in [&mut self.event_time, &mut self.capture_time] {
             column.values.reserve(rows);
-            column.valid.reserve(rows);
         }
         for map in [&mut self.before, &mut self.after, &mut self.metadata] {
             map.offsets.reserve(rows);
-            map.valid.reserve(rows);
             for part in [&mut map.keys, &mut map.values] {
                 part.offsets.reserve(entries);
                 part.data.reserve(bytes / 2);
             }
-            map.values.valid.reserve(entries);
         }
     }
 
@@ -548,17 +558,17 @@ impl EventBuilder {
                 && self.source_db.len() == self.rows
                 && self.source_schema.len() == self.rows
                 && self.source_table.len() == self.rows
-                && self.event_time.valid.len() == self.rows
-                && self.capture_time.valid.len() == self.rows
+                && self.event_time.values.len() == self.rows
+                && self.capture_time.values.len() == self.rows
                 && self.tx_id.len() == self.rows
                 && self.position.len() == self.rows
                 && self.sequence.len() == self.rows
                 && self.event_id.len() == self.rows
-                && self.primary_key.valid.len() == self.rows
-                && self.before.valid.len() == self.rows
-                && self.after.valid.len() == self.rows
+                && self.primary_key.offsets.len() == self.rows + 1
+                && self.before.offsets.len() == self.rows + 1
+                && self.after.offsets.len() == self.rows + 1
                 && self.ddl.len() == self.rows
-                && self.metadata.valid.len() == self.rows
+                && self.metadata.offsets.len() == self.rows + 1
                 && self.error.len() == self.rows
                 && self.raw.len() == self.rows,
             "a decoder wrote a ragged row"
