@@ -736,18 +736,17 @@ fn write_entries(
     envelope: &[Kv],
     columns: &mut ColumnCache,
 ) -> Result<()> {
-    let mut items = Vec::new();
-    fields(0, data, "Entries (Envelope.data)", |_, number, value| {
-        if let (1, Value::Len(b)) = (number, value) {
-            items.push(b);
+    let on_error = invalid("Entries (Envelope.data)");
+    let mut reader = Reader::new(data, 0).map_err(&on_error)?;
+    let mut index = 0;
+    while let Some((number, value)) = reader.next().map_err(&on_error)? {
+        if let (1, Value::Len(item)) = (number, value) {
+            write_entry(rows, item, envelope, columns).map_err(|source| Error::InEntry {
+                index,
+                source: Box::new(source),
+            })?;
+            index += 1;
         }
-        Ok(())
-    })?;
-    for (index, item) in items.into_iter().enumerate() {
-        write_entry(rows, item, envelope, columns).map_err(|source| Error::InEntry {
-            index,
-            source: Box::new(source),
-        })?;
     }
     Ok(())
 }
@@ -966,10 +965,10 @@ fn write_dml(rows: &mut EventBuilder, context: &Context) -> Result<()> {
     } else {
         source_op
     };
-    let names: Vec<&str> = dml.columns.iter().map(|c| c.name).collect();
     if !dml.unique {
-        check_unique(&names)?;
+        check_unique(&dml.columns.iter().map(|c| c.name).collect::<Vec<_>>())?;
     }
+    let columns = &dml.columns;
     let has_key = dml.columns.iter().any(|c| c.is_key);
     for (index, row) in dml.rows.iter().enumerate() {
         context.common(
@@ -995,12 +994,12 @@ fn write_dml(rows: &mut EventBuilder, context: &Context) -> Result<()> {
             } else {
                 (&mut rows.after, &mut new, "new")
             };
-            let Some(name) = names.get(*count) else {
+            let Some(name) = columns.get(*count).map(|c| c.name) else {
                 return Err(Error::TooManyValues {
                     row: index,
                     values: *count + 1,
                     image,
-                    columns: names.len(),
+                    columns: columns.len(),
                 });
             };
             *count += 1;
