@@ -688,38 +688,68 @@ impl<'a> DataView<'a> {
     }
 }
 
-/// One `RowChange`, read field by field: `Data` values go to `on_value` (`true` for
-/// `oldColumns`) in wire order; the properties are returned.
-fn read_row<'a>(
+/// One `Data` in whatever encoding: the common one directly, any other by the general
+/// field loop.
+fn read_data<'a>(depth: u32, b: &'a [u8]) -> Result<DataView<'a>> {
+    if let Some(data) = DataView::canonical(b) {
+        return Ok(data);
+    }
+    let mut data = DataView::default();
+    fields(depth, b, "Data", |r, number, value| {
+        match (number, value) {
+            (1, Value::Varint(v)) => data.data_type = v as i32,
+            (2, Value::Len(b)) => data.charset = r.string(b)?,
+            (3, Value::Len(b)) => data.sv = r.string(b)?,
+            (4, Value::Len(b)) => data.bv = b,
+            _ => {}
+        }
+        Ok(())
+    })?;
+    Ok(data)
+}
+
+/// The two images of one `RowChange` into `before` and `after` (both open at once: a row
+/// may interleave its two lists), named by `columns`; returns the row's properties.
+fn write_images<'a>(
+    rows: &mut EventBuilder,
+    columns: &[ColumnView],
     depth: u32,
     bytes: &'a [u8],
-    mut on_value: impl FnMut(bool, DataView<'a>) -> Result<()>,
+    row: usize,
 ) -> Result<Vec<Kv<'a>>> {
     let on_error = invalid("RowChange");
     let mut properties = Vec::new();
+    let (mut old, mut new) = (0usize, 0usize);
     let mut reader = Reader::new(bytes, depth).map_err(&on_error)?;
     while let Some((number, value)) = reader.next().map_err(&on_error)? {
         match (number, value) {
             (1 | 2, Value::Len(b)) => {
-                if let Some(data) = DataView::canonical(b) {
-                    on_value(number == 1, data)?;
-                    continue;
-                }
-                let mut data = DataView::default();
-                fields(depth + 1, b, "Data", |r, number, value| {
-                    match (number, value) {
-                        (1, Value::Varint(v)) => data.data_type = v as i32,
-                        (2, Value::Len(b)) => data.charset = r.string(b)?,
-                        (3, Value::Len(b)) => data.sv = r.string(b)?,
-                        (4, Value::Len(b)) => data.bv = b,
-                        _ => {}
-                    }
-                    Ok(())
-                })?;
-                on_value(number == 1, data)?;
+                let data = read_data(depth + 1, b)?;
+                let (map, count, image) = if number == 1 {
+                    (&mut rows.before, &mut old, "old")
+                } else {
+                    (&mut rows.after, &mut new, "new")
+                };
+                let Some(column) = columns.get(*count) else {
+                    return Err(Error::TooManyValues {
+                        row,
+                        values: *count + 1,
+                        image,
+                        columns: columns.len(),
+                    });
+                };
+                *count += 1;
+                write_value(map, column.name, &data)?;
             }
             (15, Value::Len(b)) => properties.push(read_kv(&reader, b).map_err(&on_error)?),
             _ => {}
+        }
+    }
+    for (map, count) in [(&mut rows.before, old), (&mut rows.after, new)] {
+        if count == 0 {
+            map.push_null();
+        } else {
+            map.close();
         }
     }
     Ok(properties)
@@ -803,8 +833,17 @@ fn write_entry(
 /// The rows of a `dmlEvent` on a non-DML entry are not written, but must parse (as they
 /// must for Google's decoder).
 fn check_rows(dml: &DmlView) -> Result<()> {
+    let on_error = invalid("RowChange");
+    let depth = dml.depth + 1;
     for row in &dml.rows {
-        read_row(dml.depth + 1, row, |_, _| Ok(()))?;
+        let mut reader = Reader::new(row, depth).map_err(&on_error)?;
+        while let Some((number, value)) = reader.next().map_err(&on_error)? {
+            match (number, value) {
+                (1 | 2, Value::Len(b)) => _ = read_data(depth + 1, b)?,
+                (15, Value::Len(b)) => _ = read_kv(&reader, b).map_err(&on_error)?,
+                _ => {}
+            }
+        }
     }
     Ok(())
 }
@@ -986,32 +1025,7 @@ fn write_dml(rows: &mut EventBuilder, context: &Context) -> Result<()> {
         } else {
             rows.primary_key.push_null();
         }
-        // Both images are open at once: a RowChange may interleave its two lists.
-        let (mut old, mut new) = (0usize, 0usize);
-        let properties = read_row(dml.depth + 1, row, |is_old, data| {
-            let (map, count, image) = if is_old {
-                (&mut rows.before, &mut old, "old")
-            } else {
-                (&mut rows.after, &mut new, "new")
-            };
-            let Some(name) = columns.get(*count).map(|c| c.name) else {
-                return Err(Error::TooManyValues {
-                    row: index,
-                    values: *count + 1,
-                    image,
-                    columns: columns.len(),
-                });
-            };
-            *count += 1;
-            write_value(map, name, &data)
-        })?;
-        for (map, count) in [(&mut rows.before, old), (&mut rows.after, new)] {
-            if count == 0 {
-                map.push_null();
-            } else {
-                map.close();
-            }
-        }
+        let properties = write_images(rows, columns, dml.depth + 1, row, index)?;
         rows.ddl.push_null();
         context.metadata(&mut rows.metadata, &properties);
         rows.error.push_null();
