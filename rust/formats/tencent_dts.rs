@@ -391,11 +391,10 @@ impl<'a> DmlView<'a> {
         loop {
             let at = reader.position();
             if bytes.get(at) == Some(&COLUMNS_TAG) {
-                if let Some(end) = column_run(&bytes[at..]) {
-                    let run = &bytes[at..at + end];
+                if let Some((len, unique)) = cache.columns(&bytes[at..], depth, &mut self.columns)? {
                     self.runs += 1;
-                    self.unique = cache.columns(run, depth, &mut self.columns)? && self.runs == 1;
-                    reader.seek(at + end);
+                    self.unique = unique && self.runs == 1;
+                    reader.seek(at + len);
                     continue;
                 }
             }
@@ -490,15 +489,24 @@ struct CachedColumns {
 impl ColumnCache {
     const SIZE: usize = 64;
 
-    /// Appends the columns of `run` (a run of `columns` fields) to `out`; says whether their
-    /// names are known to be unique.
+    /// Appends the columns of the run of `columns` fields that `rest` starts with to `out`;
+    /// returns the run's length and whether its names are known to be unique, or `None`
+    /// when `rest` does not start with a run in the common encoding.
     fn columns<'a>(
         &mut self,
-        run: &'a [u8],
+        rest: &'a [u8],
         depth: u32,
         out: &mut Vec<ColumnView<'a>>,
-    ) -> Result<bool> {
-        if let Some(list) = self.lists.iter().find(|l| l.bytes == run) {
+    ) -> Result<Option<(usize, bool)>> {
+        // A list seen before: the same bytes, and the run ends where the list does.
+        let hit = self.lists.iter().position(|l| {
+            rest.starts_with(&l.bytes) && rest.get(l.bytes.len()) != Some(&COLUMNS_TAG)
+        });
+        if let Some(i) = hit {
+            // The most recent hit first: a table's entries come in runs.
+            self.lists.swap(0, i);
+            let list = &self.lists[0];
+            let run = &rest[..list.bytes.len()];
             for &(start, len, is_key) in &list.columns {
                 let name = &run[start as usize..(start + len) as usize];
                 // SAFETY: these bytes equal the cached ones, which were checked as UTF-8
@@ -506,8 +514,12 @@ impl ColumnCache {
                 let name = unsafe { std::str::from_utf8_unchecked(name) };
                 out.push(ColumnView { name, is_key });
             }
-            return Ok(list.unique);
+            return Ok(Some((run.len(), list.unique)));
         }
+        let Some(end) = column_run(rest) else {
+            return Ok(None);
+        };
+        let run = &rest[..end];
         let on_error = invalid("DMLEvent");
         let mut reader = Reader::new(run, depth).map_err(&on_error)?;
         let first = out.len();
@@ -541,7 +553,7 @@ impl ColumnCache {
             self.lists[self.next] = list;
             self.next = (self.next + 1) % Self::SIZE;
         }
-        Ok(unique)
+        Ok(Some((end, unique)))
     }
 }
 
