@@ -391,7 +391,9 @@ impl<'a> DmlView<'a> {
         loop {
             let at = reader.position();
             if bytes.get(at) == Some(&COLUMNS_TAG) {
-                if let Some((len, unique)) = cache.columns(&bytes[at..], depth, &mut self.columns)? {
+                if let Some((len, unique)) =
+                    cache.columns(&bytes[at..], depth, &mut self.columns)?
+                {
                     self.runs += 1;
                     self.unique = unique && self.runs == 1;
                     reader.seek(at + len);
@@ -702,10 +704,16 @@ impl<'a> DataView<'a> {
 
 /// One `Data` in whatever encoding: the common one directly, any other by the general
 /// field loop.
+#[inline(always)]
 fn read_data<'a>(depth: u32, b: &'a [u8]) -> Result<DataView<'a>> {
-    if let Some(data) = DataView::canonical(b) {
-        return Ok(data);
+    match DataView::canonical(b) {
+        Some(data) => Ok(data),
+        None => read_data_generally(depth, b),
     }
+}
+
+#[cold]
+fn read_data_generally<'a>(depth: u32, b: &'a [u8]) -> Result<DataView<'a>> {
     let mut data = DataView::default();
     fields(depth, b, "Data", |r, number, value| {
         match (number, value) {
