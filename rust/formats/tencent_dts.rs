@@ -44,7 +44,7 @@ struct OpenSet {
     parts: Vec<Part>,
 }
 
-/// A buffered part: copies, so the input batch it came in can be released.
+/// A buffered part of a multi-part set.
 struct Part {
     ordinal: i64,
     raw: Bytes,
@@ -52,11 +52,14 @@ struct Part {
 }
 
 impl Part {
-    fn new(ordinal: i64, raw: &[u8], data: &[u8]) -> Self {
+    /// `raw` is a slice of the input batch and `data` a slice of `raw`: neither is copied.
+    /// A buffered part keeps its input batch's buffer alive until its set completes or
+    /// fails, which costs memory only while a set spans batches.
+    fn new(ordinal: i64, raw: &Bytes, data: &[u8]) -> Self {
         Self {
             ordinal,
-            raw: Bytes::copy_from_slice(raw),
-            data: Bytes::copy_from_slice(data),
+            raw: raw.clone(),
+            data: raw.slice_ref(data),
         }
     }
 }
