@@ -821,9 +821,14 @@ fn write_entry(
             _ => {}
         }
     }
-    let mut seq_id = itoa::Buffer::new();
+    let mut texts = [(); 5].map(|()| itoa::Buffer::new());
+    let [seq_id, position, version, server_id, event_index] = &mut texts;
     let context = Context {
         seq_id: seq_id.format(header.seq_id),
+        position: position.format(header.position),
+        version: version.format(header.version),
+        server_id: server_id.format(header.server_id),
+        event_index: event_index.format(header.event_index),
         header: &header,
         event: &event,
         envelope,
@@ -873,8 +878,13 @@ fn check_rows(dml: &DmlView) -> Result<()> {
 
 /// What every event of one entry shares; `'a` is the message's bytes.
 struct Context<'c, 'a> {
-    /// `Header.seqId` as decimal text, written twice per event.
+    /// Header numbers as decimal text, formatted once per entry (a DML entry gives an event
+    /// per row).
     seq_id: &'c str,
+    position: &'c str,
+    version: &'c str,
+    server_id: &'c str,
+    event_index: &'c str,
     header: &'c HeaderView<'a>,
     event: &'c EventView<'a>,
     envelope: &'c [Kv<'c>],
@@ -914,10 +924,10 @@ impl Context<'_, '_> {
             rows.position.push_with(|out| {
                 out.extend_from_slice(h.file_name.as_bytes());
                 out.push(b':');
-                out.extend_from_slice(itoa::Buffer::new().format(h.position).as_bytes());
+                out.extend_from_slice(self.position.as_bytes());
             });
         } else if h.position != 0 {
-            rows.position.push_int(h.position);
+            rows.position.push_str(self.position);
         } else {
             rows.position.push_null();
         }
@@ -935,18 +945,18 @@ impl Context<'_, '_> {
     fn metadata(&self, map: &mut MapColumn, row_properties: &[Kv]) {
         let h = self.header;
         if h.version != 0 {
-            map.entry_int("version", h.version);
+            map.entry("version", Some(self.version));
         }
         match SourceType::try_from(h.source_type) {
             Ok(source) => map.entry("sourceType", Some(source.as_str_name())),
             Err(_) => map.entry_int("sourceType", h.source_type),
         }
         if h.server_id != 0 {
-            map.entry_int("serverId", h.server_id);
+            map.entry("serverId", Some(self.server_id));
         }
         map.entry("seqId", Some(self.seq_id));
         if h.event_index != 0 {
-            map.entry_int("eventIndex", h.event_index);
+            map.entry("eventIndex", Some(self.event_index));
         }
         if h.is_last {
             map.entry("isLast", Some("true"));
