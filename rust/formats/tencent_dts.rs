@@ -337,7 +337,7 @@ struct ColumnView<'a> {
 
 impl<'a> ColumnView<'a> {
     /// The common encoding (see [`DataView::canonical`]): `name`, `originalType`, `isKey`,
-    /// each at most once and in order, short, no properties.
+    /// each at most once and in order, no properties.
     #[inline(always)]
     fn canonical(b: &'a [u8]) -> Option<Self> {
         let mut at = 0;
@@ -345,12 +345,9 @@ impl<'a> ColumnView<'a> {
             if b.get(at) != Some(&tag) {
                 return Some("");
             }
-            let len = *b.get(at + 1)? as usize;
-            if len >= 0x80 || at + 2 + len > b.len() {
-                return None;
-            }
-            let bytes = &b[at + 2..at + 2 + len];
-            at += 2 + len;
+            let (len, start) = short_len(b, at + 1)?;
+            let bytes = b.get(start..start + len)?;
+            at = start + len;
             crate::text::utf8(bytes)
         };
         let name = text(0x0a)?;
@@ -430,22 +427,29 @@ impl<'a> DmlView<'a> {
 /// The tag of `DMLEvent.columns` (field 2, length-delimited).
 const COLUMNS_TAG: u8 = 0x12;
 
+/// A length prefix at `at` of one or two bytes (values below 16 KiB) in its shortest form:
+/// the length and where the value starts. `None` for anything else (longer lengths, or a
+/// non-shortest form), which the general reader handles.
+#[inline(always)]
+fn short_len(b: &[u8], at: usize) -> Option<(usize, usize)> {
+    let first = *b.get(at)? as usize;
+    if first < 0x80 {
+        return Some((first, at + 1));
+    }
+    let second = *b.get(at + 1)? as usize;
+    if !(1..0x80).contains(&second) {
+        return None;
+    }
+    Some(((first & 0x7f) | (second << 7), at + 2))
+}
+
 /// The length of the run of `columns` fields at the start of `bytes` (tags and lengths in
 /// their one-byte / shortest forms, every length within the bytes), or `None` when the
 /// bytes do not start so; the general reader then takes over.
 fn column_run(bytes: &[u8]) -> Option<usize> {
     let mut at = 0;
     while bytes.get(at) == Some(&COLUMNS_TAG) {
-        let first = *bytes.get(at + 1)? as usize;
-        let (len, start) = if first < 0x80 {
-            (first, at + 2)
-        } else {
-            let second = *bytes.get(at + 2)? as usize;
-            if !(1..0x80).contains(&second) {
-                return None;
-            }
-            ((first & 0x7f) | (second << 7), at + 3)
-        };
+        let (len, start) = short_len(bytes, at + 1)?;
         if start + len > bytes.len() {
             return None;
         }
@@ -678,17 +682,7 @@ impl<'a> DataView<'a> {
             if b.get(at) != Some(&tag) {
                 return Some(&[]);
             }
-            // A length of one or two bytes (values up to 16 KiB), in its shortest form.
-            let first = *b.get(at + 1)? as usize;
-            let (len, start) = if first < 0x80 {
-                (first, at + 2)
-            } else {
-                let second = *b.get(at + 2)? as usize;
-                if !(1..0x80).contains(&second) {
-                    return None;
-                }
-                ((first & 0x7f) | (second << 7), at + 3)
-            };
+            let (len, start) = short_len(b, at + 1)?;
             let bytes = b.get(start..start + len)?;
             at = start + len;
             Some(bytes)
