@@ -497,6 +497,7 @@ struct CachedColumns {
 
 impl ColumnCache {
     const SIZE: usize = 64;
+    const MAX_BYTES: usize = 64 * 1024;
 
     /// Appends the columns of the run of `columns` fields that `rest` starts with to `out`;
     /// returns the run's length and whether its names are known to be unique, or `None`
@@ -525,7 +526,8 @@ impl ColumnCache {
             }
             return Ok(Some((run.len(), list.unique)));
         }
-        let Some(end) = column_run(rest) else {
+        // Only lists of an ordinary size are cached (64 entries of at most 64 KiB each).
+        let Some(end) = column_run(rest).filter(|&end| end <= Self::MAX_BYTES) else {
             return Ok(None);
         };
         let run = &rest[..end];
