@@ -139,3 +139,10 @@ def test_failfast_counts_the_messages_seen_up_to_the_failure(stream):
         stats[engine] = decoder.stats()
     assert stats["native"] == stats["python"]
     assert stats["native"]["messages"] == 18
+
+
+def test_both_engines_build_the_same_schema():
+    from cdc_decode import _native
+
+    assert _native.event_schema_native().equals(cdc_decode.event_schema(), check_metadata=True)
+    assert list(_native.FORMATS) == list(cdc_decode.FORMATS)

@@ -1,0 +1,27 @@
+"""Stubs for the compiled module ``cdc_decode._native`` (rust/python.rs)."""
+
+import pyarrow as pa
+
+FORMATS: list[str]
+
+class NativeDecoder:
+    """A stateful decoder for one stream; :class:`cdc_decode.Decoder` wraps it."""
+
+    def __init__(self, format: str, mode: str) -> None: ...
+    def decode(
+        self, values: pa.Array, keys: pa.Array | None = None, last: bool = False
+    ) -> tuple[pa.RecordBatch, pa.Int64Array]:
+        """Decode one array of messages: the events and each row's input ordinal.
+
+        With ``last``, this is also the end of input (incomplete multi-part sets become
+        error rows), as :meth:`finish` would say.
+        """
+
+    def finish(self) -> tuple[pa.RecordBatch, pa.Int64Array]:
+        """End of input: error rows for incomplete multi-part sets."""
+
+    def stats(self) -> dict[str, int]:
+        """messages, events, errors, dropped, pending."""
+
+def event_schema_native() -> pa.Schema:
+    """The change-event schema as the Rust core builds it."""
