@@ -58,7 +58,6 @@ pub struct Sink {
     /// The rows so far.
     pub rows: EventBuilder,
     ordinals: Vec<i64>,
-    format: &'static str,
     mode: Mode,
     stats: Stats,
 }
@@ -66,9 +65,8 @@ pub struct Sink {
 impl Sink {
     fn new(format: &'static str, mode: Mode) -> Self {
         Self {
-            rows: EventBuilder::new(),
+            rows: EventBuilder::new(format),
             ordinals: Vec::new(),
-            format,
             mode,
             stats: Stats::default(),
         }
@@ -115,7 +113,7 @@ impl Sink {
         match self.mode {
             Mode::Permissive => {
                 self.rows
-                    .push_bare(self.format, "error", Some((&error.to_string(), raw)));
+                    .push_bare("error", Some((&error.to_string(), raw)));
                 self.ordinals.push(ordinal);
                 Ok(())
             }
@@ -131,7 +129,7 @@ impl Sink {
     }
 
     fn tombstone(&mut self, ordinal: i64) {
-        self.rows.push_bare(self.format, "tombstone", None);
+        self.rows.push_bare("tombstone", None);
         self.ordinals.push(ordinal);
         self.stats.events += 1;
     }

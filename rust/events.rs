@@ -65,6 +65,14 @@ fn list_item_field() -> FieldRef {
     Arc::new(Field::new("item", DataType::Utf8, true))
 }
 
+/// A column of `rows` copies of `value`, built in one pass.
+fn constant(value: &str, rows: usize) -> StringArray {
+    let data = value.as_bytes().repeat(rows);
+    let offsets = (0..=rows).map(|i| (i * value.len()) as i32).collect();
+    // SAFETY: repeated whole copies of a `&str`, split at their boundaries.
+    unsafe { StringArray::new_unchecked(self::offsets(offsets), Buffer::from_vec(data), None) }
+}
+
 /// Offsets as Arrow's buffer, without re-checking them: every column starts them at 0 and
 /// only ever appends a length at or past the last one, and `truncate` keeps a prefix.
 fn offsets(offsets: Vec<i32>) -> OffsetBuffer<i32> {
@@ -444,13 +452,14 @@ impl MapColumn {
     }
 }
 
-/// Column builders for one batch of events, one public field per output column.
+/// Column builders for one batch of events, one public field per output column but
+/// `format`, which is the builder's own and the same on every row.
 ///
 /// A decoder appends exactly one value to every column for each event, then calls
 /// [`EventBuilder::end_row`].
 #[derive(Debug)]
 pub struct EventBuilder {
-    pub format: BytesColumn,
+    format: &'static str,
     pub op: BytesColumn,
     pub source_op: BytesColumn,
     pub source_db: BytesColumn,
@@ -472,17 +481,11 @@ pub struct EventBuilder {
     rows: usize,
 }
 
-impl Default for EventBuilder {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl EventBuilder {
-    /// An empty builder.
-    pub fn new() -> Self {
+    /// An empty builder for events of one format.
+    pub fn new(format: &'static str) -> Self {
         Self {
-            format: BytesColumn::new(),
+            format,
             op: BytesColumn::new(),
             source_op: BytesColumn::new(),
             source_db: BytesColumn::new(),
@@ -523,7 +526,6 @@ impl EventBuilder {
         let rows = bytes / 100 + 16;
         let entries = bytes / 16;
         for column in [
-            &mut self.format,
             &mut self.op,
             &mut self.source_op,
             &mut self.source_db,
@@ -552,8 +554,7 @@ impl EventBuilder {
     pub fn end_row(&mut self) {
         self.rows += 1;
         debug_assert!(
-            self.format.len() == self.rows
-                && self.op.len() == self.rows
+            self.op.len() == self.rows
                 && self.source_op.len() == self.rows
                 && self.source_db.len() == self.rows
                 && self.source_schema.len() == self.rows
@@ -577,7 +578,6 @@ impl EventBuilder {
 
     /// Drops every row after the first `rows`, and any row not yet ended.
     pub fn truncate(&mut self, rows: usize) {
-        self.format.truncate(rows);
         self.op.truncate(rows);
         self.source_op.truncate(rows);
         self.source_db.truncate(rows);
@@ -599,10 +599,9 @@ impl EventBuilder {
         self.rows = rows;
     }
 
-    /// A row that is `format` and `op` and nothing else (tombstones), or with `error` and
-    /// `raw` set, an error row.
-    pub fn push_bare(&mut self, format: &str, op: &str, error: Option<(&str, &[u8])>) {
-        self.format.push_str(format);
+    /// A row that is `op` and nothing else (tombstones), or with `error` and `raw` set, an
+    /// error row.
+    pub fn push_bare(&mut self, op: &str, error: Option<(&str, &[u8])>) {
         self.op.push_str(op);
         for column in [
             &mut self.source_op,
@@ -639,7 +638,7 @@ impl EventBuilder {
     /// The finished batch.
     pub fn finish(self) -> RecordBatch {
         let columns: Vec<ArrayRef> = vec![
-            Arc::new(self.format.finish_utf8()),
+            Arc::new(constant(self.format, self.rows)),
             Arc::new(self.op.finish_utf8()),
             Arc::new(self.source_op.finish_utf8()),
             Arc::new(self.source_db.finish_utf8()),
@@ -671,15 +670,14 @@ mod tests {
 
     #[test]
     fn truncate_drops_half_written_rows() {
-        let mut b = EventBuilder::new();
-        b.push_bare("f", "tombstone", None);
+        let mut b = EventBuilder::new("f");
+        b.push_bare("tombstone", None);
         let mark = b.len();
-        b.format.push_str("f");
         b.op.push_str("insert");
         b.after.entry("id", Some("1"));
         b.after.close();
         b.truncate(mark);
-        b.push_bare("f", "error", Some(("bad", b"\x00")));
+        b.push_bare("error", Some(("bad", b"\x00")));
         let batch = b.finish();
         assert_eq!(batch.num_rows(), 2);
         let after = batch.column_by_name("after").unwrap();

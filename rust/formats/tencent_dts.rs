@@ -19,8 +19,6 @@ use crate::sequence::OrderKey;
 use crate::text::{base64_into, Charset};
 use crate::wire::{Reader, Value, WireError};
 
-const FORMAT: &str = "tencent-dts";
-
 /// A `KVPair`.
 type Kv<'a> = (&'a str, &'a str);
 
@@ -897,7 +895,6 @@ impl Context<'_, '_> {
         source_db: &str,
     ) {
         let h = self.header;
-        rows.format.push_str(FORMAT);
         rows.op.push_str(op);
         rows.source_op.push_str(source_op);
         rows.source_db.push_nonempty(Some(source_db));
