@@ -1,8 +1,13 @@
 """In-process throughput of the two engines on the same generated stream (`make bench`).
 
 pytest-benchmark times each engine; the summary printed at the end gives messages/s,
-rows/s and MB/s per engine and format, and the native/python ratio measured side by side.
+rows/s and MB/s per engine and stream, and the native/python ratio measured side by side.
 Not part of `make test`: speed is shown here, never asserted in tests.
+
+Two streams per format: the generator's default one (all five tables, 9-20 columns) and,
+for tencent-dts, the "reference shape" the speed goal is stated on: messages of about
+2.5 KB holding about 10 events, from the narrowest table alone (``shop.order_items``,
+8 columns, 9 after its ``ADD COLUMN``).
 """
 
 from __future__ import annotations
@@ -18,38 +23,65 @@ from cdc_decode.generate import generate
 MESSAGES = int(os.environ.get("CDC_BENCH_MESSAGES", "5000"))
 RESULTS: dict[tuple[str, str], float] = {}
 
+REFERENCE = "tencent-dts (2.5 KB / 10 rows)"
+"""The label of the reference-shape stream (decoded as ``tencent-dts``)."""
+
+STREAMS: dict[str, tuple[str, dict]] = {
+    **{fmt: (fmt, {}) for fmt in cdc_decode.FORMATS},
+    REFERENCE: (
+        "tencent-dts",
+        {
+            "tables": ["shop.order_items"],
+            "rows_per_message": 10,
+            "message_bytes": 2800,  # the entries budget: values average about 2.5 KB
+        },
+    ),
+}
+"""Label -> (format, extra ``generate`` options)."""
+
 
 @pytest.fixture(scope="module")
 def streams():
     out = {}
-    for fmt in cdc_decode.FORMATS:
-        stream = generate(fmt, messages=MESSAGES, seed=1)
-        out[fmt] = (stream, pa.array(stream.values, pa.binary()))
+    for label, (fmt, options) in STREAMS.items():
+        stream = generate(fmt, messages=MESSAGES, seed=1, **options)
+        out[label] = (fmt, stream, pa.array(stream.values, pa.binary()))
     return out
 
 
 @pytest.fixture(scope="module", autouse=True)
 def summary(streams):
     yield
-    lines = ["", f"{'format':<14}{'engine':<8}{'messages/s':>14}{'rows/s':>14}{'MB/s':>9}"]
-    for fmt, (stream, _values) in streams.items():
+    width = max(map(len, streams)) + 2
+    lines = [
+        "",
+        f"{'stream':<{width}}{'bytes/msg':>10}{'events/msg':>11}",
+    ]
+    for label, (_fmt, stream, _values) in streams.items():
+        lines.append(
+            f"{label:<{width}}{stream.bytes / stream.messages:>10,.0f}"
+            f"{stream.rows / stream.messages:>11.2f}"
+        )
+    lines += ["", f"{'stream':<{width}}{'engine':<8}{'messages/s':>14}{'rows/s':>14}{'MB/s':>9}"]
+    ratios = []
+    for label, (_fmt, stream, _values) in streams.items():
         for engine in ("native", "python"):
-            secs = RESULTS.get((fmt, engine))
+            secs = RESULTS.get((label, engine))
             if secs:
                 lines.append(
-                    f"{fmt:<14}{engine:<8}{stream.messages / secs:>14,.0f}"
+                    f"{label:<{width}}{engine:<8}{stream.messages / secs:>14,.0f}"
                     f"{stream.rows / secs:>14,.0f}{stream.bytes / secs / 1e6:>9.1f}"
                 )
-        if (fmt, "native") in RESULTS and (fmt, "python") in RESULTS:
-            ratio = RESULTS[(fmt, "python")] / RESULTS[(fmt, "native")]
-            lines.append(f"{fmt}: native is {ratio:.1f}x the python fallback")
-    print("\n".join(lines))
+        if (label, "native") in RESULTS and (label, "python") in RESULTS:
+            ratio = RESULTS[(label, "python")] / RESULTS[(label, "native")]
+            ratios.append(f"{label}: native is {ratio:.1f}x the python fallback")
+    print("\n".join(lines + [""] + ratios))
 
 
 @pytest.mark.parametrize("engine", ["native", "python"])
-@pytest.mark.parametrize("fmt", cdc_decode.FORMATS)
-def test_decode(benchmark, streams, fmt, engine):
-    stream, values = streams[fmt]
+@pytest.mark.parametrize("label", list(STREAMS))
+def test_decode(benchmark, streams, label, engine):
+    fmt, stream, values = streams[label]
     rounds = 10 if engine == "native" else 2
     batch = benchmark.pedantic(
         cdc_decode.decode,
@@ -59,4 +91,4 @@ def test_decode(benchmark, streams, fmt, engine):
         iterations=1,
     )
     assert batch.num_rows == stream.rows
-    RESULTS[(fmt, engine)] = benchmark.stats.stats.min
+    RESULTS[(label, engine)] = benchmark.stats.stats.min

@@ -290,6 +290,30 @@ def test_apply_merges_partial_images_and_moves_keys():
         apply_change(state, "db.t", "insert", None, None, {"id": "3"})
 
 
+def test_tables_option_keeps_the_default_stream():
+    # tables=None is the default stream; all five tables named give the same workload too.
+    a = generate("tencent-dts", messages=200, seed=4)
+    assert generate("tencent-dts", messages=200, seed=4, tables=None).values == a.values
+    assert "tables" not in a.options
+    everything = [
+        "shop.users",
+        "shop.orders",
+        "shop.order_items",
+        "inventory.items",
+        "inventory.warehouses",
+    ]
+    b = generate("tencent-dts", messages=200, seed=4, tables=everything)
+    assert b.values == a.values and b.expected.equals(a.expected)
+    assert b.options["tables"] == everything
+
+
+def test_tables_option_rejects_unknown_tables():
+    with pytest.raises(ValueError, match="unknown table"):
+        generate("tencent-dts", messages=10, seed=1, tables=["shop.nope"])
+    with pytest.raises(ValueError, match="at least one"):
+        generate("tencent-dts", messages=10, seed=1, tables=[])
+
+
 def test_write_and_read_back(small, tmp_path):
     out = small.write(tmp_path / "stream")
     assert read_values(out) == small.values
@@ -378,6 +402,65 @@ def test_decode_then_apply_gives_final_state(engine, small):
     _decoder(engine)
     batch = cdc_decode.decode(small.values, "tencent-dts", engine=engine)
     assert apply_events(batch) == small.final_state
+
+
+@pytest.fixture(scope="module")
+def one_table():
+    return generate("tencent-dts", messages=600, seed=8, tables=["shop.order_items"])
+
+
+def test_tables_option_touches_only_those_tables(one_table):
+    events = one_table.expected.to_pylist()
+    tables = {(e["source_db"], e["source_table"]) for e in events if e["source_table"]}
+    assert tables == {("shop", "order_items")}
+    ops = {e["op"] for e in events}
+    assert {"insert", "update", "delete", "ddl"} <= ops, ops
+    assert ops <= {
+        "insert",
+        "update",
+        "delete",
+        "ddl",
+        "begin",
+        "commit",
+        "rollback",
+        "heartbeat",
+        "checkpoint",
+    }, ops
+    for e in events:
+        if e["op"] in ("insert", "update", "delete"):
+            assert e["source_table"] == "order_items"
+    assert one_table.final_state.keys() == {"shop.order_items"}
+    assert one_table.primary_keys == {"shop.order_items": ["order_id", "line_no"]}
+    assert one_table.options["tables"] == ["shop.order_items"]
+    assert apply_events(one_table.expected) == one_table.final_state
+
+
+def test_decode_one_table_stream(engine, one_table):
+    decoder = _decoder(engine)
+    batch = decoder.decode(one_table.values)
+    assert decoder.finish().num_rows == 0
+    assert decoder.stats()["errors"] == 0
+    table = pa.Table.from_batches([batch])
+    assert_events_equal(table, one_table.expected)
+    assert apply_events(table) == one_table.final_state
+
+
+def test_cli_generate_tables(tmp_path, capsys):
+    out = tmp_path / "cli-tables"
+    argv = ["generate", "tencent-dts", "--messages", "40", "--seed", "6", "--out", str(out)]
+    assert main([*argv, "--tables", "shop.order_items,inventory.warehouses"]) == 0
+    capsys.readouterr()
+    stream = generate(
+        "tencent-dts",
+        messages=40,
+        seed=6,
+        tables=["shop.order_items", "inventory.warehouses"],
+    )
+    assert read_values(out) == stream.values
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["options"]["tables"] == ["shop.order_items", "inventory.warehouses"]
+    assert main([*argv, "--tables", "shop.nope"]) == 2
+    assert "unknown table" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("seed", [21, 22])

@@ -2,6 +2,7 @@
 
     cdc-decode generate tencent-dts --messages 10000 --seed 1 --out DIR
     cdc-decode generate datahub-blob --messages 10000 --seed 1 --out DIR
+    cdc-decode generate tencent-dts --tables shop.order_items --message-bytes 2560 --out DIR
 
 writes a generated stream (see :mod:`cdc_decode.generate.stream` for the files) and prints
 a one-line summary.
@@ -20,6 +21,13 @@ def _positive(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{text} is negative")
     return value
+
+
+def _tables(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("no table named")
+    return names
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -71,6 +79,16 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="tencent-dts: split larger messages into multi-part envelopes (default: %(default)s)",
     )
+    gen.add_argument(
+        "--tables",
+        type=_tables,
+        default=None,
+        metavar="DB.T1,DB.T2",
+        help=(
+            "simulate only these of the source's tables (shop.users, shop.orders, "
+            "shop.order_items, inventory.items, inventory.warehouses); default: all"
+        ),
+    )
     return parser
 
 
@@ -89,6 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rows_per_message=args.rows_per_message,
                 message_bytes=args.message_bytes,
                 max_message_bytes=args.max_message_bytes,
+                tables=args.tables,
             )
         except ValueError as exc:
             print(f"cdc-decode generate: {exc}", file=sys.stderr)

@@ -14,6 +14,8 @@ values.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pyarrow as pa
 
 from .._schema import EVENT_SCHEMA
@@ -58,6 +60,7 @@ def generate(
     message_bytes: int = 3072,
     max_message_bytes: int = 64 * 1024,
     max_rows: int = 2000,
+    tables: Sequence[str] | None = None,
 ) -> Stream:
     """Generate a stream of exactly ``messages`` Kafka values.
 
@@ -72,6 +75,10 @@ def generate(
             larger entry is sent alone).
         max_message_bytes: no value is larger; a larger message is split into parts.
         max_rows: about how many rows each simulated table holds at most.
+        tables: the ``db.table`` names the simulated server has, a subset of its five
+            (``["shop.order_items"]``): transactions and DDL touch only those, and the final
+            state holds only those. ``None`` (the default) for all five; the stream for a
+            seed is then the same as without the option.
 
     Returns:
         The :class:`Stream`: values, expected events and final table state.
@@ -80,7 +87,7 @@ def generate(
         raise ValueError(f"unknown format {format!r}: the generator writes {', '.join(FORMATS)}")
     if messages < 0:
         raise ValueError("messages must not be negative")
-    source = MySQLSource(seed, max_rows=max_rows)
+    source = MySQLSource(seed, max_rows=max_rows, tables=tables)
     if format == datahub_blob.FORMAT:
         render = datahub_blob.render
         values, rows = datahub_blob.write_stream(
@@ -96,6 +103,14 @@ def generate(
             max_message_bytes=max_message_bytes,
         )
         values, rows = tencent_dts.write_stream(source, writer, messages)
+    options: dict = {
+        "rows_per_message": rows_per_message,
+        "message_bytes": message_bytes,
+        "max_message_bytes": max_message_bytes,
+        "max_rows": max_rows,
+    }
+    if tables is not None:
+        options["tables"] = [t.qualified for t in source.tables]
     final_state: State = {}
     for table in source.tables:
         if not table.rows:
@@ -114,10 +129,5 @@ def generate(
         expected=_events_table(rows),
         final_state=final_state,
         primary_keys={t.qualified: list(t.primary_key) for t in source.tables},
-        options={
-            "rows_per_message": rows_per_message,
-            "message_bytes": message_bytes,
-            "max_message_bytes": max_message_bytes,
-            "max_rows": max_rows,
-        },
+        options=options,
     )

@@ -26,7 +26,7 @@ import datetime as dt
 import json
 import random
 import struct
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -721,6 +721,9 @@ class MySQLSource:
         seed: the RNG seed; the same seed gives the same records.
         max_rows: about how many rows a table holds before deletes outweigh inserts.
         heartbeat_seconds / checkpoint_seconds: periods of the simulated clock.
+        tables: ``db.table`` names of :func:`default_tables` the server has (the workload,
+            DDL included, touches only those; a string is a comma-separated list);
+            ``None`` for all five.
 
     The first few records always include an empty transaction, a rollback, a DDL, a bulk
     insert (one rows event of hundreds of rows), a heartbeat and a checkpoint, so even a
@@ -734,9 +737,23 @@ class MySQLSource:
         max_rows: int = 2000,
         heartbeat_seconds: int = 5,
         checkpoint_seconds: int = 10,
+        tables: Sequence[str] | None = None,
     ) -> None:
         self.rng = random.Random(seed)
         self.tables = default_tables()
+        if tables is not None:
+            known = [t.qualified for t in self.tables]
+            if isinstance(tables, str):
+                tables = tables.split(",")
+            wanted = list(dict.fromkeys(name.strip() for name in tables))
+            unknown = [name for name in wanted if name not in known]
+            if unknown or not wanted:
+                raise ValueError(
+                    f"unknown table(s) {', '.join(unknown)}: the source has {', '.join(known)}"
+                    if unknown
+                    else "tables must name at least one table"
+                )
+            self.tables = [t for t in self.tables if t.qualified in wanted]
         self._by_name = {t.qualified: t for t in self.tables}
         self._weights = [t.weight for t in self.tables]
         self.max_rows = max_rows
@@ -751,7 +768,7 @@ class MySQLSource:
         self.gtid_no = 0
         self.xid = 1000 + self.rng.randrange(100_000)
         self.count = 0
-        self._ddl = _column_ddl()
+        self._ddl = [d for d in _column_ddl() if f"{d[0]}.{d[1]}" in self._by_name]
         self._index_no = 0
         self._pending: list[tuple[Record, list]] = []
         self._last_index: tuple[Table, str] | None = None
@@ -867,8 +884,9 @@ class MySQLSource:
         begin = self._advance(80)
         events: list[RowsEvent] = []
         if bulk:
-            items = self._by_name["inventory.items"]
-            events.append(self._insert(items, self.rng.randint(300, 900)))
+            # A bulk load of the catalogue, or of the first table when it is not there.
+            target = self._by_name.get("inventory.items", self.tables[0])
+            events.append(self._insert(target, self.rng.randint(300, 900)))
         for _ in range(statements):
             table = self.rng.choices(self.tables, self._weights)[0]
             events.append(self._statement(table))
