@@ -178,8 +178,7 @@ impl BytesColumn {
         self.len() == 0
     }
 
-    /// Appends a string to a column that is never null (map keys), keeping no validity. A
-    /// column takes either these pushes only, or only the others.
+    /// Appends a string that is never null (map keys, list items): only its offset.
     #[inline(always)]
     pub fn push_required(&mut self, value: &str) {
         append(&mut self.data, value.as_bytes());
@@ -229,11 +228,6 @@ impl BytesColumn {
     pub fn push_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
         write(&mut self.data);
         self.close(true);
-    }
-
-    /// Appends a decimal integer.
-    pub fn push_int(&mut self, value: impl itoa::Integer) {
-        self.push_str(itoa::Buffer::new().format(value));
     }
 
     fn truncate(&mut self, rows: usize) {
@@ -327,11 +321,6 @@ impl ListColumn {
         self.items.truncate(start);
         self.valid.null_at(self.offsets.len() - 1);
         self.offsets.push(start as i32);
-    }
-
-    /// Items in the open row.
-    pub fn open_items(&self) -> usize {
-        self.items.len() - *self.offsets.last().unwrap_or(&0) as usize
     }
 
     fn truncate(&mut self, rows: usize) {
