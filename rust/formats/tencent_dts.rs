@@ -232,23 +232,11 @@ fn read_kv<'a>(r: &Reader<'a>, bytes: &'a [u8]) -> Result<Kv<'a>, WireError> {
     Ok(kv)
 }
 
-/// Reads a sub-message only to check it, keeping nothing (all its string fields included).
-fn check<'a>(
-    r: &Reader<'a>,
-    bytes: &'a [u8],
-    strings: &[u32],
-    kv_lists: &[u32],
-) -> Result<(), WireError> {
+/// Reads a sub-message that has no fields of its own (`RollbackEvent`) only to check its
+/// bytes, as Google's decoder does.
+fn check_empty<'a>(r: &Reader<'a>, bytes: &'a [u8]) -> Result<(), WireError> {
     let mut inner = r.nested(bytes)?;
-    while let Some((number, value)) = inner.next()? {
-        if let Value::Len(b) = value {
-            if strings.contains(&number) {
-                inner.string(b)?;
-            } else if kv_lists.contains(&number) {
-                read_kv(&inner, b)?;
-            }
-        }
-    }
+    while inner.next()?.is_some() {}
     Ok(())
 }
 
@@ -585,68 +573,76 @@ struct EventView<'a> {
 
 impl<'a> EventView<'a> {
     fn merge(&mut self, depth: u32, bytes: &'a [u8], cache: &mut ColumnCache) -> Result<()> {
-        let mut dml = Vec::new();
-        fields(depth, bytes, "Event", |r, number, value| {
-            let Value::Len(b) = value else { return Ok(()) };
+        let on_error = invalid("Event");
+        let mut reader = Reader::new(bytes, depth).map_err(&on_error)?;
+        while let Some((number, value)) = reader.next().map_err(&on_error)? {
+            let Value::Len(b) = value else { continue };
             match number {
-                1 => {
-                    let mut inner = r.nested(b)?;
-                    while let Some((number, value)) = inner.next()? {
-                        match (number, value) {
-                            (1, Value::Len(b)) => self.transaction_id_begin = inner.string(b)?,
-                            (2, Value::Varint(v)) => self.thread_id = v as i64,
-                            _ => {}
-                        }
-                    }
-                }
-                2 => dml.push(b),
-                3 => {
-                    let mut inner = r.nested(b)?;
-                    while let Some((number, value)) = inner.next()? {
-                        if let (1, Value::Len(b)) = (number, value) {
-                            self.transaction_id_commit = inner.string(b)?;
-                        }
-                    }
-                }
-                4 => {
-                    let mut inner = r.nested(b)?;
-                    while let Some((number, value)) = inner.next()? {
-                        match (number, value) {
-                            (1, Value::Len(b)) => self.ddl_schema_name = inner.string(b)?,
-                            (2, Value::Len(b)) => self.ddl_sql = inner.string(b)?,
-                            (3, Value::Varint(v)) => self.ddl_execution_time = v as u32,
-                            _ => {}
-                        }
-                    }
-                }
-                5 => check(r, b, &[], &[])?,
-                6 => {
-                    let mut inner = r.nested(b)?;
-                    while let Some((number, value)) = inner.next()? {
-                        if let (1, Value::Varint(v)) = (number, value) {
-                            self.heartbeat_epoch = v as i64;
-                        }
-                    }
-                }
-                7 => {
-                    let mut inner = r.nested(b)?;
-                    while let Some((number, value)) = inner.next()? {
-                        match (number, value) {
-                            (1, Value::Len(b)) => self.synced_gtid = inner.string(b)?,
-                            (2, Value::Varint(v)) => self.fake_gtid = v != 0,
-                            (3, Value::Len(b)) => self.checkpoint_file_name = inner.string(b)?,
-                            (4, Value::Varint(v)) => self.checkpoint_position = v,
-                            _ => {}
-                        }
-                    }
-                }
-                15 => self.properties.push(read_kv(r, b)?),
-                _ => {}
+                2 => self.dml.merge(depth + 1, b, cache)?,
+                15 => self
+                    .properties
+                    .push(read_kv(&reader, b).map_err(&on_error)?),
+                _ => self.merge_event(&reader, number, b).map_err(&on_error)?,
             }
-            Ok(())
-        })?;
-        for b in dml {
-            self.dml.merge(depth + 1, b, cache)?;
+        }
+        Ok(())
+    }
+
+    /// The other event messages: BEGIN (1), COMMIT (3), DDL (4), ROLLBACK (5), HEARTBEAT
+    /// (6), CHECKPOINT (7).
+    fn merge_event(&mut self, r: &Reader<'a>, number: u32, b: &'a [u8]) -> Result<(), WireError> {
+        match number {
+            1 => {
+                let mut inner = r.nested(b)?;
+                while let Some((number, value)) = inner.next()? {
+                    match (number, value) {
+                        (1, Value::Len(b)) => self.transaction_id_begin = inner.string(b)?,
+                        (2, Value::Varint(v)) => self.thread_id = v as i64,
+                        _ => {}
+                    }
+                }
+            }
+            3 => {
+                let mut inner = r.nested(b)?;
+                while let Some((number, value)) = inner.next()? {
+                    if let (1, Value::Len(b)) = (number, value) {
+                        self.transaction_id_commit = inner.string(b)?;
+                    }
+                }
+            }
+            4 => {
+                let mut inner = r.nested(b)?;
+                while let Some((number, value)) = inner.next()? {
+                    match (number, value) {
+                        (1, Value::Len(b)) => self.ddl_schema_name = inner.string(b)?,
+                        (2, Value::Len(b)) => self.ddl_sql = inner.string(b)?,
+                        (3, Value::Varint(v)) => self.ddl_execution_time = v as u32,
+                        _ => {}
+                    }
+                }
+            }
+            5 => check_empty(r, b)?,
+            6 => {
+                let mut inner = r.nested(b)?;
+                while let Some((number, value)) = inner.next()? {
+                    if let (1, Value::Varint(v)) = (number, value) {
+                        self.heartbeat_epoch = v as i64;
+                    }
+                }
+            }
+            7 => {
+                let mut inner = r.nested(b)?;
+                while let Some((number, value)) = inner.next()? {
+                    match (number, value) {
+                        (1, Value::Len(b)) => self.synced_gtid = inner.string(b)?,
+                        (2, Value::Varint(v)) => self.fake_gtid = v != 0,
+                        (3, Value::Len(b)) => self.checkpoint_file_name = inner.string(b)?,
+                        (4, Value::Varint(v)) => self.checkpoint_position = v,
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
         }
         Ok(())
     }
