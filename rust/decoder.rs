@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::events::EventBuilder;
-use crate::formats::{self, FormatDecoder};
+use crate::formats::{self, FormatDecoder, Options};
 use crate::input::Values;
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 
@@ -156,8 +156,13 @@ pub struct Decoder {
 impl Decoder {
     /// A decoder for a format (one of [`formats::FORMATS`]) in a mode.
     pub fn new(format: &str, mode: Mode) -> Result<Self> {
+        Self::with_options(format, mode, &Options::default())
+    }
+
+    /// A decoder with per-format options ([`Options`]).
+    pub fn with_options(format: &str, mode: Mode, options: &Options) -> Result<Self> {
         crate::tune_allocator();
-        let (name, format) = formats::new_decoder(format)?;
+        let (name, format) = formats::new_decoder(format, options)?;
         Ok(Self {
             format,
             name,

@@ -51,6 +51,12 @@ pub enum Error {
     /// An input array of a type the decoders do not read.
     #[error("values must be binary, large_binary, string or large_string, not {0}")]
     InputType(String),
+    /// An option given to a format that does not take it.
+    #[error("the {option} option applies to tdsql-json only, not {format}")]
+    Option {
+        option: &'static str,
+        format: String,
+    },
     /// Reassembly keys that do not line up with the values.
     #[error("keys must be a string array as long as the values ({values}), got {keys}")]
     Keys { values: usize, keys: String },

@@ -2,6 +2,7 @@
 //! Arrow arrays through the C data interface (zero-copy), releases the GIL while decoding,
 //! and maps errors to the exceptions of `cdc_decode._errors`. No decoding logic lives here.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::{make_array, Array, Int64Array, StringArray};
@@ -14,15 +15,16 @@ use pyo3::types::PyDict;
 use crate::decoder::{Decoder, Mode, Output};
 use crate::error::Error;
 use crate::events::event_schema;
-use crate::formats::FORMATS;
+use crate::formats::{Options, FORMATS};
 
 pyo3::import_exception!(cdc_decode._errors, DecodeError);
 
 fn to_py(error: Error) -> PyErr {
     match error {
-        Error::UnknownFormat(..) | Error::UnknownMode(_) | Error::Keys { .. } => {
-            PyValueError::new_err(error.to_string())
-        }
+        Error::UnknownFormat(..)
+        | Error::UnknownMode(_)
+        | Error::Keys { .. }
+        | Error::Option { .. } => PyValueError::new_err(error.to_string()),
         Error::InputType(_) => PyTypeError::new_err(error.to_string()),
         other => DecodeError::new_err(other.to_string()),
     }
@@ -43,10 +45,16 @@ fn output<'py>(py: Python<'py>, out: Output) -> PyResult<(Bound<'py, PyAny>, Bou
 #[pymethods]
 impl NativeDecoder {
     #[new]
-    fn new(format: &str, mode: &str) -> PyResult<Self> {
+    #[pyo3(signature = (format, mode, columns=None))]
+    fn new(
+        format: &str,
+        mode: &str,
+        columns: Option<HashMap<String, Vec<String>>>,
+    ) -> PyResult<Self> {
         let mode = Mode::from_name(mode).map_err(to_py)?;
+        let options = Options { columns };
         Ok(Self {
-            inner: Decoder::new(format, mode).map_err(to_py)?,
+            inner: Decoder::with_options(format, mode, &options).map_err(to_py)?,
         })
     }
 

@@ -11,7 +11,7 @@ engine (``engine="native"``, the default) and the pure-Python fallback
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -26,16 +26,38 @@ ENGINES = ("native", "python")
 
 _INPUT_TYPES = (pa.binary(), pa.large_binary(), pa.string(), pa.large_string())
 
+Columns = Mapping[str, Sequence[str]]
+"""``{"db.table": ["id", "name", ...]}``: the column names of positional row images."""
 
-def _engine_decoder(engine: str, format: str, mode: str):
+
+def _check_columns(format: str, columns: Columns) -> dict[str, list[str]]:
+    """The ``columns`` option as a plain dict of lists of names, checked."""
+    if format != "tdsql-json":
+        raise ValueError(f"the columns option applies to tdsql-json only, not {format}")
+    if not isinstance(columns, Mapping):
+        raise TypeError('columns must be a mapping such as {"db.table": ["id", "name"]}')
+    checked = {}
+    for table, names in columns.items():
+        if not isinstance(table, str) or isinstance(names, str | bytes):
+            raise TypeError(f"columns[{table!r}] must be a list of column names")
+        names = list(names)
+        if not all(isinstance(n, str) for n in names):
+            raise TypeError(f"columns[{table!r}] must be a list of column names")
+        checked[table] = names
+    return checked
+
+
+def _engine_decoder(engine: str, format: str, mode: str, columns: Columns | None):
+    if columns is not None:
+        columns = _check_columns(format, columns)
     if engine == "native":
         from ._native import NativeDecoder
 
-        return NativeDecoder(format, mode)
+        return NativeDecoder(format, mode, columns)
     if engine == "python":
         from .fallback import PythonDecoder
 
-        return PythonDecoder(format, mode)
+        return PythonDecoder(format, mode, columns=columns)
     raise ValueError(f"unknown engine {engine!r}: expected one of {', '.join(ENGINES)}")
 
 
@@ -94,6 +116,9 @@ class Decoder:
         mode: ``"permissive"`` (bad messages become error rows), ``"dropmalformed"``
             (they are dropped and counted) or ``"failfast"`` (raise :class:`DecodeError`).
         engine: ``"native"`` (Rust) or ``"python"`` (the pure-Python fallback).
+        columns: ``tdsql-json`` only: ``{"db.table": ["id", "name", ...]}`` names the
+            positional values of that table's row images (otherwise keyed ``"0"``,
+            ``"1"``, ...).
 
     Example:
         >>> decoder = cdc_decode.Decoder("tencent-dts")
@@ -104,7 +129,14 @@ class Decoder:
         {'messages': 10000, 'events': 98000, 'errors': 0, 'dropped': 0, 'pending': 0}
     """
 
-    def __init__(self, format: str, *, mode: str = "permissive", engine: str = "native") -> None:
+    def __init__(
+        self,
+        format: str,
+        *,
+        mode: str = "permissive",
+        engine: str = "native",
+        columns: Columns | None = None,
+    ) -> None:
         if format not in FORMATS:
             raise ValueError(f"unknown format {format!r}: expected one of {', '.join(FORMATS)}")
         if mode not in MODES:
@@ -112,7 +144,7 @@ class Decoder:
         self.format = format
         self.mode = mode
         self.engine = engine
-        self._inner = _engine_decoder(engine, format, mode)
+        self._inner = _engine_decoder(engine, format, mode, columns)
 
     def decode(self, values: Any, *, keys: Any = None) -> pa.RecordBatch:
         """Decode a batch of messages.
@@ -167,6 +199,7 @@ def decode(
     mode: str = "permissive",
     engine: str = "native",
     keys: Sequence[Any] | Iterable[Any] | pa.Array | None = None,
+    columns: Columns | None = None,
 ) -> pa.RecordBatch:
     """Decode messages of one format into change events, in one shot.
 
@@ -177,6 +210,7 @@ def decode(
         mode: ``"permissive"`` (default), ``"dropmalformed"`` or ``"failfast"``.
         engine: ``"native"`` (default) or ``"python"``.
         keys: optional multi-part reassembly keys, one per value.
+        columns: ``tdsql-json`` only: the column names of each ``"db.table"``.
 
     Returns:
         A ``pyarrow.RecordBatch`` of :func:`event_schema`. Multi-part sets still
@@ -189,7 +223,7 @@ def decode(
         >>> batch = cdc_decode.decode(kafka_values, "tencent-dts")
         >>> batch.to_pandas()[["op", "source_table", "after"]]
     """
-    decoder = Decoder(format, mode=mode, engine=engine)
+    decoder = Decoder(format, mode=mode, engine=engine, columns=columns)
     batch, _ = decoder.decode_indexed(values, keys=keys)
     rest, _ = decoder.finish_indexed()
     return pa.concat_batches([batch, rest]) if rest.num_rows else batch

@@ -7,7 +7,9 @@ FORMATS: list[str]
 class NativeDecoder:
     """A stateful decoder for one stream; :class:`cdc_decode.Decoder` wraps it."""
 
-    def __init__(self, format: str, mode: str) -> None: ...
+    def __init__(
+        self, format: str, mode: str, columns: dict[str, list[str]] | None = None
+    ) -> None: ...
     def decode(
         self, values: pa.Array, keys: pa.Array | None = None, last: bool = False
     ) -> tuple[pa.RecordBatch, pa.Int64Array]:

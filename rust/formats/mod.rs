@@ -1,5 +1,7 @@
 //! One module per input format; each implements [`FormatDecoder`].
 
+use std::collections::HashMap;
+
 use bytes::Bytes;
 
 use crate::decoder::Sink;
@@ -34,8 +36,25 @@ pub trait FormatDecoder: Send + Sync {
     }
 }
 
+/// Per-format options, as `Decoder(..., columns=...)` passes them. A format that does not
+/// take an option refuses it ([`Error::Option`]) rather than ignoring it.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `tdsql-json`: the column names of each `db.table`, naming its positional images.
+    pub columns: Option<HashMap<String, Vec<String>>>,
+}
+
 /// The decoder for a format name, with the name as a `'static` string.
-pub fn new_decoder(format: &str) -> Result<(&'static str, Box<dyn FormatDecoder>)> {
+pub fn new_decoder(
+    format: &str,
+    options: &Options,
+) -> Result<(&'static str, Box<dyn FormatDecoder>)> {
+    if options.columns.is_some() && format != "tdsql-json" {
+        return Err(Error::Option {
+            option: "columns",
+            format: format.to_string(),
+        });
+    }
     match format {
         "tencent-dts" => Ok(("tencent-dts", Box::new(tencent_dts::TencentDts::default()))),
         other => Err(Error::UnknownFormat(other.to_string(), FORMATS.join(", "))),

@@ -8,7 +8,8 @@ docs/events.md); one module per format decodes single messages:
 - :mod:`.datahub_blob`: ``datahub-blob`` (python engine only until the Rust core has it:
   not in ``cdc_decode.FORMATS``; build ``PythonDecoder("datahub-blob", mode)`` directly).
 
-A format class takes no arguments and has ``decode(raw, key, ordinal, sink)`` (one
+A format class takes the decoder's options as keyword arguments (only those given:
+``columns`` for ``tdsql-json``) and has ``decode(raw, key, ordinal, sink)`` (one
 non-null input value), ``finish(sink)`` (end of input) and ``pending`` (parts buffered).
 """
 
@@ -44,20 +45,24 @@ class PythonDecoder:
     Args:
         format: a format name (:data:`FORMATS`).
         mode: ``permissive``, ``dropmalformed`` or ``failfast``.
+        columns: ``tdsql-json`` only: ``{"db.table": [column names]}``.
 
     Raises:
-        ValueError: for an unknown format or mode.
+        ValueError: for an unknown format or mode, or an option the format does not take.
     """
 
-    def __init__(self, format: str, mode: str) -> None:
+    def __init__(self, format: str, mode: str, *, columns: dict | None = None) -> None:
         if format not in _FORMATS:
             raise ValueError(f"the python engine has no decoder for format {format!r}")
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
         self._format = format
         self._mode = mode
+        if columns is not None and format != "tdsql-json":
+            raise ValueError(f"the columns option applies to tdsql-json only, not {format}")
+        options = {} if columns is None else {"columns": columns}
         module, cls = _FORMATS[format]
-        self._decoder = getattr(import_module(f".{module}", __name__), cls)()
+        self._decoder = getattr(import_module(f".{module}", __name__), cls)(**options)
         self._stats = {"messages": 0, "events": 0, "errors": 0, "dropped": 0}
 
     def decode(self, values: pa.Array, keys: pa.Array | None) -> tuple[pa.RecordBatch, pa.Array]:
