@@ -1,0 +1,906 @@
+//! Strict JSON for the JSON formats (`datahub-blob`, `tdsql-json`): one reusable parser that
+//! checks a message whole and records it as a flat tape of spans into the input. Decoders
+//! look fields up on the tape and copy values from the input straight into the Arrow
+//! builders: no tree of owned values, and no allocation per message once the tape has
+//! grown to the size of the largest message.
+//!
+//! The rules are those of `docs/formats/datahub-blob.md` ("JSON accepted"), which the
+//! Python fallback follows too:
+//! - RFC 8259 read strictly: strict UTF-8 (checked once, whole), no byte order mark, JSON
+//!   whitespace only, no comments, trailing commas, `NaN` or control characters in strings;
+//! - a `\u` escape of a surrogate must be a high-low pair: a lone surrogate is an error,
+//!   in every string and key, read or not;
+//! - at most [`MAX_DEPTH`] levels of objects and arrays, counted here (the parser is a loop
+//!   with an explicit stack: hostile nesting cannot recurse);
+//! - number tokens are kept as the exact text sent, never converted;
+//! - within an object the first of duplicate keys wins ([`Value::members`] skips the later
+//!   ones; [`Value::get`] finds the first).
+//!
+//! Why our own scanner rather than serde_json, simd-json or sonic-rs: no one of them gives
+//! all of the above at once (number tokens without converting, first-wins duplicates,
+//! surrogate checks in skipped values, a depth limit of our choosing), and the tape of
+//! spans lets a decoder write values without building a document first.
+//! `tools/json-choice/README.md` has the measurements.
+
+use std::borrow::Cow;
+use std::collections::HashSet;
+
+/// Most levels of nested objects and arrays a message may have (the top value is level 1).
+pub const MAX_DEPTH: usize = 128;
+
+/// Members an object may have before duplicate keys are found with a hash set instead of
+/// comparing each key with the ones before it.
+const LINEAR_DEDUP: u32 = 32;
+
+/// Why bytes are not a JSON text this module accepts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JsonError {
+    /// Bytes that are not UTF-8.
+    #[error("invalid UTF-8 at byte {0}")]
+    Utf8(usize),
+    /// Not JSON.
+    #[error("invalid JSON: {what} at byte {at}")]
+    Syntax { what: &'static str, at: usize },
+    /// A `\uD800`-`\uDFFF` escape that is not half of a high-low pair.
+    #[error("invalid JSON: a \\u escape is a lone surrogate at byte {0}")]
+    LoneSurrogate(usize),
+    /// More than [`MAX_DEPTH`] levels of nesting.
+    #[error("JSON nested deeper than {MAX_DEPTH} levels")]
+    TooDeep,
+    /// A message the tape's 32-bit offsets cannot address.
+    #[error("a JSON message of {0} bytes is too large (at most 4 GiB)")]
+    TooLarge(usize),
+}
+
+type Result<T> = std::result::Result<T, JsonError>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Tag {
+    Null,
+    False,
+    True,
+    Number,
+    /// A string without escapes: its span is its text.
+    Plain,
+    /// A string with escapes.
+    Escaped,
+    Object,
+    Array,
+}
+
+/// One value on the tape. Scalars span their token (a string: the text between its
+/// quotes). A container's children follow it on the tape (an object's as key, value,
+/// key, value ...); `next` is the index after its last descendant, where its next sibling
+/// starts; `count` is its number of members or items.
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    tag: Tag,
+    start: u32,
+    end: u32,
+    next: u32,
+    count: u32,
+}
+
+/// A JSON parser whose buffers are kept from one message to the next.
+#[derive(Debug, Default)]
+pub struct Parser {
+    nodes: Vec<Node>,
+    stack: Vec<u32>,
+}
+
+impl Parser {
+    /// Checks `src` whole and returns its top value.
+    pub fn parse<'a>(&'a mut self, src: &'a [u8]) -> Result<Value<'a>> {
+        if src.len() >= u32::MAX as usize {
+            return Err(JsonError::TooLarge(src.len()));
+        }
+        if let Err(error) = std::str::from_utf8(src) {
+            return Err(JsonError::Utf8(error.valid_up_to()));
+        }
+        self.nodes.clear();
+        self.stack.clear();
+        Scanner {
+            src,
+            nodes: &mut self.nodes,
+            stack: &mut self.stack,
+        }
+        .document()?;
+        Ok(Value {
+            src,
+            nodes: &self.nodes,
+            at: 0,
+        })
+    }
+}
+
+struct Scanner<'s> {
+    src: &'s [u8],
+    nodes: &'s mut Vec<Node>,
+    stack: &'s mut Vec<u32>,
+}
+
+#[inline(always)]
+fn is_ws(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+}
+
+const fn splat(b: u8) -> u64 {
+    0x0101_0101_0101_0101 * b as u64
+}
+
+/// True when one of the 8 bytes of `w` is `"`, `\` or a control character: the bytes a
+/// string scan must stop at. (Exact as a yes/no: the classic has-zero-byte test.)
+#[inline(always)]
+fn has_special(w: u64) -> bool {
+    let lo = splat(0x01);
+    let hi = splat(0x80);
+    let zero = |v: u64| v.wrapping_sub(lo) & !v & hi;
+    let quote = zero(w ^ splat(b'"'));
+    let backslash = zero(w ^ splat(b'\\'));
+    let control = w.wrapping_sub(splat(0x20)) & !w & hi;
+    quote | backslash | control != 0
+}
+
+fn hex4(src: &[u8], at: usize) -> Option<u32> {
+    let digits = src.get(at..at + 4)?;
+    let mut value = 0;
+    for &d in digits {
+        value = value * 16 + (d as char).to_digit(16)?;
+    }
+    Some(value)
+}
+
+impl Scanner<'_> {
+    fn error<T>(&self, what: &'static str, at: usize) -> Result<T> {
+        Err(JsonError::Syntax { what, at })
+    }
+
+    #[inline(always)]
+    fn skip_ws(&self, mut pos: usize) -> usize {
+        while pos < self.src.len() && is_ws(self.src[pos]) {
+            pos += 1;
+        }
+        pos
+    }
+
+    #[inline(always)]
+    fn push(&mut self, tag: Tag, start: usize, end: usize) {
+        let next = self.nodes.len() as u32 + 1;
+        self.nodes.push(Node {
+            tag,
+            start: start as u32,
+            end: end as u32,
+            next,
+            count: 0,
+        });
+    }
+
+    /// The whole text: one value between optional whitespace. A loop over the values in
+    /// document order, with the open containers on `stack`.
+    fn document(&mut self) -> Result<()> {
+        let src = self.src;
+        let mut pos = self.skip_ws(0);
+        'value: loop {
+            // A value starts at `pos`.
+            let Some(&b) = src.get(pos) else {
+                return self.error("expected a value", pos);
+            };
+            match b {
+                b'{' | b'[' => {
+                    if self.stack.len() >= MAX_DEPTH {
+                        return Err(JsonError::TooDeep);
+                    }
+                    let object = b == b'{';
+                    if let Some(&parent) = self.stack.last() {
+                        self.nodes[parent as usize].count += 1;
+                    }
+                    self.stack.push(self.nodes.len() as u32);
+                    self.push(if object { Tag::Object } else { Tag::Array }, pos, pos);
+                    pos = self.skip_ws(pos + 1);
+                    let close = if object { b'}' } else { b']' };
+                    if src.get(pos) != Some(&close) {
+                        if object {
+                            pos = self.key(pos)?;
+                        }
+                        continue 'value;
+                    }
+                    // An empty container: closed below like any other.
+                }
+                b'"' => {
+                    let end = self.string(pos)?;
+                    let tag = self.string_tag(pos + 1, end - 1);
+                    self.scalar(pos + 1, end - 1, tag);
+                    pos = end;
+                }
+                b'-' | b'0'..=b'9' => {
+                    let end = self.number(pos)?;
+                    self.scalar(pos, end, Tag::Number);
+                    pos = end;
+                }
+                b't' | b'f' | b'n' => {
+                    let (word, tag): (&[u8], Tag) = match b {
+                        b't' => (b"true", Tag::True),
+                        b'f' => (b"false", Tag::False),
+                        _ => (b"null", Tag::Null),
+                    };
+                    if !src[pos..].starts_with(word) {
+                        return self.error("expected a value", pos);
+                    }
+                    self.scalar(pos, pos + word.len(), tag);
+                    pos += word.len();
+                }
+                _ => return self.error("expected a value", pos),
+            }
+            // After a value: close containers, or go on to the next member or item.
+            loop {
+                pos = self.skip_ws(pos);
+                let Some(&top) = self.stack.last() else {
+                    if pos < src.len() {
+                        return self.error("extra data after the value", pos);
+                    }
+                    return Ok(());
+                };
+                let object = self.nodes[top as usize].tag == Tag::Object;
+                let close = if object { b'}' } else { b']' };
+                match src.get(pos) {
+                    Some(&b',') => {
+                        pos = self.skip_ws(pos + 1);
+                        if object {
+                            pos = self.key(pos)?;
+                        }
+                        continue 'value;
+                    }
+                    Some(&c) if c == close => {
+                        let next = self.nodes.len() as u32;
+                        let node = &mut self.nodes[top as usize];
+                        node.end = pos as u32 + 1;
+                        node.next = next;
+                        self.stack.pop();
+                        pos += 1;
+                    }
+                    _ if object => return self.error("expected ',' or '}'", pos),
+                    _ => return self.error("expected ',' or ']'", pos),
+                }
+            }
+        }
+    }
+
+    /// A scalar value (counted as a member or item of the open container).
+    #[inline(always)]
+    fn scalar(&mut self, start: usize, end: usize, tag: Tag) {
+        if let Some(&parent) = self.stack.last() {
+            self.nodes[parent as usize].count += 1;
+        }
+        self.push(tag, start, end);
+    }
+
+    /// The tag of the (checked) string text `start..end`: whether it holds an escape.
+    #[inline(always)]
+    fn string_tag(&self, start: usize, end: usize) -> Tag {
+        if self.src[start..end].contains(&b'\\') {
+            Tag::Escaped
+        } else {
+            Tag::Plain
+        }
+    }
+
+    /// An object key at `pos` and its colon: returns where the value starts.
+    fn key(&mut self, pos: usize) -> Result<usize> {
+        if self.src.get(pos) != Some(&b'"') {
+            return self.error("expected a string key", pos);
+        }
+        let end = self.string(pos)?;
+        let tag = self.string_tag(pos + 1, end - 1);
+        self.push(tag, pos + 1, end - 1);
+        let colon = self.skip_ws(end);
+        if self.src.get(colon) != Some(&b':') {
+            return self.error("expected ':'", colon);
+        }
+        Ok(self.skip_ws(colon + 1))
+    }
+
+    /// The string whose opening quote is at `pos`: returns the index after its closing
+    /// quote. Checks escapes and rejects control characters.
+    #[inline(always)]
+    fn string(&self, pos: usize) -> Result<usize> {
+        let src = self.src;
+        let mut i = pos + 1;
+        loop {
+            while i + 8 <= src.len() {
+                let mut word = [0; 8];
+                word.copy_from_slice(&src[i..i + 8]);
+                if has_special(u64::from_le_bytes(word)) {
+                    break;
+                }
+                i += 8;
+            }
+            while i < src.len() && !matches!(src[i], b'"' | b'\\' | 0..=0x1F) {
+                i += 1;
+            }
+            match src.get(i) {
+                None => return self.error("unterminated string", pos),
+                Some(b'"') => return Ok(i + 1),
+                Some(b'\\') => i = self.escape(i)?,
+                Some(_) => return self.error("control character in a string", i),
+            }
+        }
+    }
+
+    /// The escape at `i` (a backslash): returns the index after it.
+    fn escape(&self, i: usize) -> Result<usize> {
+        let src = self.src;
+        match src.get(i + 1) {
+            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => Ok(i + 2),
+            Some(b'u') => {
+                let Some(unit) = hex4(src, i + 2) else {
+                    return self.error("invalid \\u escape", i);
+                };
+                match unit {
+                    0xD800..=0xDBFF => {
+                        let low = (src.get(i + 6..i + 8) == Some(b"\\u"))
+                            .then(|| hex4(src, i + 8))
+                            .flatten();
+                        match low {
+                            Some(0xDC00..=0xDFFF) => Ok(i + 12),
+                            _ => Err(JsonError::LoneSurrogate(i)),
+                        }
+                    }
+                    0xDC00..=0xDFFF => Err(JsonError::LoneSurrogate(i)),
+                    _ => Ok(i + 6),
+                }
+            }
+            _ => self.error("invalid escape", i),
+        }
+    }
+
+    /// The number token at `pos`: returns the index after it.
+    fn number(&self, pos: usize) -> Result<usize> {
+        let src = self.src;
+        let digit = |i: usize| src.get(i).is_some_and(u8::is_ascii_digit);
+        let digits = |mut i: usize| {
+            while digit(i) {
+                i += 1;
+            }
+            i
+        };
+        let mut i = pos + usize::from(src[pos] == b'-');
+        match src.get(i) {
+            Some(b'0') => i += 1,
+            Some(b'1'..=b'9') => i = digits(i + 1),
+            _ => return self.error("invalid number", pos),
+        }
+        if src.get(i) == Some(&b'.') {
+            if !digit(i + 1) {
+                return self.error("invalid number", pos);
+            }
+            i = digits(i + 1);
+        }
+        if matches!(src.get(i), Some(b'e' | b'E')) {
+            i += 1;
+            if matches!(src.get(i), Some(b'+' | b'-')) {
+                i += 1;
+            }
+            if !digit(i) {
+                return self.error("invalid number", pos);
+            }
+            i = digits(i);
+        }
+        Ok(i)
+    }
+}
+
+/// What a value is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Null,
+    Bool(bool),
+    Number,
+    String,
+    Object,
+    Array,
+}
+
+/// One value of a parsed message: a position on the parser's tape.
+#[derive(Debug, Clone, Copy)]
+pub struct Value<'a> {
+    src: &'a [u8],
+    nodes: &'a [Node],
+    at: usize,
+}
+
+/// A string or key as sent: its text between the quotes, escapes not yet resolved.
+#[derive(Debug, Clone, Copy)]
+pub struct Str<'a> {
+    raw: &'a [u8],
+    escaped: bool,
+}
+
+impl<'a> Value<'a> {
+    fn node(&self) -> Node {
+        self.nodes[self.at]
+    }
+
+    fn span(&self) -> &'a [u8] {
+        let node = self.node();
+        &self.src[node.start as usize..node.end as usize]
+    }
+
+    fn at(&self, at: usize) -> Value<'a> {
+        Value { at, ..*self }
+    }
+
+    /// What this value is.
+    pub fn kind(&self) -> Kind {
+        match self.node().tag {
+            Tag::Null => Kind::Null,
+            Tag::False => Kind::Bool(false),
+            Tag::True => Kind::Bool(true),
+            Tag::Number => Kind::Number,
+            Tag::Plain | Tag::Escaped => Kind::String,
+            Tag::Object => Kind::Object,
+            Tag::Array => Kind::Array,
+        }
+    }
+
+    /// True for `null`.
+    pub fn is_null(&self) -> bool {
+        self.node().tag == Tag::Null
+    }
+
+    /// The string, for a string value.
+    pub fn as_str(&self) -> Option<Str<'a>> {
+        let node = self.node();
+        match node.tag {
+            Tag::Plain | Tag::Escaped => Some(Str {
+                raw: self.span(),
+                escaped: node.tag == Tag::Escaped,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The token exactly as sent, for a number.
+    pub fn number(&self) -> Option<&'a str> {
+        (self.node().tag == Tag::Number).then(|| {
+            // SAFETY: a number token is ASCII (checked by the scanner).
+            unsafe { std::str::from_utf8_unchecked(self.span()) }
+        })
+    }
+
+    /// Members (objects) or items (arrays); 0 for scalars. Duplicate keys count.
+    pub fn len(&self) -> usize {
+        self.node().count as usize
+    }
+
+    /// True for an empty object or array, and for scalars.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value of the first member named `key`, for an object.
+    pub fn get(&self, key: &str) -> Option<Value<'a>> {
+        if self.node().tag != Tag::Object {
+            return None;
+        }
+        let mut i = self.at + 1;
+        let end = self.node().next as usize;
+        while i < end {
+            let name = self.at(i).as_str()?;
+            if name.eq_str(key) {
+                return Some(self.at(i + 1));
+            }
+            i = self.nodes[i + 1].next as usize;
+        }
+        None
+    }
+
+    /// An object's members in the order sent, later duplicates of a key left out (the
+    /// first one wins). Empty for anything but an object.
+    pub fn members(&self) -> Members<'a> {
+        let node = self.node();
+        let (start, end) = if node.tag == Tag::Object {
+            (self.at + 1, node.next as usize)
+        } else {
+            (0, 0)
+        };
+        Members {
+            object: *self,
+            next: start,
+            end,
+            seen: (node.count > LINEAR_DEDUP).then(HashSet::new),
+        }
+    }
+
+    /// An array's items in order. Empty for anything but an array.
+    pub fn items(&self) -> Items<'a> {
+        let node = self.node();
+        let (start, end) = if node.tag == Tag::Array {
+            (self.at + 1, node.next as usize)
+        } else {
+            (0, 0)
+        };
+        Items {
+            array: *self,
+            next: start,
+            end,
+        }
+    }
+
+    /// Appends the value as row-image text (docs/formats/datahub-blob.md, "Row images"): a
+    /// string's text, a number's token, `true`/`false`, an object or array as compact
+    /// JSON. Returns false, appending nothing, for `null`.
+    pub fn render_into(&self, out: &mut Vec<u8>) -> bool {
+        match self.node().tag {
+            Tag::Null => return false,
+            Tag::False => out.extend_from_slice(b"false"),
+            Tag::True => out.extend_from_slice(b"true"),
+            Tag::Number | Tag::Plain => out.extend_from_slice(self.span()),
+            Tag::Escaped => unescape_into(self.span(), out),
+            Tag::Object | Tag::Array => self.compact_into(out),
+        }
+        true
+    }
+
+    /// Appends the value as compact JSON: no whitespace, first-wins objects, number tokens
+    /// as sent, strings escaped as serde_json's `to_string` does. Recursion is bounded by
+    /// [`MAX_DEPTH`].
+    pub fn compact_into(&self, out: &mut Vec<u8>) {
+        match self.node().tag {
+            Tag::Null => out.extend_from_slice(b"null"),
+            Tag::False => out.extend_from_slice(b"false"),
+            Tag::True => out.extend_from_slice(b"true"),
+            Tag::Number => out.extend_from_slice(self.span()),
+            Tag::Plain | Tag::Escaped => quote_into(self.as_str().expect("a string"), out),
+            Tag::Object => {
+                out.push(b'{');
+                for (n, (key, value)) in self.members().enumerate() {
+                    if n > 0 {
+                        out.push(b',');
+                    }
+                    quote_into(key, out);
+                    out.push(b':');
+                    value.compact_into(out);
+                }
+                out.push(b'}');
+            }
+            Tag::Array => {
+                out.push(b'[');
+                for (n, item) in self.items().enumerate() {
+                    if n > 0 {
+                        out.push(b',');
+                    }
+                    item.compact_into(out);
+                }
+                out.push(b']');
+            }
+        }
+    }
+
+    /// The value as error messages name it: `the number 5`, `the string "x"` (at most 40
+    /// characters of either), `null`, `a boolean`, `an object`, `an array`.
+    pub fn describe(&self) -> String {
+        match self.node().tag {
+            Tag::Null => "null".into(),
+            Tag::False | Tag::True => "a boolean".into(),
+            Tag::Number => {
+                let token = self.number().unwrap_or_default();
+                format!("the number {}", &token[..token.len().min(40)])
+            }
+            Tag::Plain | Tag::Escaped => {
+                let text = self.as_str().expect("a string").text();
+                let head: String = text.chars().take(40).collect();
+                let mut quoted = Vec::new();
+                quote_text(head.as_bytes(), &mut quoted);
+                format!("the string {}", String::from_utf8_lossy(&quoted))
+            }
+            Tag::Object => "an object".into(),
+            Tag::Array => "an array".into(),
+        }
+    }
+}
+
+/// See [`Value::members`].
+pub struct Members<'a> {
+    object: Value<'a>,
+    next: usize,
+    end: usize,
+    /// Keys so far, for objects too large to compare each key with those before it.
+    seen: Option<HashSet<Cow<'a, str>>>,
+}
+
+impl<'a> Members<'a> {
+    /// True when a member before `key_at` has the same key.
+    fn repeats(&mut self, key: Str<'a>, key_at: usize) -> bool {
+        if let Some(seen) = &mut self.seen {
+            return !seen.insert(key.text());
+        }
+        let nodes = self.object.nodes;
+        let mut i = self.object.at + 1;
+        while i < key_at {
+            if self.object.at(i).as_str().is_some_and(|k| k.same(key)) {
+                return true;
+            }
+            i = nodes[i + 1].next as usize;
+        }
+        false
+    }
+}
+
+impl<'a> Iterator for Members<'a> {
+    type Item = (Str<'a>, Value<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.next < self.end {
+            let at = self.next;
+            let key = self.object.at(at).as_str()?;
+            let value = self.object.at(at + 1);
+            self.next = self.object.nodes[at + 1].next as usize;
+            if !self.repeats(key, at) {
+                return Some((key, value));
+            }
+        }
+        None
+    }
+}
+
+/// See [`Value::items`].
+pub struct Items<'a> {
+    array: Value<'a>,
+    next: usize,
+    end: usize,
+}
+
+impl<'a> Iterator for Items<'a> {
+    type Item = Value<'a>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        (self.next < self.end).then(|| {
+            let item = self.array.at(self.next);
+            self.next = self.array.nodes[self.next].next as usize;
+            item
+        })
+    }
+}
+
+impl<'a> Str<'a> {
+    /// The text, escapes resolved (borrowed from the input when it has none).
+    pub fn text(&self) -> Cow<'a, str> {
+        if !self.escaped {
+            // SAFETY: the whole input was checked to be UTF-8, and a string's span starts
+            // and ends next to an ASCII quote.
+            return Cow::Borrowed(unsafe { std::str::from_utf8_unchecked(self.raw) });
+        }
+        let mut out = Vec::with_capacity(self.raw.len());
+        unescape_into(self.raw, &mut out);
+        // SAFETY: unescaping UTF-8 text with checked escapes gives UTF-8.
+        Cow::Owned(unsafe { String::from_utf8_unchecked(out) })
+    }
+
+    /// Appends the text, escapes resolved.
+    pub fn write_to(&self, out: &mut Vec<u8>) {
+        if self.escaped {
+            unescape_into(self.raw, out);
+        } else {
+            out.extend_from_slice(self.raw);
+        }
+    }
+
+    /// True when the text is `other`.
+    pub fn eq_str(&self, other: &str) -> bool {
+        if self.escaped {
+            self.text() == other
+        } else {
+            self.raw == other.as_bytes()
+        }
+    }
+
+    /// True when both have the same text.
+    fn same(&self, other: Str<'_>) -> bool {
+        match (self.escaped, other.escaped) {
+            (false, false) => self.raw == other.raw,
+            _ => self.text() == other.text(),
+        }
+    }
+}
+
+/// Appends the text of string content `raw` (checked by the scanner), escapes resolved.
+fn unescape_into(raw: &[u8], out: &mut Vec<u8>) {
+    let mut i = 0;
+    while i < raw.len() {
+        let Some(n) = raw[i..].iter().position(|&b| b == b'\\') else {
+            out.extend_from_slice(&raw[i..]);
+            return;
+        };
+        out.extend_from_slice(&raw[i..i + n]);
+        i += n;
+        let (c, len) = escape_at(raw, i);
+        let mut utf8 = [0; 4];
+        out.extend_from_slice(c.encode_utf8(&mut utf8).as_bytes());
+        i += len;
+    }
+}
+
+/// The character of the (checked) escape at `raw[i]` and the escape's length.
+fn escape_at(raw: &[u8], i: usize) -> (char, usize) {
+    let simple = |c| (c, 2);
+    match raw[i + 1] {
+        b'b' => simple('\u{8}'),
+        b'f' => simple('\u{c}'),
+        b'n' => simple('\n'),
+        b'r' => simple('\r'),
+        b't' => simple('\t'),
+        b'u' => {
+            let unit = hex4(raw, i + 2).unwrap_or(0xFFFD);
+            if (0xD800..0xDC00).contains(&unit) {
+                let low = hex4(raw, i + 8).unwrap_or(0xDC00);
+                let c = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+                (char::from_u32(c).unwrap_or('\u{FFFD}'), 12)
+            } else {
+                (char::from_u32(unit).unwrap_or('\u{FFFD}'), 6)
+            }
+        }
+        other => simple(other as char),
+    }
+}
+
+/// Appends `s` as a quoted JSON string with exactly serde_json's escapes: `\"`, `\\`,
+/// `\b \f \n \r \t`, other control characters as `\u00xx` (lowercase hex), everything else
+/// as itself.
+fn quote_into(s: Str<'_>, out: &mut Vec<u8>) {
+    if !s.escaped {
+        // Unescaped string content has no quote, backslash or control character.
+        out.push(b'"');
+        out.extend_from_slice(s.raw);
+        out.push(b'"');
+    } else {
+        let mut text = Vec::with_capacity(s.raw.len());
+        unescape_into(s.raw, &mut text);
+        quote_text(&text, out);
+    }
+}
+
+/// Appends UTF-8 `text` as a quoted JSON string (escapes as [`quote_into`]).
+fn quote_text(text: &[u8], out: &mut Vec<u8>) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.push(b'"');
+    for &b in text {
+        match b {
+            b'"' => out.extend_from_slice(b"\\\""),
+            b'\\' => out.extend_from_slice(b"\\\\"),
+            0x08 => out.extend_from_slice(b"\\b"),
+            0x0C => out.extend_from_slice(b"\\f"),
+            b'\n' => out.extend_from_slice(b"\\n"),
+            b'\r' => out.extend_from_slice(b"\\r"),
+            b'\t' => out.extend_from_slice(b"\\t"),
+            0..=0x1F => {
+                out.extend_from_slice(b"\\u00");
+                out.push(HEX[(b >> 4) as usize]);
+                out.push(HEX[(b & 15) as usize]);
+            }
+            _ => out.push(b),
+        }
+    }
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &[u8]) -> Result<String> {
+        let mut parser = Parser::default();
+        let value = parser.parse(text)?;
+        let mut out = Vec::new();
+        value.compact_into(&mut out);
+        Ok(String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn compact_keeps_tokens_and_first_keys() {
+        let text = br#" { "a" : [1.10, -0, 1E+5, true, null] , "b":{"x":1,"x":2,"y":"\u0041\/"}, "a": 3 } "#;
+        assert_eq!(
+            parse(text).unwrap(),
+            r#"{"a":[1.10,-0,1E+5,true,null],"b":{"x":1,"y":"A/"}}"#
+        );
+        assert_eq!(parse(br#""\u001b\n\"""#).unwrap(), r#""\u001b\n\"""#);
+        assert_eq!(parse(br#"{"\u0061":1,"a":2}"#).unwrap(), r#"{"a":1}"#);
+        assert_eq!(
+            parse("\"😀\\ud83d\\ude00\"".as_bytes()).unwrap(),
+            "\"😀😀\""
+        );
+    }
+
+    #[test]
+    fn rejects_what_rfc_8259_rejects() {
+        for bad in [
+            &b""[..],
+            b" ",
+            b"[1,]",
+            b"{\"a\":1,}",
+            b"01",
+            b"1.",
+            b"-",
+            b"1e",
+            b".5",
+            b"NaN",
+            b"[Infinity]",
+            b"'a'",
+            b"{a:1}",
+            b"[1] 2",
+            b"\"a\tb\"",
+            b"\"\\x\"",
+            b"\"\\u12\"",
+            b"\xEF\xBB\xBF{}",
+            b"{\"a\" 1}",
+            b"[1 2]",
+            b"tru",
+            b"/* */ 1",
+            b"\"abc",
+        ] {
+            assert!(
+                parse(bad).is_err(),
+                "accepted {:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+    }
+
+    #[test]
+    fn surrogates_utf8_and_depth() {
+        assert_eq!(
+            parse(br#"{"a":"ok","skipped":"\ud800"}"#),
+            Err(JsonError::LoneSurrogate(21))
+        );
+        assert!(matches!(
+            parse(br#""\udc00""#),
+            Err(JsonError::LoneSurrogate(_))
+        ));
+        assert!(matches!(
+            parse(br#""\ud800\ud800\udc00""#),
+            Err(JsonError::LoneSurrogate(_))
+        ));
+        assert_eq!(parse(b"\"a\xff\""), Err(JsonError::Utf8(2)));
+        assert_eq!(parse(b"\"\xed\xa0\x80\""), Err(JsonError::Utf8(1)));
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(parse(deep(128).as_bytes()).is_ok());
+        assert_eq!(parse(deep(129).as_bytes()), Err(JsonError::TooDeep));
+        assert_eq!(parse(deep(1_000_000).as_bytes()), Err(JsonError::TooDeep));
+        assert_eq!(parse(br#""[[[[""#).unwrap(), r#""[[[[""#);
+    }
+
+    #[test]
+    fn lookup_render_and_describe() {
+        let mut parser = Parser::default();
+        let text = br#"{"op":"INSERT","op":"x","n":12.50,"s":"a\"b","o":{"k":[1]},"z":null}"#;
+        let top = parser.parse(text).unwrap();
+        assert!(top.get("op").unwrap().as_str().unwrap().eq_str("INSERT"));
+        assert_eq!(top.get("n").unwrap().number(), Some("12.50"));
+        assert!(top.get("missing").is_none());
+        assert_eq!(top.members().count(), 5);
+        assert_eq!(top.len(), 6);
+        let render = |v: Value| {
+            let mut out = Vec::new();
+            v.render_into(&mut out)
+                .then(|| String::from_utf8(out).unwrap())
+        };
+        assert_eq!(render(top.get("s").unwrap()).unwrap(), "a\"b");
+        assert_eq!(render(top.get("o").unwrap()).unwrap(), r#"{"k":[1]}"#);
+        assert_eq!(render(top.get("z").unwrap()), None);
+        assert_eq!(top.get("s").unwrap().describe(), r#"the string "a\"b""#);
+        assert_eq!(top.get("o").unwrap().describe(), "an object");
+    }
+
+    #[test]
+    fn many_duplicate_keys_use_a_set() {
+        let mut text = String::from("{");
+        for i in 0..1000 {
+            text.push_str(&format!("\"k{}\":{},", i % 100, i));
+        }
+        text.push_str("\"end\":0}");
+        let mut parser = Parser::default();
+        let top = parser.parse(text.as_bytes()).unwrap();
+        let members: Vec<_> = top.members().collect();
+        assert_eq!(members.len(), 101);
+        assert_eq!(members[5].1.number(), Some("5"));
+    }
+}
