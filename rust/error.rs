@@ -10,6 +10,16 @@ pub enum Error {
         message: &'static str,
         source: crate::wire::WireError,
     },
+    /// Bytes that are not the JSON text a JSON format reads.
+    #[error(transparent)]
+    Json(#[from] crate::json::JsonError),
+    /// A JSON field of the wrong type or value: `payload.op: expected a string, got the
+    /// number 5`.
+    #[error("{path}: {problem}")]
+    Field { path: String, problem: String },
+    /// A JSON message whose top value is not an object.
+    #[error("expected a JSON object, got {0}")]
+    NotAnObject(String),
     /// A Tencent DTS `Envelope.version` other than 1.
     #[error("unsupported Envelope version {0}: only version 1 (data is Entries) is defined")]
     EnvelopeVersion(i32),

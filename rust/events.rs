@@ -379,6 +379,20 @@ impl MapColumn {
         self.values.push_with(write);
     }
 
+    /// Appends an entry whose value `write` appends in place (valid UTF-8 only), or a null
+    /// value when `write` returns false (having appended nothing).
+    #[inline(always)]
+    pub fn entry_rendered(&mut self, key: &str, write: impl FnOnce(&mut Vec<u8>) -> bool) {
+        self.keys.push_required(key);
+        let valid = write(&mut self.values.data);
+        self.values.close(valid);
+    }
+
+    /// True when the open row has no entry yet.
+    pub fn is_open_empty(&self) -> bool {
+        self.row_start() == self.keys.len()
+    }
+
     /// Appends an entry with a decimal integer value.
     pub fn entry_int(&mut self, key: &str, value: impl itoa::Integer) {
         self.entry(key, Some(itoa::Buffer::new().format(value)));

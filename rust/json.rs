@@ -128,17 +128,59 @@ const fn splat(b: u8) -> u64 {
     0x0101_0101_0101_0101 * b as u64
 }
 
-/// True when one of the 8 bytes of `w` is `"`, `\` or a control character: the bytes a
-/// string scan must stop at. (Exact as a yes/no: the classic has-zero-byte test.)
+/// Flags (high bit of each byte) the bytes of `w` that are `"`, `\` or a control
+/// character: those a string scan must stop at. The classic has-zero-byte test: the
+/// lowest flag is exact (a borrow can only add false flags above a true one).
 #[inline(always)]
-fn has_special(w: u64) -> bool {
+fn special(w: u64) -> u64 {
     let lo = splat(0x01);
     let hi = splat(0x80);
     let zero = |v: u64| v.wrapping_sub(lo) & !v & hi;
     let quote = zero(w ^ splat(b'"'));
     let backslash = zero(w ^ splat(b'\\'));
     let control = w.wrapping_sub(splat(0x20)) & !w & hi;
-    quote | backslash | control != 0
+    quote | backslash | control
+}
+
+/// A hash of a key's text, kept on the tape so key comparisons mostly compare two numbers:
+/// its length and its first and last eight bytes, mixed.
+#[inline(always)]
+fn key_hash(text: &[u8]) -> u32 {
+    let n = text.len();
+    let (first, last) = if n >= 8 {
+        (load8(text, 0), load8(text, n - 8))
+    } else {
+        let mut word = 0u64;
+        for (i, &b) in text.iter().enumerate() {
+            word |= (b as u64) << (8 * i);
+        }
+        (word, 0)
+    };
+    let mixed =
+        (first ^ last.rotate_left(29) ^ ((n as u64) << 56)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (mixed >> 32) as u32
+}
+
+/// The 8 bytes of `bytes` at `at` as a little-endian word.
+#[inline(always)]
+fn load8(bytes: &[u8], at: usize) -> u64 {
+    let mut word = [0; 8];
+    word.copy_from_slice(&bytes[at..at + 8]);
+    u64::from_le_bytes(word)
+}
+
+/// `a == b`, without a call to `memcmp` for the short keys JSON objects mostly have.
+#[inline(always)]
+fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    match n {
+        0..=7 => a.iter().zip(b).all(|(x, y)| x == y),
+        8..=16 => load8(a, 0) == load8(b, 0) && load8(a, n - 8) == load8(b, n - 8),
+        _ => a == b,
+    }
 }
 
 fn hex4(src: &[u8], at: usize) -> Option<u32> {
@@ -207,8 +249,8 @@ impl Scanner<'_> {
                     // An empty container: closed below like any other.
                 }
                 b'"' => {
-                    let end = self.string(pos)?;
-                    let tag = self.string_tag(pos + 1, end - 1);
+                    let (end, escaped) = self.string(pos)?;
+                    let tag = if escaped { Tag::Escaped } else { Tag::Plain };
                     self.scalar(pos + 1, end - 1, tag);
                     pos = end;
                 }
@@ -274,24 +316,24 @@ impl Scanner<'_> {
         self.push(tag, start, end);
     }
 
-    /// The tag of the (checked) string text `start..end`: whether it holds an escape.
-    #[inline(always)]
-    fn string_tag(&self, start: usize, end: usize) -> Tag {
-        if self.src[start..end].contains(&b'\\') {
-            Tag::Escaped
-        } else {
-            Tag::Plain
-        }
-    }
-
     /// An object key at `pos` and its colon: returns where the value starts.
     fn key(&mut self, pos: usize) -> Result<usize> {
         if self.src.get(pos) != Some(&b'"') {
             return self.error("expected a string key", pos);
         }
-        let end = self.string(pos)?;
-        let tag = self.string_tag(pos + 1, end - 1);
+        let (end, escaped) = self.string(pos)?;
+        let raw = &self.src[pos + 1..end - 1];
+        let (tag, hash) = if escaped {
+            let mut text = Vec::with_capacity(raw.len());
+            unescape_into(raw, &mut text);
+            (Tag::Escaped, key_hash(&text))
+        } else {
+            (Tag::Plain, key_hash(raw))
+        };
         self.push(tag, pos + 1, end - 1);
+        // A key has no members: its `count` holds the hash of its text.
+        let last = self.nodes.len() - 1;
+        self.nodes[last].count = hash;
         let colon = self.skip_ws(end);
         if self.src.get(colon) != Some(&b':') {
             return self.error("expected ':'", colon);
@@ -300,27 +342,36 @@ impl Scanner<'_> {
     }
 
     /// The string whose opening quote is at `pos`: returns the index after its closing
-    /// quote. Checks escapes and rejects control characters.
+    /// quote, and whether it holds an escape. Checks escapes and rejects control
+    /// characters. Eight bytes at a time while none of them needs a look.
     #[inline(always)]
-    fn string(&self, pos: usize) -> Result<usize> {
+    fn string(&self, pos: usize) -> Result<(usize, bool)> {
         let src = self.src;
         let mut i = pos + 1;
+        let mut escaped = false;
         loop {
-            while i + 8 <= src.len() {
-                let mut word = [0; 8];
-                word.copy_from_slice(&src[i..i + 8]);
-                if has_special(u64::from_le_bytes(word)) {
+            loop {
+                let Some(chunk) = src.get(i..i + 8) else {
+                    while i < src.len() && !matches!(src[i], b'"' | b'\\' | 0..=0x1F) {
+                        i += 1;
+                    }
+                    break;
+                };
+                let mask = special(load8(chunk, 0));
+                if mask != 0 {
+                    // The lowest flagged byte is always a true one.
+                    i += (mask.trailing_zeros() / 8) as usize;
                     break;
                 }
                 i += 8;
             }
-            while i < src.len() && !matches!(src[i], b'"' | b'\\' | 0..=0x1F) {
-                i += 1;
-            }
             match src.get(i) {
                 None => return self.error("unterminated string", pos),
-                Some(b'"') => return Ok(i + 1),
-                Some(b'\\') => i = self.escape(i)?,
+                Some(b'"') => return Ok((i + 1, escaped)),
+                Some(b'\\') => {
+                    escaped = true;
+                    i = self.escape(i)?;
+                }
                 Some(_) => return self.error("control character in a string", i),
             }
         }
@@ -482,11 +533,11 @@ impl<'a> Value<'a> {
         if self.node().tag != Tag::Object {
             return None;
         }
+        let hash = key_hash(key.as_bytes());
         let mut i = self.at + 1;
         let end = self.node().next as usize;
         while i < end {
-            let name = self.at(i).as_str()?;
-            if name.eq_str(key) {
+            if self.nodes[i].count == hash && self.at(i).as_str()?.eq_str(key) {
                 return Some(self.at(i + 1));
             }
             i = self.nodes[i + 1].next as usize;
@@ -507,6 +558,7 @@ impl<'a> Value<'a> {
             object: *self,
             next: start,
             end,
+            bloom: 0,
             seen: (node.count > LINEAR_DEDUP).then(HashSet::new),
         }
     }
@@ -604,20 +656,29 @@ pub struct Members<'a> {
     object: Value<'a>,
     next: usize,
     end: usize,
+    /// One bit per key hash seen (mod 64): a key whose bit is clear is new.
+    bloom: u64,
     /// Keys so far, for objects too large to compare each key with those before it.
     seen: Option<HashSet<Cow<'a, str>>>,
 }
 
 impl<'a> Members<'a> {
     /// True when a member before `key_at` has the same key.
+    #[inline(always)]
     fn repeats(&mut self, key: Str<'a>, key_at: usize) -> bool {
         if let Some(seen) = &mut self.seen {
             return !seen.insert(key.text());
         }
         let nodes = self.object.nodes;
+        let hash = nodes[key_at].count;
+        let bit = 1 << (hash % 64);
+        if self.bloom & bit == 0 {
+            self.bloom |= bit;
+            return false;
+        }
         let mut i = self.object.at + 1;
         while i < key_at {
-            if self.object.at(i).as_str().is_some_and(|k| k.same(key)) {
+            if nodes[i].count == hash && self.object.at(i).as_str().is_some_and(|k| k.same(key)) {
                 return true;
             }
             i = nodes[i + 1].next as usize;
@@ -629,6 +690,7 @@ impl<'a> Members<'a> {
 impl<'a> Iterator for Members<'a> {
     type Item = (Str<'a>, Value<'a>);
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         while self.next < self.end {
             let at = self.next;
@@ -690,14 +752,14 @@ impl<'a> Str<'a> {
         if self.escaped {
             self.text() == other
         } else {
-            self.raw == other.as_bytes()
+            bytes_eq(self.raw, other.as_bytes())
         }
     }
 
     /// True when both have the same text.
     fn same(&self, other: Str<'_>) -> bool {
         match (self.escaped, other.escaped) {
-            (false, false) => self.raw == other.raw,
+            (false, false) => bytes_eq(self.raw, other.raw),
             _ => self.text() == other.text(),
         }
     }
@@ -781,6 +843,105 @@ fn quote_text(text: &[u8], out: &mut Vec<u8>) {
         }
     }
     out.push(b'"');
+}
+
+/// Typed access to the fields of a message, with the field types of
+/// docs/formats/datahub-blob.md ("Field types"): `null` and absent are the same, and a value
+/// of the wrong type is an [`Error::Field`] naming the field.
+pub mod field {
+    use super::{Kind, Str, Value};
+    use crate::error::{Error, Result};
+
+    /// The largest |milliseconds| whose microseconds fit an i64.
+    const MAX_MS: i64 = i64::MAX / 1000;
+
+    /// An error naming the field at `path`.
+    pub fn error(path: &str, problem: String) -> Error {
+        Error::Field {
+            path: path.to_string(),
+            problem,
+        }
+    }
+
+    fn present(value: Option<Value<'_>>) -> Option<Value<'_>> {
+        value.filter(|v| !v.is_null())
+    }
+
+    /// An object, or `None` for null/absent.
+    pub fn object<'a>(value: Option<Value<'a>>, path: &str) -> Result<Option<Value<'a>>> {
+        match present(value) {
+            None => Ok(None),
+            Some(v) if v.kind() == Kind::Object => Ok(Some(v)),
+            Some(v) => Err(error(
+                path,
+                format!("expected an object, got {}", v.describe()),
+            )),
+        }
+    }
+
+    /// A string, or `None` for null/absent.
+    pub fn string<'a>(value: Option<Value<'a>>, path: &str) -> Result<Option<Str<'a>>> {
+        match present(value) {
+            None => Ok(None),
+            Some(v) => v
+                .as_str()
+                .map(Some)
+                .ok_or_else(|| error(path, format!("expected a string, got {}", v.describe()))),
+        }
+    }
+
+    /// A 64-bit integer sent as a number token or a string matching `-?[0-9]+`, or `None`
+    /// for null/absent.
+    pub fn integer(value: Option<Value<'_>>, path: &str) -> Result<Option<i64>> {
+        let Some(v) = present(value) else {
+            return Ok(None);
+        };
+        let parsed = match (v.number(), v.as_str()) {
+            (Some(token), _) => parse_i64(token),
+            (_, Some(s)) => parse_i64(&s.text()),
+            _ => None,
+        };
+        parsed.map(Some).ok_or_else(|| {
+            error(
+                path,
+                format!("expected a 64-bit integer, got {}", v.describe()),
+            )
+        })
+    }
+
+    /// Epoch milliseconds as microseconds; `-1` (and null/absent) is `None`.
+    pub fn time(value: Option<Value<'_>>, path: &str) -> Result<Option<i64>> {
+        match integer(value, path)? {
+            None | Some(-1) => Ok(None),
+            Some(ms) if (-MAX_MS..=MAX_MS).contains(&ms) => Ok(Some(ms * 1000)),
+            Some(ms) => Err(error(path, format!("{ms} milliseconds is out of range"))),
+        }
+    }
+
+    /// `-?[0-9]+` (leading zeros allowed) within i64.
+    pub fn parse_i64(text: &str) -> Option<i64> {
+        let (negative, digits) = match text.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, text),
+        };
+        if digits.is_empty() {
+            return None;
+        }
+        // Accumulated negative: i64::MIN has no positive counterpart.
+        let mut value: i64 = 0;
+        for b in digits.bytes() {
+            let digit = b.wrapping_sub(b'0');
+            if digit > 9 {
+                return None;
+            }
+            value = value.checked_mul(10)?.checked_sub(digit as i64)?;
+        }
+        if negative {
+            Some(value)
+        } else {
+            value.checked_neg()
+        }
+    }
 }
 
 #[cfg(test)]

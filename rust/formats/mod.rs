@@ -7,10 +7,11 @@ use bytes::Bytes;
 use crate::decoder::Sink;
 use crate::error::{Error, Result};
 
+pub mod datahub_blob;
 pub mod tencent_dts;
 
 /// The format names, as `decode` accepts them.
-pub const FORMATS: &[&str] = &["tencent-dts"];
+pub const FORMATS: &[&str] = &["tencent-dts", "datahub-blob"];
 
 /// What a format does with messages; the shared loop in [`crate::decoder::Decoder`] handles
 /// nulls (tombstones), ordinals and modes.
@@ -57,6 +58,10 @@ pub fn new_decoder(
     }
     match format {
         "tencent-dts" => Ok(("tencent-dts", Box::new(tencent_dts::TencentDts::default()))),
+        "datahub-blob" => Ok((
+            datahub_blob::FORMAT,
+            Box::new(datahub_blob::DatahubBlob::default()),
+        )),
         other => Err(Error::UnknownFormat(other.to_string(), FORMATS.join(", "))),
     }
 }
