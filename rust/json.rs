@@ -66,6 +66,8 @@ enum Tag {
     Escaped,
     Object,
     Array,
+    /// An object or array checked but not recorded ([`Parser::skipping`]).
+    Skipped,
 }
 
 /// One value on the tape. Scalars span their token (a string: the text between its
@@ -85,16 +87,37 @@ struct Node {
 #[derive(Debug, Default)]
 pub struct Parser {
     nodes: Vec<Node>,
-    stack: Vec<u32>,
+    stack: Vec<Open>,
+    skip: &'static [(&'static str, &'static str)],
+}
+
+/// An open container: its node (none while skipping) and whether it is an object.
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    node: u32,
+    object: bool,
 }
 
 impl Parser {
+    /// A parser that checks but does not record the objects and arrays found at
+    /// `top[key][member]` for each `(key, member)` of `skip`: parts of a message the
+    /// decoder never reads (DataHub's `schema.dataColumn` column list). They read as
+    /// [`Kind::Skipped`].
+    pub fn skipping(skip: &'static [(&'static str, &'static str)]) -> Self {
+        Self {
+            skip,
+            ..Self::default()
+        }
+    }
+
     /// Checks `src` whole and returns its top value.
     pub fn parse<'a>(&'a mut self, src: &'a [u8]) -> Result<Value<'a>> {
         if src.len() >= u32::MAX as usize {
             return Err(JsonError::TooLarge(src.len()));
         }
-        if let Err(error) = std::str::from_utf8(src) {
+        // simdutf8: the same checks as `std::str::from_utf8`, several times faster on the
+        // mostly-ASCII bytes of JSON.
+        if let Err(error) = simdutf8::compat::from_utf8(src) {
             return Err(JsonError::Utf8(error.valid_up_to()));
         }
         self.nodes.clear();
@@ -103,6 +126,10 @@ impl Parser {
             src,
             nodes: &mut self.nodes,
             stack: &mut self.stack,
+            skip: self.skip,
+            under: None,
+            skip_next: false,
+            skipping: 0,
         }
         .document()?;
         Ok(Value {
@@ -116,7 +143,14 @@ impl Parser {
 struct Scanner<'s> {
     src: &'s [u8],
     nodes: &'s mut Vec<Node>,
-    stack: &'s mut Vec<u32>,
+    stack: &'s mut Vec<Open>,
+    skip: &'static [(&'static str, &'static str)],
+    /// The member to skip within the value of the current top-level key.
+    under: Option<&'static str>,
+    /// The value about to start is to be skipped.
+    skip_next: bool,
+    /// While skipping: the stack depth of the skipped container; else 0.
+    skipping: usize,
 }
 
 #[inline(always)]
@@ -227,17 +261,28 @@ impl Scanner<'_> {
             let Some(&b) = src.get(pos) else {
                 return self.error("expected a value", pos);
             };
+            let skip = std::mem::take(&mut self.skip_next);
             match b {
                 b'{' | b'[' => {
                     if self.stack.len() >= MAX_DEPTH {
                         return Err(JsonError::TooDeep);
                     }
                     let object = b == b'{';
-                    if let Some(&parent) = self.stack.last() {
-                        self.nodes[parent as usize].count += 1;
+                    let node = if self.skipping > 0 {
+                        u32::MAX
+                    } else {
+                        let tag = match (skip, object) {
+                            (true, _) => Tag::Skipped,
+                            (false, true) => Tag::Object,
+                            (false, false) => Tag::Array,
+                        };
+                        self.scalar(pos, pos, tag);
+                        self.nodes.len() as u32 - 1
+                    };
+                    self.stack.push(Open { node, object });
+                    if skip {
+                        self.skipping = self.stack.len();
                     }
-                    self.stack.push(self.nodes.len() as u32);
-                    self.push(if object { Tag::Object } else { Tag::Array }, pos, pos);
                     pos = self.skip_ws(pos + 1);
                     let close = if object { b'}' } else { b']' };
                     if src.get(pos) != Some(&close) {
@@ -250,13 +295,17 @@ impl Scanner<'_> {
                 }
                 b'"' => {
                     let (end, escaped) = self.string(pos)?;
-                    let tag = if escaped { Tag::Escaped } else { Tag::Plain };
-                    self.scalar(pos + 1, end - 1, tag);
+                    if self.skipping == 0 {
+                        let tag = if escaped { Tag::Escaped } else { Tag::Plain };
+                        self.scalar(pos + 1, end - 1, tag);
+                    }
                     pos = end;
                 }
                 b'-' | b'0'..=b'9' => {
                     let end = self.number(pos)?;
-                    self.scalar(pos, end, Tag::Number);
+                    if self.skipping == 0 {
+                        self.scalar(pos, end, Tag::Number);
+                    }
                     pos = end;
                 }
                 b't' | b'f' | b'n' => {
@@ -268,7 +317,9 @@ impl Scanner<'_> {
                     if !src[pos..].starts_with(word) {
                         return self.error("expected a value", pos);
                     }
-                    self.scalar(pos, pos + word.len(), tag);
+                    if self.skipping == 0 {
+                        self.scalar(pos, pos + word.len(), tag);
+                    }
                     pos += word.len();
                 }
                 _ => return self.error("expected a value", pos),
@@ -282,36 +333,39 @@ impl Scanner<'_> {
                     }
                     return Ok(());
                 };
-                let object = self.nodes[top as usize].tag == Tag::Object;
-                let close = if object { b'}' } else { b']' };
+                let close = if top.object { b'}' } else { b']' };
                 match src.get(pos) {
                     Some(&b',') => {
                         pos = self.skip_ws(pos + 1);
-                        if object {
+                        if top.object {
                             pos = self.key(pos)?;
                         }
                         continue 'value;
                     }
                     Some(&c) if c == close => {
-                        let next = self.nodes.len() as u32;
-                        let node = &mut self.nodes[top as usize];
-                        node.end = pos as u32 + 1;
-                        node.next = next;
+                        if self.skipping == 0 || self.skipping == self.stack.len() {
+                            // Recorded, or the skipped container itself.
+                            let next = self.nodes.len() as u32;
+                            let node = &mut self.nodes[top.node as usize];
+                            node.end = pos as u32 + 1;
+                            node.next = next;
+                            self.skipping = 0;
+                        }
                         self.stack.pop();
                         pos += 1;
                     }
-                    _ if object => return self.error("expected ',' or '}'", pos),
+                    _ if top.object => return self.error("expected ',' or '}'", pos),
                     _ => return self.error("expected ',' or ']'", pos),
                 }
             }
         }
     }
 
-    /// A scalar value (counted as a member or item of the open container).
+    /// A value or a container (counted as a member or item of the open container).
     #[inline(always)]
     fn scalar(&mut self, start: usize, end: usize, tag: Tag) {
-        if let Some(&parent) = self.stack.last() {
-            self.nodes[parent as usize].count += 1;
+        if let Some(parent) = self.stack.last() {
+            self.nodes[parent.node as usize].count += 1;
         }
         self.push(tag, start, end);
     }
@@ -322,7 +376,19 @@ impl Scanner<'_> {
             return self.error("expected a string key", pos);
         }
         let (end, escaped) = self.string(pos)?;
-        let raw = &self.src[pos + 1..end - 1];
+        let colon = self.skip_ws(end);
+        if self.src.get(colon) != Some(&b':') {
+            return self.error("expected ':'", colon);
+        }
+        if self.skipping == 0 {
+            self.record_key(pos + 1, end - 1, escaped);
+        }
+        Ok(self.skip_ws(colon + 1))
+    }
+
+    /// Puts the key `start..end` on the tape, and notes whether its value is to be skipped.
+    fn record_key(&mut self, start: usize, end: usize, escaped: bool) {
+        let raw = &self.src[start..end];
         let (tag, hash) = if escaped {
             let mut text = Vec::with_capacity(raw.len());
             unescape_into(raw, &mut text);
@@ -330,15 +396,28 @@ impl Scanner<'_> {
         } else {
             (Tag::Plain, key_hash(raw))
         };
-        self.push(tag, pos + 1, end - 1);
+        self.push(tag, start, end);
         // A key has no members: its `count` holds the hash of its text.
         let last = self.nodes.len() - 1;
         self.nodes[last].count = hash;
-        let colon = self.skip_ws(end);
-        if self.src.get(colon) != Some(&b':') {
-            return self.error("expected ':'", colon);
+        if self.skip.is_empty() {
+            return;
         }
-        Ok(self.skip_ws(colon + 1))
+        let key = Str {
+            raw,
+            escaped: tag == Tag::Escaped,
+        };
+        match self.stack.len() {
+            1 => {
+                self.under = self
+                    .skip
+                    .iter()
+                    .find(|(top, _)| key.eq_str(top))
+                    .map(|&(_, member)| member);
+            }
+            2 => self.skip_next = self.under.is_some_and(|member| key.eq_str(member)),
+            _ => {}
+        }
     }
 
     /// The string whose opening quote is at `pos`: returns the index after its closing
@@ -449,6 +528,8 @@ pub enum Kind {
     String,
     Object,
     Array,
+    /// An object or array the parser was told to skip: checked, not recorded.
+    Skipped,
 }
 
 /// One value of a parsed message: a position on the parser's tape.
@@ -490,6 +571,7 @@ impl<'a> Value<'a> {
             Tag::Plain | Tag::Escaped => Kind::String,
             Tag::Object => Kind::Object,
             Tag::Array => Kind::Array,
+            Tag::Skipped => Kind::Skipped,
         }
     }
 
@@ -586,7 +668,7 @@ impl<'a> Value<'a> {
             Tag::Null => return false,
             Tag::False => out.extend_from_slice(b"false"),
             Tag::True => out.extend_from_slice(b"true"),
-            Tag::Number | Tag::Plain => out.extend_from_slice(self.span()),
+            Tag::Number | Tag::Plain | Tag::Skipped => out.extend_from_slice(self.span()),
             Tag::Escaped => unescape_into(self.span(), out),
             Tag::Object | Tag::Array => self.compact_into(out),
         }
@@ -601,7 +683,8 @@ impl<'a> Value<'a> {
             Tag::Null => out.extend_from_slice(b"null"),
             Tag::False => out.extend_from_slice(b"false"),
             Tag::True => out.extend_from_slice(b"true"),
-            Tag::Number => out.extend_from_slice(self.span()),
+            // A skipped value is valid JSON, but as sent, not compacted.
+            Tag::Number | Tag::Skipped => out.extend_from_slice(self.span()),
             Tag::Plain | Tag::Escaped => quote_into(self.as_str().expect("a string"), out),
             Tag::Object => {
                 out.push(b'{');
@@ -647,6 +730,7 @@ impl<'a> Value<'a> {
             }
             Tag::Object => "an object".into(),
             Tag::Array => "an array".into(),
+            Tag::Skipped => "a value not read".into(),
         }
     }
 }
@@ -1049,6 +1133,38 @@ mod tests {
         assert_eq!(render(top.get("z").unwrap()), None);
         assert_eq!(top.get("s").unwrap().describe(), r#"the string "a\"b""#);
         assert_eq!(top.get("o").unwrap().describe(), "an object");
+    }
+
+    #[test]
+    fn skipped_values_are_checked_not_recorded() {
+        let mut parser = Parser::skipping(&[("schema", "dataColumn")]);
+        let text = br#"{"schema":{"dataColumn":[{"name":"a","type":"LONG"},[[]]],"x":[1]},"dataColumn":{"y":2}}"#;
+        let top = parser.parse(text).unwrap();
+        let schema = top.get("schema").unwrap();
+        assert_eq!(schema.get("dataColumn").unwrap().kind(), Kind::Skipped);
+        assert_eq!(schema.get("x").unwrap().items().count(), 1);
+        assert_eq!(top.get("dataColumn").unwrap().kind(), Kind::Object);
+        let mut out = Vec::new();
+        top.compact_into(&mut out);
+        assert_eq!(&out[..], &text[..]);
+        for bad in [
+            &br#"{"schema":{"dataColumn":[{"a":"\ud800"}]}}"#[..],
+            br#"{"schema":{"dataColumn":[1,]}}"#,
+            br#"{"schema":{"dataColumn":{"a" 1}}}"#,
+        ] {
+            assert!(parser.parse(bad).is_err());
+        }
+        let deep = format!(
+            r#"{{"schema":{{"dataColumn":{}{}}}}}"#,
+            "[".repeat(126),
+            "]".repeat(126)
+        );
+        assert!(parser.parse(deep.as_bytes()).is_ok());
+        let deeper = deep.replacen('[', "[[", 1).replacen(']', "]]", 1);
+        assert_eq!(
+            parser.parse(deeper.as_bytes()).err(),
+            Some(JsonError::TooDeep)
+        );
     }
 
     #[test]

@@ -1,8 +1,10 @@
 """Parity: the Rust core and the Python fallback give equal batches on generated streams,
-cut into batches of any size, and on corrupted copies of real messages."""
+cut into batches of any size, and on corrupted copies of real messages. Every test runs for
+each format in ``PARITY_FORMATS``: one generated stream per format."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pyarrow as pa
@@ -12,14 +14,17 @@ from compare import assert_same_events
 import cdc_decode
 from cdc_decode.generate import generate
 
-
-@pytest.fixture(scope="module")
-def stream():
-    return generate("tencent-dts", messages=12_000, seed=11)
+# The byte formats (datahub-tuple takes tables: tests/test_datahub_tuple.py).
+PARITY_FORMATS = ["tencent-dts", "datahub-blob"]
 
 
-def _decode_in_batches(values, engine, sizes, keys=None, mode="permissive"):
-    decoder = cdc_decode.Decoder("tencent-dts", engine=engine, mode=mode)
+@pytest.fixture(scope="module", params=PARITY_FORMATS)
+def stream(request):
+    return generate(request.param, messages=12_000, seed=11)
+
+
+def _decode_in_batches(values, engine, sizes, keys=None, mode="permissive", format="tencent-dts"):
+    decoder = cdc_decode.Decoder(format, engine=engine, mode=mode)
     batches, ordinals, at = [], [], 0
     for size in sizes:
         chunk = values[at : at + size]
@@ -46,8 +51,8 @@ def _sizes(total, rng):
 
 def test_engines_agree_on_a_generated_stream(stream):
     assert stream.messages >= 10_000
-    native = cdc_decode.decode(stream.values, "tencent-dts", engine="native")
-    python = cdc_decode.decode(stream.values, "tencent-dts", engine="python")
+    native = cdc_decode.decode(stream.values, stream.format, engine="native")
+    python = cdc_decode.decode(stream.values, stream.format, engine="python")
     assert native.num_rows == stream.rows
     assert native.column("error").null_count == native.num_rows
     assert_same_events(native, python)
@@ -56,15 +61,19 @@ def test_engines_agree_on_a_generated_stream(stream):
 def test_engines_agree_across_batch_boundaries(stream):
     rng = random.Random(5)
     sizes = _sizes(len(stream.values), rng)
-    native, native_ordinals, native_stats = _decode_in_batches(stream.values, "native", sizes)
-    python, python_ordinals, python_stats = _decode_in_batches(stream.values, "python", sizes)
+    native, native_ordinals, native_stats = _decode_in_batches(
+        stream.values, "native", sizes, format=stream.format
+    )
+    python, python_ordinals, python_stats = _decode_in_batches(
+        stream.values, "python", sizes, format=stream.format
+    )
     assert_same_events(native, python)
     assert native_ordinals.equals(python_ordinals)
     assert native_stats == python_stats
     assert native_stats["messages"] == len(stream.values)
     assert native_stats["events"] == stream.rows
     # Batches do not change the result: the one-shot decode gives the same events.
-    one_shot = cdc_decode.decode(stream.values, "tencent-dts")
+    one_shot = cdc_decode.decode(stream.values, stream.format)
     assert native.equals(pa.Table.from_batches([one_shot]))
 
 
@@ -93,8 +102,12 @@ def test_engines_agree_on_corrupted_messages(stream, mode):
     values += [None, b"", rng.randbytes(64)]
     keys = [rng.choice(["t/0", "t/1", None]) for _ in values]
     sizes = _sizes(len(values), rng)
-    native, native_ordinals, native_stats = _decode_in_batches(values, "native", sizes, keys, mode)
-    python, python_ordinals, python_stats = _decode_in_batches(values, "python", sizes, keys, mode)
+    native, native_ordinals, native_stats = _decode_in_batches(
+        values, "native", sizes, keys, mode, stream.format
+    )
+    python, python_ordinals, python_stats = _decode_in_batches(
+        values, "python", sizes, keys, mode, stream.format
+    )
     assert_same_events(native, python)
     assert native_ordinals.equals(python_ordinals)
     assert native_stats == python_stats
@@ -114,17 +127,17 @@ def test_failfast_stops_at_the_same_message(stream):
     values[17] = b"\xff\xff\xff"
     for engine in ("native", "python"):
         with pytest.raises(cdc_decode.DecodeError, match=r"^message 17: "):
-            cdc_decode.decode(values, "tencent-dts", engine=engine, mode="failfast")
+            cdc_decode.decode(values, stream.format, engine=engine, mode="failfast")
 
 
 @pytest.mark.parametrize("kind", [pa.binary(), pa.large_binary()])
 def test_a_slice_of_an_array_decodes_as_its_values(stream, kind):
     whole = pa.array(stream.values[:2000], kind)
     part = whole.slice(500, 1000)
-    native = cdc_decode.decode(part, "tencent-dts", engine="native")
-    python = cdc_decode.decode(part, "tencent-dts", engine="python")
+    native = cdc_decode.decode(part, stream.format, engine="native")
+    python = cdc_decode.decode(part, stream.format, engine="python")
     assert_same_events(native, python)
-    expected = cdc_decode.decode(stream.values[500:1500], "tencent-dts")
+    expected = cdc_decode.decode(stream.values[500:1500], stream.format)
     assert native.equals(expected)
 
 
@@ -133,7 +146,7 @@ def test_failfast_counts_the_messages_seen_up_to_the_failure(stream):
     values[17] = b"\xff\xff\xff"
     stats = {}
     for engine in ("native", "python"):
-        decoder = cdc_decode.Decoder("tencent-dts", engine=engine, mode="failfast")
+        decoder = cdc_decode.Decoder(stream.format, engine=engine, mode="failfast")
         with pytest.raises(cdc_decode.DecodeError):
             decoder.decode(values)
         stats[engine] = decoder.stats()
@@ -146,3 +159,40 @@ def test_both_engines_build_the_same_schema():
 
     assert _native.event_schema_native().equals(cdc_decode.event_schema(), check_metadata=True)
     assert list(_native.FORMATS) == list(cdc_decode.FORMATS)
+
+
+JSON_FORMATS = [f for f in PARITY_FORMATS if f != "tencent-dts"]
+
+_ODD_VALUES = [None, True, 0, -1, "-1", 1.5, "x", "", [], {}, [1, "a"], {"k": None}, 2**70]
+
+
+def _retype(doc, rng: random.Random):
+    """``doc`` with one member somewhere replaced by a value of another type, or removed."""
+    node = doc
+    while isinstance(node, dict) and node:
+        key = rng.choice(list(node))
+        if not isinstance(node[key], dict) or rng.random() < 0.3:
+            if rng.random() < 0.2:
+                del node[key]
+            else:
+                node[key] = rng.choice(_ODD_VALUES)
+            return doc
+        node = node[key]
+    return doc
+
+
+@pytest.mark.parametrize("format", JSON_FORMATS)
+def test_engines_agree_on_json_fields_of_the_wrong_type(format):
+    rng = random.Random(7)
+    values = []
+    for value in generate(format, messages=1500, seed=5).values:
+        doc = json.loads(value)
+        for _ in range(rng.randint(1, 3)):
+            doc = _retype(doc, rng)
+        values.append(json.dumps(doc, ensure_ascii=rng.random() < 0.5).encode())
+    values += [b"[]", b"1", b'"x"', b"null", b'{"payload":[]}', b'{"payload":{"op":[]}}']
+    native = cdc_decode.decode(values, format, engine="native")
+    python = cdc_decode.decode(values, format, engine="python")
+    assert_same_events(native, python)
+    errors = native.column("op").to_pylist().count("error")
+    assert 0 < errors < len(values)

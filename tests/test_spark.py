@@ -319,3 +319,41 @@ def test_a_generated_stream_decodes_in_spark_to_its_expected_events(spark):
             got = [None if t is None else t.timestamp() for t in got]
             want = [None if t is None else t.timestamp() for t in want]
         assert got == want, name
+
+
+def assert_table_matches(table, expected):
+    """``table`` (from Spark) holds exactly the events of ``expected`` (a pyarrow Table)."""
+    assert table.num_rows == expected.num_rows
+    for name in expected.schema.names:
+        got, want = table.column(name).to_pylist(), expected.column(name).to_pylist()
+        if name in ("before", "after", "metadata"):  # Spark's maps come back as dicts
+            want = [None if m is None else dict(m) for m in want]
+            got = [None if m is None else dict(m) for m in got]
+        if name in ("event_time", "capture_time"):  # compare instants
+            got = [None if t is None else t.timestamp() for t in got]
+            want = [None if t is None else t.timestamp() for t in want]
+        assert got == want, name
+
+
+def test_datahub_blob_from_kafka_and_from_text(spark, engine):
+    """DataHub BLOB records as Kafka values (binary) and as lines of text: the generator's
+    events, plus one error row that keeps its Kafka offset."""
+    import pyarrow as pa
+
+    from cdc_decode.generate import generate
+
+    stream = generate("datahub-blob", messages=600, seed=9)
+    values = [*stream.values, b'{"payload":{"op":5}}']
+    with spark_conf(spark, **{"spark.sql.execution.arrow.maxRecordsPerBatch": "64"}):
+        events = cdc_spark.decode(kafka_df(spark, values), "datahub-blob", engine=engine)
+        rows = events.select("offset", "op", "error").collect()
+        table = pa.Table.from_batches(events.drop(*cdc_spark.KAFKA_COLUMNS).toArrow().to_batches())
+    assert_table_matches(table.slice(0, len(stream.values)), stream.expected)
+    bad = rows[-1]
+    assert (bad.offset, bad.op) == (100 + len(stream.values), "error")
+    assert bad.error == "payload.op: expected a string, got the number 5"
+
+    lines = spark.createDataFrame([(v.decode(),) for v in stream.values[:50]], "value string")
+    text = cdc_spark.decode(lines.coalesce(1), "datahub-blob", engine=engine, keep=[])
+    got = pa.Table.from_batches(text.toArrow().to_batches())
+    assert_table_matches(got, stream.expected.slice(0, 50))

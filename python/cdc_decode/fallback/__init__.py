@@ -5,8 +5,7 @@ It does what every format shares (input values, tombstones, ordinals, modes, sta
 docs/events.md); one module per format decodes single messages:
 
 - :mod:`.tencent_dts`: ``tencent-dts``.
-- :mod:`.datahub_blob`: ``datahub-blob`` (python engine only until the Rust core has it:
-  not in ``cdc_decode.FORMATS``; build ``PythonDecoder("datahub-blob", mode)`` directly).
+- :mod:`.datahub_blob`: ``datahub-blob``.
 
 A format class takes the decoder's options as keyword arguments (only those given:
 ``columns`` for ``tdsql-json``) and has ``decode(raw, key, ordinal, sink)`` (one

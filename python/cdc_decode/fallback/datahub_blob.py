@@ -59,6 +59,8 @@ _DDL_KNOWN = frozenset(("text", "ddlMeta"))
 _INTEGER = re.compile(r"-?[0-9]+\Z")
 # A JSON string (valid or not, for the nesting pre-check only) and the brackets left after.
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
+# In a valid JSON text every backslash starts an escape: left to right, these are its escapes.
+_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
 _DEPTH_STEP = str.maketrans({"[": "\x01", "{": "\x01", "]": "\x02", "}": "\x02"})
 
@@ -105,28 +107,23 @@ def _depth(text: str) -> int:
     return max(accumulate(steps), default=0)
 
 
-def _has_lone_surrogate(root: object) -> bool:
-    stack = [root]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if not key.isascii() and _surrogate(key):
-                    return True
-                stack.append(item)
-        elif isinstance(value, list):
-            stack.extend(value)
-        elif type(value) is str and not value.isascii() and _surrogate(value):
+def _has_lone_surrogate(text: str) -> bool:
+    """True when a ``\\u`` escape of a surrogate in ``text`` (a valid JSON text) is not half
+    of a high-low pair. Read off the text, not the parsed value, so that dropped duplicate
+    members are checked too."""
+    high_ends_at = None  # where the escape after a high surrogate must start
+    for match in _ESCAPE.finditer(text):
+        unit = match.group(1)
+        code = int(unit, 16) if unit else -1
+        if high_ends_at is not None:
+            if match.start() != high_ends_at or not 0xDC00 <= code <= 0xDFFF:
+                return True
+            high_ends_at = None
+        elif 0xD800 <= code <= 0xDBFF:
+            high_ends_at = match.end()
+        elif 0xDC00 <= code <= 0xDFFF:
             return True
-    return False
-
-
-def _surrogate(text: str) -> bool:
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
+    return high_ends_at is not None
 
 
 def parse(raw: bytes) -> object:
@@ -151,7 +148,7 @@ def parse(raw: bytes) -> object:
     except (ValueError, RecursionError) as exc:
         raise _Malformed(f"invalid JSON: {exc}") from None
     # A lone surrogate can only come from a \u escape.
-    if "\\u" in text and _has_lone_surrogate(value):
+    if "\\u" in text and _has_lone_surrogate(text):
         raise _Malformed("invalid JSON: a \\u escape is a lone surrogate")
     return value
 

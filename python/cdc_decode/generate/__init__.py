@@ -39,8 +39,7 @@ __all__ = [
 ]
 
 FORMATS: tuple[str, ...] = (tencent_dts.FORMAT, datahub_blob.FORMAT)
-"""The formats the generator writes (``datahub-blob`` before ``cdc_decode.FORMATS`` has it:
-decode it with ``cdc_decode.fallback.PythonDecoder``)."""
+"""The formats the generator writes."""
 
 
 def _events_table(rows: list[list]) -> pa.Table:

@@ -1,6 +1,6 @@
-"""Every rule of docs/formats/datahub-blob.md, on the Python engine (the Rust core does not
-have the format yet, so it is not in ``cdc_decode.FORMATS``: these tests build
-``cdc_decode.fallback.PythonDecoder("datahub-blob", mode)`` directly).
+"""Every rule of docs/formats/datahub-blob.md, on both engines: each test runs once with
+the Rust core (``cdc_decode._native.NativeDecoder``) and once with the Python fallback
+(``cdc_decode.fallback.PythonDecoder``), which take the same arguments.
 
 Messages are written by hand as JSON text; each test states the exact rows it expects.
 Then the shared fixtures, decoded to what a reader of the vendor's docs expects, and
@@ -20,6 +20,7 @@ from conftest import FIXTURES
 from test_generator import assert_events_equal
 
 import cdc_decode
+from cdc_decode._native import NativeDecoder
 from cdc_decode.cli import main
 from cdc_decode.fallback import PythonDecoder
 from cdc_decode.generate import apply_events, generate, read_values
@@ -28,7 +29,21 @@ FORMAT = "datahub-blob"
 SIGN = 1 << 63
 
 
-def decoder(mode: str = "permissive") -> PythonDecoder:
+ENGINE = "native"
+
+
+@pytest.fixture(autouse=True, params=["native", "python"])
+def _engine(request):
+    """Runs every test of this module on each engine."""
+    global ENGINE
+    ENGINE = request.param
+    yield
+    ENGINE = "native"
+
+
+def decoder(mode: str = "permissive") -> NativeDecoder | PythonDecoder:
+    if ENGINE == "native":
+        return NativeDecoder(FORMAT, mode)
     return PythonDecoder(FORMAT, mode)
 
 
@@ -412,6 +427,11 @@ DEEP_OK = '{"payload":{"op":"INSERT","after":{"dataColumn":{"v":' + "[" * 124 + 
         # lone surrogates, also in fields that are not read, and in keys
         b'{"payload":{"op":"\\ud800"}}',
         b'{"payload":{"op":"INSERT","x":["\\udc00"]}}',
+        # lone surrogates in a duplicate member that is dropped (first wins) still count
+        b'{"payload":{"op":"INSERT","x":1,"x":"\\ud800"}}',
+        b'{"payload":{"op":"INSERT","x":1,"x":{"\\udc00":1}}}',
+        b'{"payload":{"op":"INSERT","op":"\\ud83d\\ud83d\\ude00"}}',
+        b'{"payload":{"op":"INSERT","x":"\\\\ud800\\ud800"}}',
         b'{"payload":{"op":"INSERT"},"\\udbff\\u0041":1}',
         b'{"payload":{"op":"INSERT","x":"\\ude00\\ud83d"}}',
         # structure and types
@@ -720,7 +740,7 @@ def test_generator_is_deterministic_and_exact():
 
 def test_generator_dts_path_is_unchanged():
     dts = generate("tencent-dts", messages=50, seed=2)
-    out = cdc_decode.decode(dts.values, "tencent-dts", engine="python")
+    out = cdc_decode.decode(dts.values, "tencent-dts", engine=ENGINE)
     assert_events_equal(pa.Table.from_batches([out]), dts.expected)
 
 
