@@ -84,12 +84,35 @@ struct Node {
 }
 
 /// A JSON parser whose buffers are kept from one message to the next.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Parser {
     nodes: Vec<Node>,
     stack: Vec<Open>,
     skip: &'static [(&'static str, &'static str)],
+    /// The message last parsed, which the tape spans point into; read only through a
+    /// [`Value`], whose lifetime is the message's (see [`Parser::parse`]).
+    src: *const u8,
+    src_len: usize,
 }
+
+impl Default for Parser {
+    fn default() -> Self {
+        Self {
+            nodes: Vec::new(),
+            stack: Vec::new(),
+            skip: &[],
+            src: std::ptr::null(),
+            src_len: 0,
+        }
+    }
+}
+
+// SAFETY: the raw pointer is only dereferenced through a `Value<'a>`, which borrows both
+// the parser and the message for 'a: no thread can reach the message through a parser
+// that has no live `Value`.
+unsafe impl Send for Parser {}
+// SAFETY: as above; a shared parser gives out nothing that writes.
+unsafe impl Sync for Parser {}
 
 /// An open container: its node (none while skipping) and whether it is an object.
 #[derive(Debug, Clone, Copy)]
@@ -132,9 +155,11 @@ impl Parser {
             skipping: 0,
         }
         .document()?;
+        // A value is two words, cheap to pass around: the parser, and a place on its tape.
+        self.src = src.as_ptr();
+        self.src_len = src.len();
         Ok(Value {
-            src,
-            nodes: &self.nodes,
+            parser: self,
             at: 0,
         })
     }
@@ -193,6 +218,51 @@ fn key_hash(text: &[u8]) -> u32 {
     let mixed =
         (first ^ last.rotate_left(29) ^ ((n as u64) << 56)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (mixed >> 32) as u32
+}
+
+/// [`key_hash`] at compile time, for [`Name`]s: the same value, in a `const fn`.
+const fn const_key_hash(text: &[u8]) -> u32 {
+    const fn word(text: &[u8], at: usize, len: usize) -> u64 {
+        let mut word = 0u64;
+        let mut i = 0;
+        while i < len {
+            word |= (text[at + i] as u64) << (8 * i);
+            i += 1;
+        }
+        word
+    }
+    let n = text.len();
+    let (first, last) = if n >= 8 {
+        (word(text, 0, 8), word(text, n - 8, 8))
+    } else {
+        (word(text, 0, n), 0)
+    };
+    let mixed =
+        (first ^ last.rotate_left(29) ^ ((n as u64) << 56)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    (mixed >> 32) as u32
+}
+
+/// A key a decoder looks for, with its hash computed at compile time: comparing it with a
+/// member's key mostly compares two numbers.
+#[derive(Debug, Clone, Copy)]
+pub struct Name {
+    text: &'static str,
+    hash: u32,
+}
+
+impl Name {
+    /// The key `text`.
+    pub const fn new(text: &'static str) -> Self {
+        Self {
+            text,
+            hash: const_key_hash(text.as_bytes()),
+        }
+    }
+
+    /// The key's text.
+    pub fn text(&self) -> &'static str {
+        self.text
+    }
 }
 
 /// The 8 bytes of `bytes` at `at` as a little-endian word.
@@ -406,6 +476,7 @@ impl Scanner<'_> {
         let key = Str {
             raw,
             escaped: tag == Tag::Escaped,
+            hash: Some(hash),
         };
         match self.stack.len() {
             1 => {
@@ -535,8 +606,7 @@ pub enum Kind {
 /// One value of a parsed message: a position on the parser's tape.
 #[derive(Debug, Clone, Copy)]
 pub struct Value<'a> {
-    src: &'a [u8],
-    nodes: &'a [Node],
+    parser: &'a Parser,
     at: usize,
 }
 
@@ -545,16 +615,31 @@ pub struct Value<'a> {
 pub struct Str<'a> {
     raw: &'a [u8],
     escaped: bool,
+    /// For a member's key: the hash of its text ([`key_hash`]).
+    hash: Option<u32>,
 }
 
 impl<'a> Value<'a> {
+    #[inline(always)]
+    fn nodes(&self) -> &'a [Node] {
+        &self.parser.nodes
+    }
+
+    #[inline(always)]
+    fn src(&self) -> &'a [u8] {
+        // SAFETY: `Parser::parse` set these from a `&'a [u8]` and returned this value with
+        // lifetime 'a, and the parser cannot parse again while it is borrowed by it.
+        unsafe { std::slice::from_raw_parts(self.parser.src, self.parser.src_len) }
+    }
+
+    #[inline(always)]
     fn node(&self) -> Node {
-        self.nodes[self.at]
+        self.nodes()[self.at]
     }
 
     fn span(&self) -> &'a [u8] {
         let node = self.node();
-        &self.src[node.start as usize..node.end as usize]
+        &self.src()[node.start as usize..node.end as usize]
     }
 
     fn at(&self, at: usize) -> Value<'a> {
@@ -587,6 +672,7 @@ impl<'a> Value<'a> {
             Tag::Plain | Tag::Escaped => Some(Str {
                 raw: self.span(),
                 escaped: node.tag == Tag::Escaped,
+                hash: None,
             }),
             _ => None,
         }
@@ -612,17 +698,25 @@ impl<'a> Value<'a> {
 
     /// The value of the first member named `key`, for an object.
     pub fn get(&self, key: &str) -> Option<Value<'a>> {
+        self.find(key, key_hash(key.as_bytes()))
+    }
+
+    /// Like [`Value::get`], for a key known at compile time.
+    pub fn get_name(&self, name: &Name) -> Option<Value<'a>> {
+        self.find(name.text, name.hash)
+    }
+
+    fn find(&self, key: &str, hash: u32) -> Option<Value<'a>> {
         if self.node().tag != Tag::Object {
             return None;
         }
-        let hash = key_hash(key.as_bytes());
         let mut i = self.at + 1;
         let end = self.node().next as usize;
         while i < end {
-            if self.nodes[i].count == hash && self.at(i).as_str()?.eq_str(key) {
+            if self.nodes()[i].count == hash && self.at(i).as_str()?.eq_str(key) {
                 return Some(self.at(i + 1));
             }
-            i = self.nodes[i + 1].next as usize;
+            i = self.nodes()[i + 1].next as usize;
         }
         None
     }
@@ -640,8 +734,18 @@ impl<'a> Value<'a> {
             object: *self,
             next: start,
             end,
+            dedup: true,
             bloom: 0,
             seen: (node.count > LINEAR_DEDUP).then(HashSet::new),
+        }
+    }
+
+    /// An object's members in the order sent, later duplicates of a key included: cheaper
+    /// than [`Value::members`] for a reader that keeps the first of each key it wants.
+    pub fn all_members(&self) -> Members<'a> {
+        Members {
+            dedup: false,
+            ..self.members()
         }
     }
 
@@ -740,6 +844,8 @@ pub struct Members<'a> {
     object: Value<'a>,
     next: usize,
     end: usize,
+    /// Later duplicates of a key are left out.
+    dedup: bool,
     /// One bit per key hash seen (mod 64): a key whose bit is clear is new.
     bloom: u64,
     /// Keys so far, for objects too large to compare each key with those before it.
@@ -753,7 +859,7 @@ impl<'a> Members<'a> {
         if let Some(seen) = &mut self.seen {
             return !seen.insert(key.text());
         }
-        let nodes = self.object.nodes;
+        let nodes = self.object.nodes();
         let hash = nodes[key_at].count;
         let bit = 1 << (hash % 64);
         if self.bloom & bit == 0 {
@@ -778,10 +884,11 @@ impl<'a> Iterator for Members<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         while self.next < self.end {
             let at = self.next;
-            let key = self.object.at(at).as_str()?;
+            let mut key = self.object.at(at).as_str()?;
+            key.hash = Some(self.object.nodes()[at].count);
             let value = self.object.at(at + 1);
-            self.next = self.object.nodes[at + 1].next as usize;
-            if !self.repeats(key, at) {
+            self.next = self.object.nodes()[at + 1].next as usize;
+            if !self.dedup || !self.repeats(key, at) {
                 return Some((key, value));
             }
         }
@@ -802,7 +909,7 @@ impl<'a> Iterator for Items<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         (self.next < self.end).then(|| {
             let item = self.array.at(self.next);
-            self.next = self.array.nodes[self.next].next as usize;
+            self.next = self.array.nodes()[self.next].next as usize;
             item
         })
     }
@@ -838,6 +945,12 @@ impl<'a> Str<'a> {
         } else {
             bytes_eq(self.raw, other.as_bytes())
         }
+    }
+
+    /// True when this is the key `name` (quick for the keys [`Value::members`] yields).
+    #[inline(always)]
+    pub fn is(&self, name: &Name) -> bool {
+        self.hash.is_none_or(|hash| hash == name.hash) && self.eq_str(name.text)
     }
 
     /// True when both have the same text.
@@ -1165,6 +1278,28 @@ mod tests {
             parser.parse(deeper.as_bytes()).err(),
             Some(JsonError::TooDeep)
         );
+    }
+
+    #[test]
+    fn names_hash_as_keys_do() {
+        for text in [
+            "",
+            "a",
+            "op",
+            "sequenceId",
+            "checkpointTime",
+            "dataColumn",
+            "1234567",
+        ] {
+            assert_eq!(Name::new(text).hash, key_hash(text.as_bytes()), "{text}");
+        }
+        let mut parser = Parser::default();
+        let top = parser.parse(br#"{"\u006fp":1,"op":2,"x":3}"#).unwrap();
+        const OP: Name = Name::new("op");
+        let ops: Vec<_> = top.members().filter(|(k, _)| k.is(&OP)).collect();
+        assert_eq!(ops.len(), 1);
+        assert_eq!(ops[0].1.number(), Some("1"));
+        assert_eq!(top.get_name(&OP).unwrap().number(), Some("1"));
     }
 
     #[test]

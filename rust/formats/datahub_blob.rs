@@ -12,7 +12,7 @@ use crate::decoder::Sink;
 use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
-use crate::json::{self, field, Kind, Str, Value};
+use crate::json::{self, field, Kind, Name, Str, Value};
 use crate::sequence::OrderKey;
 
 /// The format's name.
@@ -70,22 +70,97 @@ fn op_of(source_op: &str) -> &'static str {
     }
 }
 
-// Fields that have a column (or are read for one); an object's other fields go to metadata.
-const TOP_KNOWN: &[&str] = &["schema", "payload", "version"];
-const SCHEMA_KNOWN: &[&str] = &["dataColumn", "primaryKey", "source"];
-const SOURCE_KNOWN: &[&str] = &["dbType", "dbVersion", "dbName", "schemaName", "tableName"];
-const PAYLOAD_KNOWN: &[&str] = &["before", "after", "op", "sequenceId", "timestamp", "ddl"];
-const TIMESTAMP_KNOWN: &[&str] = &["eventTime", "systemTime", "checkpointTime"];
-const DDL_KNOWN: &[&str] = &["text", "ddlMeta"];
+// The fields read from each object, in one pass over its members; its other members go to
+// metadata.
+const TOP: [Name; 3] = [
+    Name::new("schema"),
+    Name::new("payload"),
+    Name::new("version"),
+];
+const SCHEMA: [Name; 3] = [
+    Name::new("dataColumn"),
+    Name::new("primaryKey"),
+    Name::new("source"),
+];
+const SOURCE: [Name; 5] = [
+    Name::new("dbType"),
+    Name::new("dbVersion"),
+    Name::new("dbName"),
+    Name::new("schemaName"),
+    Name::new("tableName"),
+];
+const PAYLOAD: [Name; 6] = [
+    Name::new("before"),
+    Name::new("after"),
+    Name::new("op"),
+    Name::new("sequenceId"),
+    Name::new("timestamp"),
+    Name::new("ddl"),
+];
+const TIMESTAMP: [Name; 3] = [
+    Name::new("eventTime"),
+    Name::new("systemTime"),
+    Name::new("checkpointTime"),
+];
+const DDL: [Name; 2] = [Name::new("text"), Name::new("ddlMeta")];
+const DATA_COLUMN: Name = Name::new("dataColumn");
+
+/// One object's members: those named in `names` (by position) and whether it has others.
+struct Members<'a, const N: usize> {
+    object: Option<Value<'a>>,
+    names: &'static [Name; N],
+    fields: [Option<Value<'a>>; N],
+    others: bool,
+}
+
+impl<'a, const N: usize> Members<'a, N> {
+    /// Reads `object` (an object or `None`) in one pass, keeping the first of duplicates.
+    fn read(object: Option<Value<'a>>, names: &'static [Name; N]) -> Self {
+        let mut fields = [None; N];
+        let mut others = false;
+        for (key, value) in object.iter().flat_map(|o| o.all_members()) {
+            match names.iter().position(|name| key.is(name)) {
+                Some(i) => {
+                    fields[i].get_or_insert(value);
+                }
+                None => others = true,
+            }
+        }
+        Self {
+            object,
+            names,
+            fields,
+            others,
+        }
+    }
+
+    /// Adds the members not in `names` to `metadata` (not null, first key wins).
+    fn others_into(&self, metadata: &mut MapColumn) {
+        if !self.others {
+            return;
+        }
+        for (key, value) in self.object.iter().flat_map(|o| o.members()) {
+            if value.is_null() || self.names.iter().any(|name| key.is(name)) {
+                continue;
+            }
+            let key = key.text();
+            if !metadata.has_key(&key) {
+                metadata.entry_with(&key, |out| {
+                    value.render_into(out);
+                });
+            }
+        }
+    }
+}
 
 /// The fields of one message, read and checked.
 struct Event<'a> {
-    message: Value<'a>,
-    schema: Option<Value<'a>>,
-    source: Option<Value<'a>>,
-    payload: Value<'a>,
-    timestamp: Option<Value<'a>>,
-    ddl: Option<Value<'a>>,
+    top: Members<'a, 3>,
+    schema: Members<'a, 3>,
+    source: Members<'a, 5>,
+    payload: Members<'a, 6>,
+    timestamp: Members<'a, 3>,
+    ddl: Members<'a, 2>,
     source_op: Str<'a>,
     source_db: Option<Str<'a>>,
     source_schema: Option<Str<'a>>,
@@ -103,14 +178,35 @@ struct Event<'a> {
     sequence_id: Option<i64>,
 }
 
-fn get<'a>(object: Option<Value<'a>>, key: &str) -> Option<Value<'a>> {
-    object.and_then(|o| o.get(key))
-}
-
 /// `payload.before` / `payload.after`: its `dataColumn` object, if any.
 fn image<'a>(side: Option<Value<'a>>, path: &str, columns: &str) -> Result<Option<Value<'a>>> {
     let side = field::object(side, path)?;
-    field::object(get(side, "dataColumn"), columns)
+    field::object(side.and_then(|s| s.get_name(&DATA_COLUMN)), columns)
+}
+
+/// `schema.primaryKey`: an array of strings, `None` when null/absent or empty.
+fn primary_key(keys: Option<Value<'_>>) -> Result<Option<Value<'_>>> {
+    let Some(keys) = keys.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    if keys.kind() != Kind::Array {
+        let problem = format!("expected an array, got {}", keys.describe());
+        return Err(field::error("schema.primaryKey", problem));
+    }
+    for (i, key) in keys.items().enumerate() {
+        match key.kind() {
+            Kind::String => {}
+            Kind::Null => {
+                let problem = "expected strings, got null".to_string();
+                return Err(field::error("schema.primaryKey", problem));
+            }
+            _ => {
+                let problem = format!("expected a string, got {}", key.describe());
+                return Err(field::error(&format!("schema.primaryKey[{i}]"), problem));
+            }
+        }
+    }
+    Ok((!keys.is_empty()).then_some(keys))
 }
 
 impl<'a> Event<'a> {
@@ -118,77 +214,44 @@ impl<'a> Event<'a> {
         if message.kind() != Kind::Object {
             return Err(Error::NotAnObject(message.describe()));
         }
-        let top = Some(message);
-        let schema = field::object(get(top, "schema"), "schema")?;
-        let payload = field::object(get(top, "payload"), "payload")?
+        let top = Members::read(Some(message), &TOP);
+        let [schema, payload, _version] = top.fields;
+        let schema = Members::read(field::object(schema, "schema")?, &SCHEMA);
+        let payload = field::object(payload, "payload")?
             .ok_or_else(|| field::error("payload", "missing".into()))?;
-        let source_op = field::string(payload.get("op"), "payload.op")?
+        let payload = Members::read(Some(payload), &PAYLOAD);
+        let [before, after, op, sequence_id, timestamp, ddl] = payload.fields;
+        let source_op = field::string(op, "payload.op")?
             .ok_or_else(|| field::error("payload.op", "missing".into()))?;
 
-        let source = field::object(get(schema, "source"), "schema.source")?;
-        let source_db = field::string(get(source, "dbName"), "schema.source.dbName")?;
-        let source_schema = field::string(get(source, "schemaName"), "schema.source.schemaName")?;
-        let source_table = field::string(get(source, "tableName"), "schema.source.tableName")?;
-        let db_type = field::string(get(source, "dbType"), "schema.source.dbType")?;
-        let db_version = field::string(get(source, "dbVersion"), "schema.source.dbVersion")?;
+        let [_columns, keys, source] = schema.fields;
+        let source = Members::read(field::object(source, "schema.source")?, &SOURCE);
+        let [db_type, db_version, db_name, schema_name, table_name] = source.fields;
+        let source_db = field::string(db_name, "schema.source.dbName")?;
+        let source_schema = field::string(schema_name, "schema.source.schemaName")?;
+        let source_table = field::string(table_name, "schema.source.tableName")?;
+        let db_type = field::string(db_type, "schema.source.dbType")?;
+        let db_version = field::string(db_version, "schema.source.dbVersion")?;
+        let primary_key = primary_key(keys)?;
 
-        let primary_key = match get(schema, "primaryKey").filter(|v| !v.is_null()) {
-            None => None,
-            Some(keys) if keys.kind() == Kind::Array => {
-                for (i, key) in keys.items().enumerate() {
-                    match key.kind() {
-                        Kind::String => {}
-                        Kind::Null => {
-                            return Err(field::error(
-                                "schema.primaryKey",
-                                "expected strings, got null".into(),
-                            ))
-                        }
-                        _ => {
-                            return Err(field::error(
-                                &format!("schema.primaryKey[{i}]"),
-                                format!("expected a string, got {}", key.describe()),
-                            ))
-                        }
-                    }
-                }
-                (!keys.is_empty()).then_some(keys)
-            }
-            Some(other) => {
-                return Err(field::error(
-                    "schema.primaryKey",
-                    format!("expected an array, got {}", other.describe()),
-                ))
-            }
-        };
+        let timestamp = field::object(timestamp, "payload.timestamp")?;
+        let timestamp = Members::read(timestamp, &TIMESTAMP);
+        let [event_time, system_time, checkpoint] = timestamp.fields;
+        let event_time = field::time(event_time, "payload.timestamp.eventTime")?;
+        let capture_time = field::time(system_time, "payload.timestamp.systemTime")?;
+        let checkpoint = field::time(checkpoint, "payload.timestamp.checkpointTime")?;
 
-        let timestamp = field::object(payload.get("timestamp"), "payload.timestamp")?;
-        let event_time = field::time(get(timestamp, "eventTime"), "payload.timestamp.eventTime")?;
-        let capture_time =
-            field::time(get(timestamp, "systemTime"), "payload.timestamp.systemTime")?;
-        let checkpoint = field::time(
-            get(timestamp, "checkpointTime"),
-            "payload.timestamp.checkpointTime",
-        )?;
+        let ddl = Members::read(field::object(ddl, "payload.ddl")?, &DDL);
+        let [ddl_text, ddl_meta] = ddl.fields;
+        let ddl_text = field::string(ddl_text, "payload.ddl.text")?;
+        let ddl_meta = field::string(ddl_meta, "payload.ddl.ddlMeta")?;
 
-        let ddl = field::object(payload.get("ddl"), "payload.ddl")?;
-        let ddl_text = field::string(get(ddl, "text"), "payload.ddl.text")?;
-        let ddl_meta = field::string(get(ddl, "ddlMeta"), "payload.ddl.ddlMeta")?;
-
-        let before = image(
-            payload.get("before"),
-            "payload.before",
-            "payload.before.dataColumn",
-        )?;
-        let after = image(
-            payload.get("after"),
-            "payload.after",
-            "payload.after.dataColumn",
-        )?;
-        let sequence_id = field::integer(payload.get("sequenceId"), "payload.sequenceId")?;
+        let before = image(before, "payload.before", "payload.before.dataColumn")?;
+        let after = image(after, "payload.after", "payload.after.dataColumn")?;
+        let sequence_id = field::integer(sequence_id, "payload.sequenceId")?;
 
         Ok(Self {
-            message,
+            top,
             schema,
             source,
             payload,
@@ -279,7 +342,7 @@ impl<'a> Event<'a> {
     }
 
     fn write_metadata(&self, map: &mut MapColumn) {
-        if let Some(version) = self.message.get("version").filter(|v| !v.is_null()) {
+        if let Some(version) = self.top.fields[2].filter(|v| !v.is_null()) {
             map.entry_with("version", |out| {
                 version.render_into(out);
             });
@@ -295,31 +358,12 @@ impl<'a> Event<'a> {
         if let Some(meta) = self.ddl_meta {
             map.entry_with("ddlMeta", |out| meta.write_to(out));
         }
-        for (object, known) in [
-            (Some(self.message), TOP_KNOWN),
-            (self.schema, SCHEMA_KNOWN),
-            (self.source, SOURCE_KNOWN),
-            (Some(self.payload), PAYLOAD_KNOWN),
-            (self.timestamp, TIMESTAMP_KNOWN),
-            (self.ddl, DDL_KNOWN),
-        ] {
-            let Some(object) = object else { continue };
-            for (key, value) in object.members() {
-                if value.is_null() {
-                    continue;
-                }
-                if known.iter().any(|k| key.eq_str(k)) {
-                    continue;
-                }
-                let key = key.text();
-                if map.has_key(&key) {
-                    continue;
-                }
-                map.entry_with(&key, |out| {
-                    value.render_into(out);
-                });
-            }
-        }
+        self.top.others_into(map);
+        self.schema.others_into(map);
+        self.source.others_into(map);
+        self.payload.others_into(map);
+        self.timestamp.others_into(map);
+        self.ddl.others_into(map);
         if map.is_open_empty() {
             map.push_null();
         } else {
