@@ -118,6 +118,8 @@ unsafe impl Sync for Parser {}
 #[derive(Debug, Clone, Copy)]
 struct Open {
     node: u32,
+    /// Members or items so far, written to the node when it closes.
+    count: u32,
     object: bool,
 }
 
@@ -349,7 +351,11 @@ impl Scanner<'_> {
                         self.scalar(pos, pos, tag);
                         self.nodes.len() as u32 - 1
                     };
-                    self.stack.push(Open { node, object });
+                    self.stack.push(Open {
+                        node,
+                        count: 0,
+                        object,
+                    });
                     if skip {
                         self.skipping = self.stack.len();
                     }
@@ -419,6 +425,7 @@ impl Scanner<'_> {
                             let node = &mut self.nodes[top.node as usize];
                             node.end = pos as u32 + 1;
                             node.next = next;
+                            node.count = top.count;
                             self.skipping = 0;
                         }
                         self.stack.pop();
@@ -434,8 +441,8 @@ impl Scanner<'_> {
     /// A value or a container (counted as a member or item of the open container).
     #[inline(always)]
     fn scalar(&mut self, start: usize, end: usize, tag: Tag) {
-        if let Some(parent) = self.stack.last() {
-            self.nodes[parent.node as usize].count += 1;
+        if let Some(parent) = self.stack.last_mut() {
+            parent.count += 1;
         }
         self.push(tag, start, end);
     }
@@ -457,6 +464,7 @@ impl Scanner<'_> {
     }
 
     /// Puts the key `start..end` on the tape, and notes whether its value is to be skipped.
+    #[inline(always)]
     fn record_key(&mut self, start: usize, end: usize, escaped: bool) {
         let raw = &self.src[start..end];
         let (tag, hash) = if escaped {
