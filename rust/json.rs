@@ -182,7 +182,9 @@ struct Scanner<'s> {
 
 #[inline(always)]
 fn is_ws(b: u8) -> bool {
-    matches!(b, b' ' | b'\t' | b'\n' | b'\r')
+    // One comparison for the bytes after which compact JSON mostly stands: `,:]}"`.
+    const WS: u64 = 1 << b' ' | 1 << b'\t' | 1 << b'\n' | 1 << b'\r';
+    b <= b' ' && WS & (1 << b) != 0
 }
 
 const fn splat(b: u8) -> u64 {
@@ -203,6 +205,63 @@ fn special(w: u64) -> u64 {
     quote | backslash | control
 }
 
+/// The index of the first byte at or after `i` that is `"`, `\` or a control character
+/// (or the end): sixteen bytes at a time with SSE2 (every x86-64 has it), else eight.
+#[inline(always)]
+fn special_at(src: &[u8], mut i: usize) -> usize {
+    #[cfg(target_arch = "x86_64")]
+    while let Some(chunk) = src.get(i..i + 16) {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of x86-64; the load reads the 16 bytes of `chunk`.
+        let mask = unsafe {
+            let v = _mm_loadu_si128(chunk.as_ptr().cast());
+            let quote = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'"' as i8));
+            let backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8(b'\\' as i8));
+            let limit = _mm_set1_epi8(0x1F);
+            let control = _mm_cmpeq_epi8(_mm_max_epu8(v, limit), limit);
+            _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(quote, backslash), control))
+        };
+        if mask != 0 {
+            return i + mask.trailing_zeros() as usize;
+        }
+        i += 16;
+    }
+    while let Some(chunk) = src.get(i..i + 8) {
+        let mask = special(load8(chunk, 0));
+        if mask != 0 {
+            // The lowest flagged byte is always a true one.
+            return i + (mask.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < src.len() && !matches!(src[i], b'"' | b'\\' | 0..=0x1F) {
+        i += 1;
+    }
+    i
+}
+
+/// The index of the first byte at or after `i` that is not an ASCII digit: eight bytes at a
+/// time (the long digit runs of epoch times and sequence ids).
+#[inline(always)]
+fn digits_end(src: &[u8], mut i: usize) -> usize {
+    while let Some(chunk) = src.get(i..i + 8) {
+        let w = load8(chunk, 0);
+        // A byte is a digit when its high nibble is 3 and adding 6 keeps it 3. A carry out
+        // of a byte only starts at a non-digit, so the lowest flag is exact.
+        let high = splat(0xF0);
+        let not_digit =
+            ((w & high) ^ splat(0x30)) | ((w.wrapping_add(splat(0x06)) & high) ^ splat(0x30));
+        if not_digit != 0 {
+            return i + (not_digit.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while src.get(i).is_some_and(u8::is_ascii_digit) {
+        i += 1;
+    }
+    i
+}
+
 /// A hash of a key's text, kept on the tape so key comparisons mostly compare two numbers:
 /// its length and its first and last eight bytes, mixed.
 #[inline(always)]
@@ -217,6 +276,12 @@ fn key_hash(text: &[u8]) -> u32 {
         }
         (word, 0)
     };
+    mix_hash(first, last, n)
+}
+
+/// The hash of a key of `n` bytes from its first and last eight (zero-padded) bytes.
+#[inline(always)]
+const fn mix_hash(first: u64, last: u64, n: usize) -> u32 {
     let mixed =
         (first ^ last.rotate_left(29) ^ ((n as u64) << 56)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     (mixed >> 32) as u32
@@ -239,9 +304,7 @@ const fn const_key_hash(text: &[u8]) -> u32 {
     } else {
         (word(text, 0, n), 0)
     };
-    let mixed =
-        (first ^ last.rotate_left(29) ^ ((n as u64) << 56)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    (mixed >> 32) as u32
+    mix_hash(first, last, n)
 }
 
 /// A key a decoder looks for, with its hash computed at compile time: comparing it with a
@@ -448,6 +511,7 @@ impl Scanner<'_> {
     }
 
     /// An object key at `pos` and its colon: returns where the value starts.
+    #[inline(always)]
     fn key(&mut self, pos: usize) -> Result<usize> {
         if self.src.get(pos) != Some(&b'"') {
             return self.error("expected a string key", pos);
@@ -471,6 +535,10 @@ impl Scanner<'_> {
             let mut text = Vec::with_capacity(raw.len());
             unescape_into(raw, &mut text);
             (Tag::Escaped, key_hash(&text))
+        } else if let Some(chunk) = self.src.get(start..start + 8).filter(|_| raw.len() < 8) {
+            // A short key read as one word from the message, masked to its length.
+            let word = load8(chunk, 0) & ((1u64 << (8 * raw.len())) - 1);
+            (Tag::Plain, mix_hash(word, 0, raw.len()))
         } else {
             (Tag::Plain, key_hash(raw))
         };
@@ -508,21 +576,7 @@ impl Scanner<'_> {
         let mut i = pos + 1;
         let mut escaped = false;
         loop {
-            loop {
-                let Some(chunk) = src.get(i..i + 8) else {
-                    while i < src.len() && !matches!(src[i], b'"' | b'\\' | 0..=0x1F) {
-                        i += 1;
-                    }
-                    break;
-                };
-                let mask = special(load8(chunk, 0));
-                if mask != 0 {
-                    // The lowest flagged byte is always a true one.
-                    i += (mask.trailing_zeros() / 8) as usize;
-                    break;
-                }
-                i += 8;
-            }
+            i = special_at(src, i);
             match src.get(i) {
                 None => return self.error("unterminated string", pos),
                 Some(b'"') => return Ok((i + 1, escaped)),
@@ -536,6 +590,8 @@ impl Scanner<'_> {
     }
 
     /// The escape at `i` (a backslash): returns the index after it.
+    #[cold]
+    #[inline(never)]
     fn escape(&self, i: usize) -> Result<usize> {
         let src = self.src;
         match src.get(i + 1) {
@@ -566,12 +622,7 @@ impl Scanner<'_> {
     fn number(&self, pos: usize) -> Result<usize> {
         let src = self.src;
         let digit = |i: usize| src.get(i).is_some_and(u8::is_ascii_digit);
-        let digits = |mut i: usize| {
-            while digit(i) {
-                i += 1;
-            }
-            i
-        };
+        let digits = |i: usize| digits_end(src, i);
         let mut i = pos + usize::from(src[pos] == b'-');
         match src.get(i) {
             Some(b'0') => i += 1,
@@ -740,6 +791,8 @@ impl<'a> Value<'a> {
         };
         Members {
             object: *self,
+            nodes: self.nodes(),
+            src: self.src(),
             next: start,
             end,
             dedup: true,
@@ -850,6 +903,8 @@ impl<'a> Value<'a> {
 /// See [`Value::members`].
 pub struct Members<'a> {
     object: Value<'a>,
+    nodes: &'a [Node],
+    src: &'a [u8],
     next: usize,
     end: usize,
     /// Later duplicates of a key are left out.
@@ -867,7 +922,7 @@ impl<'a> Members<'a> {
         if let Some(seen) = &mut self.seen {
             return !seen.insert(key.text());
         }
-        let nodes = self.object.nodes();
+        let nodes = self.nodes;
         let hash = nodes[key_at].count;
         let bit = 1 << (hash % 64);
         if self.bloom & bit == 0 {
@@ -892,10 +947,14 @@ impl<'a> Iterator for Members<'a> {
     fn next(&mut self) -> Option<Self::Item> {
         while self.next < self.end {
             let at = self.next;
-            let mut key = self.object.at(at).as_str()?;
-            key.hash = Some(self.object.nodes()[at].count);
+            let (name, value) = (self.nodes[at], self.nodes[at + 1]);
+            let key = Str {
+                raw: &self.src[name.start as usize..name.end as usize],
+                escaped: name.tag == Tag::Escaped,
+                hash: Some(name.count),
+            };
+            self.next = value.next as usize;
             let value = self.object.at(at + 1);
-            self.next = self.object.nodes()[at + 1].next as usize;
             if !self.dedup || !self.repeats(key, at) {
                 return Some((key, value));
             }
@@ -1132,14 +1191,25 @@ pub mod field {
         if digits.is_empty() {
             return None;
         }
-        // Accumulated negative: i64::MIN has no positive counterpart.
+        // Accumulated negative: i64::MIN has no positive counterpart. Up to 18 digits
+        // cannot overflow; longer runs (leading zeros included) are checked.
         let mut value: i64 = 0;
-        for b in digits.bytes() {
-            let digit = b.wrapping_sub(b'0');
-            if digit > 9 {
-                return None;
+        if digits.len() <= 18 {
+            for b in digits.bytes() {
+                let digit = b.wrapping_sub(b'0');
+                if digit > 9 {
+                    return None;
+                }
+                value = value * 10 - digit as i64;
             }
-            value = value.checked_mul(10)?.checked_sub(digit as i64)?;
+        } else {
+            for b in digits.bytes() {
+                let digit = b.wrapping_sub(b'0');
+                if digit > 9 {
+                    return None;
+                }
+                value = value.checked_mul(10)?.checked_sub(digit as i64)?;
+            }
         }
         if negative {
             Some(value)
