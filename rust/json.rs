@@ -376,13 +376,18 @@ impl Scanner<'_> {
 
     #[inline(always)]
     fn push(&mut self, tag: Tag, start: usize, end: usize) {
+        self.push_counted(tag, start, end, 0);
+    }
+
+    #[inline(always)]
+    fn push_counted(&mut self, tag: Tag, start: usize, end: usize, count: u32) {
         let next = self.nodes.len() as u32 + 1;
         self.nodes.push(Node {
             tag,
             start: start as u32,
             end: end as u32,
             next,
-            count: 0,
+            count,
         });
     }
 
@@ -542,11 +547,10 @@ impl Scanner<'_> {
         } else {
             (Tag::Plain, key_hash(raw))
         };
-        self.push(tag, start, end);
         // A key has no members: its `count` holds the hash of its text.
-        let last = self.nodes.len() - 1;
-        self.nodes[last].count = hash;
-        if self.skip.is_empty() {
+        self.push_counted(tag, start, end, hash);
+        let depth = self.stack.len();
+        if depth > 2 || self.skip.is_empty() {
             return;
         }
         let key = Str {
@@ -554,7 +558,7 @@ impl Scanner<'_> {
             escaped: tag == Tag::Escaped,
             hash: Some(hash),
         };
-        match self.stack.len() {
+        match depth {
             1 => {
                 self.under = self
                     .skip
