@@ -67,6 +67,9 @@ pub enum Error {
         option: &'static str,
         format: String,
     },
+    /// A `columns` option that cannot name images.
+    #[error("{0}")]
+    Columns(String),
     /// Reassembly keys that do not line up with the values.
     #[error("keys must be a string array as long as the values ({values}), got {keys}")]
     Keys { values: usize, keys: String },

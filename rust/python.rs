@@ -24,7 +24,8 @@ fn to_py(error: Error) -> PyErr {
         Error::UnknownFormat(..)
         | Error::UnknownMode(_)
         | Error::Keys { .. }
-        | Error::Option { .. } => PyValueError::new_err(error.to_string()),
+        | Error::Option { .. }
+        | Error::Columns(_) => PyValueError::new_err(error.to_string()),
         Error::InputType(_) => PyTypeError::new_err(error.to_string()),
         other => DecodeError::new_err(other.to_string()),
     }

@@ -43,6 +43,8 @@ def _check_columns(format: str, columns: Columns) -> dict[str, list[str]]:
         names = list(names)
         if not all(isinstance(n, str) for n in names):
             raise TypeError(f"columns[{table!r}] must be a list of column names")
+        if len(set(names)) != len(names):
+            raise ValueError(f"columns[{table!r}] names a column twice")
         checked[table] = names
     return checked
 

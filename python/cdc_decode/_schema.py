@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-FORMATS: tuple[str, ...] = ("tencent-dts", "datahub-blob")
+FORMATS: tuple[str, ...] = ("tencent-dts", "datahub-blob", "tdsql-json")
 """The format names ``decode`` accepts."""
 
 MODES: tuple[str, ...] = ("permissive", "dropmalformed", "failfast")

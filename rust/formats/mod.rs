@@ -8,10 +8,11 @@ use crate::decoder::Sink;
 use crate::error::{Error, Result};
 
 pub mod datahub_blob;
+pub mod tdsql_json;
 pub mod tencent_dts;
 
 /// The format names, as `decode` accepts them.
-pub const FORMATS: &[&str] = &["tencent-dts", "datahub-blob"];
+pub const FORMATS: &[&str] = &["tencent-dts", "datahub-blob", "tdsql-json"];
 
 /// What a format does with messages; the shared loop in [`crate::decoder::Decoder`] handles
 /// nulls (tombstones), ordinals and modes.
@@ -61,6 +62,10 @@ pub fn new_decoder(
         "datahub-blob" => Ok((
             datahub_blob::FORMAT,
             Box::new(datahub_blob::DatahubBlob::default()),
+        )),
+        "tdsql-json" => Ok((
+            tdsql_json::FORMAT,
+            Box::new(tdsql_json::TdsqlJson::new(options.columns.clone())?),
         )),
         other => Err(Error::UnknownFormat(other.to_string(), FORMATS.join(", "))),
     }

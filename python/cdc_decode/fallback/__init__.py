@@ -6,6 +6,7 @@ docs/events.md); one module per format decodes single messages:
 
 - :mod:`.tencent_dts`: ``tencent-dts``.
 - :mod:`.datahub_blob`: ``datahub-blob``.
+- :mod:`.tdsql_json`: ``tdsql-json``.
 
 A format class takes the decoder's options as keyword arguments (only those given:
 ``columns`` for ``tdsql-json``) and has ``decode(raw, key, ordinal, sink)`` (one
@@ -27,6 +28,7 @@ from ._events import EventSink
 _FORMATS = {
     "tencent-dts": ("tencent_dts", "TencentDts"),
     "datahub-blob": ("datahub_blob", "DatahubBlob"),
+    "tdsql-json": ("tdsql_json", "TdsqlJson"),
 }
 
 FORMATS: tuple[str, ...] = tuple(_FORMATS)

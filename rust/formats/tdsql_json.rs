@@ -1,0 +1,438 @@
+//! `tdsql-json`: TencentDB for MariaDB / TDSQL subscription binlog JSON, one event per
+//! message. Every rule is written down in docs/formats/tdsql-json.md, which the Python
+//! fallback follows too. The JSON and field rules are datahub-blob's ([`crate::json`]).
+//!
+//! As in datahub-blob, a message's fields are read and checked first, then the row is
+//! written: only the row images can still fail while writing (an item of the wrong type),
+//! and the sink takes a failed message's half-written row back.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+
+use crate::decoder::Sink;
+use crate::error::{Error, Result};
+use crate::events::{BytesColumn, EventBuilder, MapColumn};
+use crate::formats::FormatDecoder;
+use crate::json::{self, field, Kind, Name, Str, Value};
+use crate::sequence::OrderKey;
+
+/// The format's name.
+pub const FORMAT: &str = "tdsql-json";
+
+/// The largest |seconds| whose microseconds fit an i64.
+const MAX_SECONDS: i64 = i64::MAX / 1_000_000;
+
+/// Decodes `tdsql-json` messages; holds the `columns` option and the parser's buffers.
+#[derive(Debug, Default)]
+pub struct TdsqlJson {
+    parser: json::Parser,
+    /// `db.table` → the names of its positional values.
+    columns: HashMap<String, Vec<String>>,
+    /// `db.table` of the message being decoded (reused).
+    table_key: String,
+}
+
+impl TdsqlJson {
+    /// A decoder naming the images of each `db.table` in `columns`.
+    pub fn new(columns: Option<HashMap<String, Vec<String>>>) -> Result<Self> {
+        let columns = columns.unwrap_or_default();
+        for (table, names) in &columns {
+            let mut seen = std::collections::HashSet::new();
+            if let Some(name) = names.iter().find(|n| !seen.insert(n.as_str())) {
+                return Err(Error::Columns(format!(
+                    "columns['{table}'] names the column '{name}' twice"
+                )));
+            }
+        }
+        Ok(Self {
+            columns,
+            ..Self::default()
+        })
+    }
+}
+
+impl FormatDecoder for TdsqlJson {
+    fn decode(
+        &mut self,
+        sink: &mut Sink,
+        ordinal: i64,
+        value: Bytes,
+        _key: Option<&str>,
+    ) -> Result<()> {
+        let Self {
+            parser,
+            columns,
+            table_key,
+        } = self;
+        sink.events(ordinal, &value, |rows| {
+            let message = parser.parse(&value)?;
+            let event = Event::read(message)?;
+            let names = match (event.db, event.table) {
+                (Some(db), Some(table)) if !columns.is_empty() => {
+                    table_key.clear();
+                    table_key.push_str(&db.text());
+                    table_key.push('.');
+                    table_key.push_str(&table.text());
+                    columns.get(table_key.as_str()).map(Vec::as_slice)
+                }
+                _ => None,
+            };
+            event.write(rows, names)
+        })
+    }
+}
+
+fn op_of(source_op: &str) -> &'static str {
+    match source_op {
+        "insert" => "insert",
+        "update" => "update",
+        "delete" => "delete",
+        "gtid" => "begin",
+        "xid" => "commit",
+        "query" => "ddl",
+        _ => "other",
+    }
+}
+
+// The fields with a column of their own, in one pass over the members; every other field
+// goes to metadata. `filename` and `orgoffset` make `position` and stay in metadata too.
+const FIELDS: [Name; 12] = [
+    Name::new("eventtypestr"),
+    Name::new("db"),
+    Name::new("table"),
+    Name::new("begintime"),
+    Name::new("gtid"),
+    Name::new("event_index"),
+    Name::new("sub_event_index"),
+    Name::new("where"),
+    Name::new("field"),
+    Name::new("sql"),
+    Name::new("filename"),
+    Name::new("orgoffset"),
+];
+/// How many of [`FIELDS`] stay out of metadata.
+const OWN_COLUMN: usize = 10;
+
+/// The fields of one message, read and checked.
+struct Event<'a> {
+    message: Value<'a>,
+    others: bool,
+    source_op: Str<'a>,
+    db: Option<Str<'a>>,
+    table: Option<Str<'a>>,
+    begin_micros: Option<i64>,
+    gtid: Option<Str<'a>>,
+    event_index: Option<i64>,
+    sub_index: Option<i64>,
+    before: Option<Value<'a>>,
+    after: Option<Value<'a>>,
+    sql: Option<Str<'a>>,
+    filename: Option<Str<'a>>,
+    offset: Option<i64>,
+}
+
+/// `event_index` / `sub_event_index`: a non-negative integer.
+fn index(value: Option<Value<'_>>, path: &str) -> Result<Option<i64>> {
+    match field::integer(value, path)? {
+        Some(n) if n < 0 => Err(field::error(
+            path,
+            format!(
+                "expected a non-negative integer, got {}",
+                value.map_or_else(String::new, |v| v.describe())
+            ),
+        )),
+        n => Ok(n),
+    }
+}
+
+/// `where` / `field`: an array, `None` when null/absent or empty.
+fn image<'a>(value: Option<Value<'a>>, path: &str) -> Result<Option<Value<'a>>> {
+    match value.filter(|v| !v.is_null()) {
+        None => Ok(None),
+        Some(v) if v.kind() == Kind::Array => Ok((!v.is_empty()).then_some(v)),
+        Some(v) => Err(field::error(
+            path,
+            format!("expected an array, got {}", v.describe()),
+        )),
+    }
+}
+
+impl<'a> Event<'a> {
+    fn read(message: Value<'a>) -> Result<Self> {
+        if message.kind() != Kind::Object {
+            return Err(Error::NotAnObject(message.describe()));
+        }
+        let mut fields = [None; 12];
+        let mut others = false;
+        for (key, value) in message.all_members() {
+            match FIELDS.iter().position(|name| key.is(name)) {
+                Some(i) => {
+                    fields[i].get_or_insert(value);
+                    others |= i >= OWN_COLUMN;
+                }
+                None => others = true,
+            }
+        }
+        let [source_op, db, table, begintime, gtid, event_index, sub_index, before, after, sql, filename, offset] =
+            fields;
+        let source_op = field::string(source_op, "eventtypestr")?
+            .ok_or_else(|| field::error("eventtypestr", "missing".into()))?;
+        let begin_micros = match field::integer(begintime, "begintime")? {
+            Some(s) if !(-MAX_SECONDS..=MAX_SECONDS).contains(&s) => {
+                let problem = format!("{s} seconds is out of range");
+                return Err(field::error("begintime", problem));
+            }
+            seconds => seconds.map(|s| s * 1_000_000),
+        };
+        Ok(Self {
+            message,
+            others,
+            source_op,
+            db: field::string(db, "db")?,
+            table: field::string(table, "table")?,
+            begin_micros,
+            gtid: field::string(gtid, "gtid")?,
+            event_index: index(event_index, "event_index")?,
+            sub_index: index(sub_index, "sub_event_index")?,
+            before: image(before, "where")?,
+            after: image(after, "field")?,
+            sql: field::string(sql, "sql")?,
+            filename: field::string(filename, "filename")?,
+            offset: field::integer(offset, "orgoffset")?,
+        })
+    }
+
+    fn write(&self, rows: &mut EventBuilder, names: Option<&[String]>) -> Result<()> {
+        let source_op = self.source_op.text();
+        rows.op.push_str(op_of(&source_op));
+        rows.source_op.push_str(&source_op);
+        push_text(&mut rows.source_db, self.db);
+        rows.source_schema.push_null();
+        push_text(&mut rows.source_table, self.table);
+        rows.event_time.push(self.begin_micros);
+        rows.capture_time.push(None);
+        push_text(&mut rows.tx_id, self.gtid);
+        match (self.filename, self.offset) {
+            (Some(file), Some(offset)) => rows.position.push_with(|out| {
+                file.write_to(out);
+                out.push(b':');
+                out.extend_from_slice(itoa::Buffer::new().format(offset).as_bytes());
+            }),
+            _ => rows.position.push_null(),
+        }
+        match (self.gtid, self.event_index) {
+            (Some(gtid), Some(index)) => {
+                let gtid = gtid.text();
+                match gtid_number(&gtid) {
+                    Some(number) => rows.sequence.push_with(|out| {
+                        OrderKey(out)
+                            .u64(number)
+                            .u64(index as u64)
+                            .u64(self.sub_index.unwrap_or(0) as u64);
+                    }),
+                    None => rows.sequence.push_null(),
+                }
+                rows.event_id.push_with(|out| {
+                    let mut number = itoa::Buffer::new();
+                    out.extend_from_slice(gtid.as_bytes());
+                    out.push(b':');
+                    out.extend_from_slice(number.format(index).as_bytes());
+                    if let Some(sub) = self.sub_index {
+                        out.push(b':');
+                        out.extend_from_slice(number.format(sub).as_bytes());
+                    }
+                });
+            }
+            _ => {
+                rows.sequence.push_null();
+                rows.event_id.push_null();
+            }
+        }
+        rows.primary_key.push_null();
+        write_image(&mut rows.before, self.before, "where", names)?;
+        write_image(&mut rows.after, self.after, "field", names)?;
+        push_text(&mut rows.ddl, self.sql);
+        self.write_metadata(&mut rows.metadata);
+        rows.error.push_null();
+        rows.raw.push_null();
+        rows.end_row();
+        Ok(())
+    }
+
+    fn write_metadata(&self, map: &mut MapColumn) {
+        if self.others {
+            for (key, value) in self.message.members() {
+                if value.is_null() || FIELDS[..OWN_COLUMN].iter().any(|name| key.is(name)) {
+                    continue;
+                }
+                map.entry_with(&key.text(), |out| {
+                    value.render_into(out);
+                });
+            }
+        }
+        if map.is_open_empty() {
+            map.push_null();
+        } else {
+            map.close();
+        }
+    }
+}
+
+fn push_text(column: &mut BytesColumn, value: Option<Str<'_>>) {
+    match value {
+        Some(text) => column.push_with(|out| text.write_to(out)),
+        None => column.push_null(),
+    }
+}
+
+/// The transaction number of a MySQL (`uuid:N`) or MariaDB (`domain-server-N`) GTID.
+fn gtid_number(gtid: &str) -> Option<u64> {
+    let tail = match gtid.rfind(':') {
+        Some(at) => &gtid[at + 1..],
+        None => gtid.rsplit('-').next().unwrap_or(""),
+    };
+    if tail.is_empty() || !tail.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    tail.parse().ok()
+}
+
+/// A row image: each array item as a SQL literal, keyed by the table's names or position.
+fn write_image(
+    map: &mut MapColumn,
+    items: Option<Value<'_>>,
+    path: &str,
+    names: Option<&[String]>,
+) -> Result<()> {
+    let Some(items) = items else {
+        map.push_null();
+        return Ok(());
+    };
+    let mut position = itoa::Buffer::new();
+    for (i, item) in items.items().enumerate() {
+        let key = match names.and_then(|n| n.get(i)) {
+            Some(name) => name.as_str(),
+            None => position.format(i),
+        };
+        match item.kind() {
+            Kind::String => {
+                let text = item.as_str().map(|s| s.text()).unwrap_or_default();
+                match literal(&text) {
+                    Some(value) => {
+                        map.entry_with(key, |out| out.extend_from_slice(value.as_bytes()))
+                    }
+                    None => map.entry(key, None),
+                }
+            }
+            Kind::Number => map.entry(key, item.number()),
+            Kind::Null => map.entry(key, None),
+            _ => {
+                let problem = format!("expected a string, got {}", item.describe());
+                return Err(field::error(&format!("{path}[{i}]"), problem));
+            }
+        }
+    }
+    map.close();
+    Ok(())
+}
+
+/// A TDSQL SQL literal as generic text (docs: "Row images"); `None` for `'##isnull##'`.
+fn literal(text: &str) -> Option<std::borrow::Cow<'_, str>> {
+    use std::borrow::Cow;
+    if text == "'##isnull##'" {
+        return None;
+    }
+    let bytes = text.as_bytes();
+    if bytes.len() >= 2 && bytes[0] == b'\'' && bytes[bytes.len() - 1] == b'\'' {
+        let inner = &text[1..text.len() - 1];
+        if !inner.contains('\\') && !inner.contains("''") {
+            return Some(Cow::Borrowed(inner));
+        }
+        let mut out = String::with_capacity(inner.len());
+        let mut chars = inner.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' => match chars.peek().copied() {
+                    Some(next) => {
+                        let replaced = match next {
+                            '\\' => Some('\\'),
+                            '\'' => Some('\''),
+                            '"' => Some('"'),
+                            'n' => Some('\n'),
+                            'r' => Some('\r'),
+                            't' => Some('\t'),
+                            '0' => Some('\0'),
+                            _ => None,
+                        };
+                        chars.next();
+                        match replaced {
+                            Some(r) => out.push(r),
+                            None => {
+                                out.push('\\');
+                                out.push(next);
+                            }
+                        }
+                    }
+                    None => out.push('\\'),
+                },
+                '\'' if chars.peek() == Some(&'\'') => {
+                    chars.next();
+                    out.push('\'');
+                }
+                other => out.push(other),
+            }
+        }
+        return Some(Cow::Owned(out));
+    }
+    if let Some(digits) = text.strip_prefix('-') {
+        // `-50800 (18446744073709500816)`: the signed value with its unsigned form.
+        if let Some((number, rest)) = digits.split_once(" (") {
+            let unsigned = rest.strip_suffix(')').unwrap_or("");
+            let all_digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+            if all_digits(number) && all_digits(unsigned) {
+                return Some(Cow::Borrowed(&text[..number.len() + 1]));
+            }
+        }
+    }
+    Some(Cow::Borrowed(text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literals() {
+        let cases = [
+            ("'name1'", Some("name1")),
+            ("'##isnull##'", None),
+            ("'it\\'s'", Some("it's")),
+            ("'it''s'", Some("it's")),
+            ("'a\\\\b'", Some("a\\b")),
+            ("'a\\nb'", Some("a\nb")),
+            ("'a\\qb'", Some("a\\qb")),
+            ("'ends\\'", Some("ends\\")),
+            ("''", Some("")),
+            ("'", Some("'")),
+            ("-50800 (18446744073709500816)", Some("-50800")),
+            ("-50800 (x)", Some("-50800 (x)")),
+            ("12", Some("12")),
+        ];
+        for (text, want) in cases {
+            assert_eq!(literal(text).as_deref(), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn gtid_numbers() {
+        assert_eq!(
+            gtid_number("35be190b-d019-11e7-ab7a-a0423f32c225:469"),
+            Some(469)
+        );
+        assert_eq!(gtid_number("0-2670193178-726233561"), Some(726233561));
+        assert_eq!(gtid_number("abc"), None);
+        assert_eq!(gtid_number("a:"), None);
+        assert_eq!(gtid_number("a:99999999999999999999"), None);
+    }
+}
