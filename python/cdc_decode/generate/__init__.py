@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from .._schema import EVENT_SCHEMA
-from . import datahub_blob, tencent_dts
+from . import datahub_blob, tdsql_json, tencent_dts
 from .apply import State, apply_change, apply_events
 from .source import MySQLSource
 from .stream import Stream, read_expected, read_final_state, read_values, write_values
@@ -38,7 +38,7 @@ __all__ = [
     "write_values",
 ]
 
-FORMATS: tuple[str, ...] = (tencent_dts.FORMAT, datahub_blob.FORMAT)
+FORMATS: tuple[str, ...] = (tencent_dts.FORMAT, datahub_blob.FORMAT, tdsql_json.FORMAT)
 """The formats the generator writes."""
 
 
@@ -92,6 +92,11 @@ def generate(
         values, rows = datahub_blob.write_stream(
             source, datahub_blob.DatahubBlobWriter(source, seed=seed), messages
         )
+    elif format == tdsql_json.FORMAT:
+        render = tdsql_json.render
+        values, rows = datahub_blob.write_stream(
+            source, tdsql_json.TdsqlJsonWriter(source, seed=seed), messages
+        )
     else:
         render = tencent_dts.render
         writer = tencent_dts.TencentDtsWriter(
@@ -110,6 +115,9 @@ def generate(
     }
     if tables is not None:
         options["tables"] = [t.qualified for t in source.tables]
+    if format == tdsql_json.FORMAT:
+        # Names for the positional images: decode with ``columns=stream.options["columns"]``.
+        options["columns"] = {t.qualified: [c.name for c in t.columns] for t in source.tables}
     final_state: State = {}
     for table in source.tables:
         if not table.rows:

@@ -1,0 +1,244 @@
+"""The TDSQL writer: a simulated source's records as TencentDB for MariaDB / TDSQL
+subscription JSON, one message per binlog event, and the events they must decode to.
+
+A transaction is a ``gtid`` event, one message per changed row (``event_index`` counts
+the rows events of the transaction, ``sub_event_index`` the rows of one event), then an
+``xid`` event; DDL is a ``query`` event; the subscription's heartbeat is an empty
+transaction on ``sysdb.statustableforhb``, as in the vendor's own samples. Checkpoints and
+rolled-back transactions send nothing. Images are whole rows in column order: a minimal
+image of the source is completed from this writer's copy of each table. The expected
+events are rendered here from what this writer put in each field, following
+docs/formats/tdsql-json.md, never by decoding.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import struct
+
+from .source import Column, Ddl, Heartbeat, MySQLSource, Transaction, Value, mysql_text
+
+FORMAT = "tdsql-json"
+
+_KEY = struct.Struct(">QQQ").pack
+_NULL = "'##isnull##'"
+_CODES = {"insert": (23, 30), "update": (24, 31), "delete": (25, 32)}
+_MISSING = object()
+_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\0": "\\0"}
+
+_BARE = ("tinyint", "smallint", "mediumint", "int", "bigint", "year", "bit", "float",
+         "double", "decimal")  # fmt: skip
+
+
+def render(column: Column, value: Value) -> str | None:
+    """The generic text of a value once decoded (binary columns: base64)."""
+    if value is None:
+        return None
+    text = mysql_text(column, value)
+    if isinstance(text, bytes):
+        return base64.b64encode(text).decode("ascii")
+    return text
+
+
+def _quote(text: str, doubled: bool) -> str:
+    out = "".join(_ESCAPES.get(c, c) for c in text)
+    return "'" + out.replace("'", "''" if doubled else "\\'") + "'"
+
+
+class TdsqlJsonWriter:
+    """Turns a :class:`MySQLSource`'s records into TDSQL subscription messages and
+    expected events.
+
+    Args:
+        source: the simulated server.
+        seed: seeds the writer's own choices; odd seeds write MariaDB-style GTIDs.
+    """
+
+    format = FORMAT
+
+    def __init__(self, source: MySQLSource, *, seed: int = 0) -> None:
+        self.source = source
+        self.rng = random.Random(f"tdsql-json/{seed}")
+        self.mariadb = seed % 2 == 1
+        self.rows: dict[str, dict[tuple, dict[str, Value]]] = {}
+        self._undo: list[tuple] = []
+        self.localport = 3306 + self.rng.randrange(10_000)
+
+    def state(self) -> int:
+        return len(self._undo)
+
+    def restore(self, undo_to: int) -> None:
+        while len(self._undo) > undo_to:
+            table, key, old = self._undo.pop()
+            if old is _MISSING:
+                self.rows[table].pop(key, None)
+            else:
+                self.rows[table][key] = old
+
+    # --- the writer's copy of each table ------------------------------------------------
+
+    def _put(self, table: str, key: tuple, row: dict | None) -> None:
+        rows = self.rows.setdefault(table, {})
+        self._undo.append((table, key, rows.get(key, _MISSING)))
+        if row is None:
+            rows.pop(key, None)
+        else:
+            rows[key] = row
+
+    def _gtid(self, gtid: str | None) -> str | None:
+        if gtid is None or not self.mariadb:
+            return gtid
+        return f"0-{self.source.server_id}-{gtid.rpartition(':')[2]}"
+
+    # --- one message --------------------------------------------------------------------
+
+    def _message(self, kind, db, table, seconds, gtid, index, *, sub=None, where=None,
+                 field=None, sql=None, xid=None, file=None, offset=None):  # fmt: skip
+        rng = self.rng
+        if kind in _CODES:  # the v1 rows event codes (the seed's 23) or the v2 ones
+            code = _CODES[kind][rng.random() < 0.7]
+        else:
+            code = {"gtid": 33, "xid": 16, "query": 2}[kind]
+        doc: dict = {
+            "logtype": "mysqlbinlog",
+            "eventtype": code,
+            "eventtypestr": kind,
+            "db": db,
+            "table": table,
+            "localip": "10.0.12.7",
+            "localport": self.localport,
+            "begintime": seconds,
+        }
+        if gtid is not None:
+            doc["gtid"] = gtid
+        doc["event_index"] = str(index)
+        if sub is not None:
+            doc["sub_event_index"] = sub
+        if kind in _CODES:
+            doc["where"] = [] if where is None else [w for w, _ in where]
+            doc["field"] = [] if field is None else [f for f, _ in field]
+        if xid is not None:
+            doc["xid"] = str(xid)
+        if sql is not None:
+            doc["sql"] = sql
+        extra = []
+        if rng.random() < 0.8:  # the keys real messages carry besides the documented ones
+            extra = [("prefix", "tdsql"), ("filename", file), ("serverid", self.source.server_id),
+                     ("orgoffset", offset)]  # fmt: skip
+            if rng.random() < 0.5:
+                extra.append(("sequence_num", rng.randrange(1 << 20)))
+            doc.update(extra)
+        text = json.dumps(doc, ensure_ascii=rng.random() < 0.1, separators=(",", ":"))
+
+        metadata = [("logtype", "mysqlbinlog"), ("eventtype", str(code)),
+                    ("localip", "10.0.12.7"), ("localport", str(self.localport))]  # fmt: skip
+        if xid is not None:
+            metadata.append(("xid", str(xid)))
+        metadata += [(k, str(v)) for k, v in extra]
+        number = None if gtid is None else int(gtid.rpartition(":" if ":" in gtid else "-")[2])
+        op = {"insert": "insert", "update": "update", "delete": "delete", "gtid": "begin",
+              "xid": "commit", "query": "ddl"}[kind]  # fmt: skip
+        row = [
+            FORMAT, op, kind, db, None, table, seconds * 1_000_000, None, gtid,
+            f"{file}:{offset}" if extra else None,
+            None if gtid is None else _KEY(number, index, sub or 0),
+            None if gtid is None else f"{gtid}:{index}" + ("" if sub is None else f":{sub}"),
+            None,
+            None if where is None else [(str(i), v) for i, (_, v) in enumerate(where)],
+            None if field is None else [(str(i), v) for i, (_, v) in enumerate(field)],
+            sql, metadata, None, None,
+        ]  # fmt: skip
+        return text.encode("utf-8"), row
+
+    def _literal(self, column: Column, value: Value, doubled: bool) -> tuple[str, str | None]:
+        """``(the literal as TDSQL writes it, its decoded text)``."""
+        if value is None:
+            return _NULL, None
+        text = render(column, value)
+        if column.type in _BARE:
+            if column.type == "bigint" and value < 0 and self.rng.random() < 0.3:
+                return f"{value} ({value + (1 << 64)})", text
+            return text, text
+        return _quote(text, doubled), text
+
+    def _image(self, columns: tuple[Column, ...], row: dict | None) -> list | None:
+        if row is None:
+            return None
+        doubled = self.rng.random() < 0.5
+        return [self._literal(c, row.get(c.name), doubled) for c in columns]
+
+    def _transaction(self, tx: Transaction) -> list[tuple[bytes, list]]:
+        if tx.rolled_back:
+            return []  # MySQL logs nothing of it
+        gtid = self._gtid(tx.gtid)
+        first = tx.events[0] if tx.events else None
+        db, table = (first.db, first.table) if first else ("sysdb", "statustableforhb")
+        out = [self._message("gtid", db, table, tx.timestamp, gtid, 1, file=tx.file,
+                             offset=tx.position)]  # fmt: skip
+        index = 1
+        for event in tx.events:
+            index += 1
+            name = f"{event.db}.{event.table}"
+            offset = event.position
+            for sub, image in enumerate(event.rows):
+                source = image.before if image.before is not None else image.after
+                key = tuple(source[c] for c in event.primary_key)
+                old = self.rows.get(name, {}).get(key)
+                before = after = None
+                if event.kind == "insert":
+                    after = dict(image.after)
+                elif event.kind == "update":
+                    before = {**(old or {}), **image.before}
+                    after = {**before, **image.after}
+                else:
+                    before = {**(old or {}), **image.before}
+                new_key = key if after is None else tuple(after[c] for c in event.primary_key)
+                if new_key != key:
+                    self._put(name, key, None)
+                self._put(name, new_key, after)
+                out.append(
+                    self._message(
+                        event.kind,
+                        event.db,
+                        event.table,
+                        tx.timestamp,
+                        gtid,
+                        index,
+                        sub=sub if len(event.rows) > 1 or sub else None,
+                        where=self._image(event.columns, before),
+                        field=self._image(event.columns, after),
+                        file=event.file,
+                        offset=offset + 40 * sub,
+                    )  # fmt: skip
+                )
+        out.append(self._message("xid", db, table, tx.timestamp, gtid, index + 1, xid=tx.xid,
+                                 file=tx.file, offset=tx.commit_position))  # fmt: skip
+        return out
+
+    def heartbeat(self, seconds: int) -> tuple[bytes, list]:
+        """The start of the subscription's heartbeat transaction (one message). It has no
+        GTID here: the source's GTIDs are the source's, and a stream cut anywhere keeps its
+        order keys increasing."""
+        return self._message("gtid", "sysdb", "statustableforhb", seconds, None, 1,
+                             file=self.source.file, offset=self.source.position)  # fmt: skip
+
+    def messages(self, record) -> list[tuple[bytes, list]]:
+        """``(value, expected event row)`` of each message one source record becomes."""
+        if isinstance(record, Transaction):
+            return self._transaction(record)
+        if isinstance(record, Ddl):
+            gtid = self._gtid(record.gtid)
+            query = self._message(
+                "query", record.db, record.table, record.timestamp, gtid, 1,
+                sql=record.sql, file=record.file, offset=record.position,
+            )  # fmt: skip
+            return [query]
+        if isinstance(record, Heartbeat):
+            begin = self.heartbeat(record.timestamp)
+            end = self._message("xid", "sysdb", "statustableforhb", record.timestamp, None, 2,
+                                xid=self.rng.randrange(1 << 30), file=self.source.file,
+                                offset=self.source.position)  # fmt: skip
+            return [begin, end]
+        return []  # a Checkpoint: the subscription sends none
