@@ -28,6 +28,7 @@ _CODES = {"insert": (23, 30), "update": (24, 31), "delete": (25, 32)}
 _MISSING = object()
 _ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\0": "\\0"}
 
+_INTEGERS = ("tinyint", "smallint", "mediumint", "int", "bigint")
 _BARE = ("tinyint", "smallint", "mediumint", "int", "bigint", "year", "bit", "float",
          "double", "decimal")  # fmt: skip
 
@@ -158,7 +159,9 @@ class TdsqlJsonWriter:
             return _NULL, None
         text = render(column, value)
         if column.type in _BARE:
-            if column.type == "bigint" and value < 0 and self.rng.random() < 0.3:
+            if column.type in _INTEGERS and value < 0 and self.rng.random() < 0.3:
+                # The seed's `-50800 (18446744073709500816)`: a negative integer with its
+                # 64-bit unsigned form.
                 return f"{value} ({value + (1 << 64)})", text
             return text, text
         return _quote(text, doubled), text
