@@ -319,3 +319,54 @@ def test_a_generated_stream_decodes_in_spark_to_its_expected_events(spark):
             got = [None if t is None else t.timestamp() for t in got]
             want = [None if t is None else t.timestamp() for t in want]
         assert got == want, name
+
+
+# --- datahub-tuple: the records are the DataFrame's own columns ---------------------------
+
+
+def test_a_generated_tuple_topic_decodes_in_spark_to_its_expected_events(spark, engine):
+    """A TUPLE topic (every DataHub type: tinyint … decimal(20,0), float, timestamp, binary)
+    as a DataFrame of records, in Arrow batches of 7: every column not kept is a record
+    column, the kept one (``shard``) rides beside the events and stays out of the images."""
+    import pyarrow as pa
+
+    from cdc_decode.generate import generate
+
+    stream = generate("datahub-tuple", messages=400, seed=5)
+    records = stream.values.append_column("shard", pa.array([i % 3 for i in range(400)]))
+    df = spark.createDataFrame(records).coalesce(1)
+    with spark_conf(spark, **{"spark.sql.execution.arrow.maxRecordsPerBatch": "7"}):
+        events = cdc_spark.decode(df, "datahub-tuple", keep=["shard"], engine=engine)
+        assert events.columns == ["shard", *event_schema().names]
+        table = events.toArrow()
+    assert table.column("shard").to_pylist() == [i % 3 for i in range(400)]
+    table = table.drop_columns(["shard"])
+    expected = stream.expected
+    assert table.num_rows == expected.num_rows
+    for name in expected.schema.names:
+        got, want = table.column(name).to_pylist(), expected.column(name).to_pylist()
+        if name in ("before", "after", "metadata"):  # Spark's maps come back as dicts
+            want = [None if m is None else dict(m) for m in want]
+            got = [None if m is None else dict(m) for m in got]
+        if name in ("event_time", "capture_time"):  # compare instants
+            got = [None if t is None else t.timestamp() for t in got]
+            want = [None if t is None else t.timestamp() for t in want]
+        assert got == want, name
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"value_col": "value"}, "not a value column"),
+        ({"keep": ["_operation_type_"]}, "no _operation_type_ column"),
+        ({"keep": ["nope"]}, "not in the DataFrame"),
+    ],
+)
+def test_tuple_bad_arguments(spark, kwargs, message):
+    df = spark.createDataFrame(
+        [(1, "1", "I", "N", "Y")],
+        "id long, _sequence_id_ string, _operation_type_ string, _before_image_ string, "
+        "_after_image_ string",
+    )
+    with pytest.raises(ValueError, match=message):
+        cdc_spark.decode(df, "datahub-tuple", **kwargs)
