@@ -39,8 +39,10 @@ def _f32_of(bits: int) -> float:
 
 def f32_text(value: float) -> str:
     """The shortest digits that read back (nearest, ties to even) to the same **float32**,
-    the closest to the value when several are that short, in Python's layout (``0.1``
-    for ``float32(0.1)``, not ``0.10000000149011612``).
+    the closest to the value when several are that short and the one ending in an even
+    digit when two are as close (``312985.12`` for ``312985.125``: Ryu's rule, as Python's
+    ``repr`` for doubles), in Python's layout (``0.1`` for ``float32(0.1)``, not
+    ``0.10000000149011612``).
 
     Args:
         value: a float32 value, as the Python float pyarrow gives for it.
@@ -76,9 +78,12 @@ def _f32_text(value: float) -> str:
     for digits in range(1, 10):
         down, up = _FLOOR[digits - 1].plus(exact), _CEILING[digits - 1].plus(exact)
         fits = [c for c in (down, up) if reads_back(c)]
-        if len(fits) == 2:  # two shortest candidates: the closer (never a tie for a float)
-            closer = _EXACT.subtract(exact, down) < _EXACT.subtract(up, exact)
-            fits = [down if closer else up]
+        if len(fits) == 2:  # two shortest candidates: the closer, the even one on a tie
+            below, over = _EXACT.subtract(exact, down), _EXACT.subtract(up, exact)
+            if below == over:
+                fits = [down if down.as_tuple().digits[-1] % 2 == 0 else up]
+            else:
+                fits = [down if below < over else up]
         if fits:
             return sign + _layout(fits[0])
     return sign + _layout(exact)  # not reached: 9 digits always read back
