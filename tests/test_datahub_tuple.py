@@ -616,6 +616,7 @@ F32_CASES = [
     (0.0001, "0.0001"),
     (3.4028234663852886e38, "3.4028235e+38"),
     (1.401298464324817e-45, "1e-45"),
+    (312985.125, "312985.12"),  # a tie between two shortest texts: the even one
     (float("inf"), "inf"),
     (float("-inf"), "-inf"),
     (float("nan"), "nan"),
