@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import random
 import struct
 from decimal import Decimal
@@ -18,6 +19,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 from compare import assert_same_events
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_generator import assert_events_equal
 
 import cdc_decode
@@ -854,3 +857,94 @@ def test_cli_generate_writes_records(tmp_path, capsys):
     assert manifest["format"] == FORMAT and manifest["messages"] == 120
     assert main([*argv, "--tables", "shop.orders,shop.users"]) == 2
     assert "one table" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------
+# Property: random records, good and bad, give equal batches on both engines
+
+EXAMPLES = int(os.environ.get("CDC_HYPOTHESIS_EXAMPLES", "300"))
+
+DATA_TYPES = [
+    (pa.int8(), st.integers(-128, 127)),
+    (pa.uint64(), st.integers(0, 2**64 - 1)),
+    (pa.int64(), st.integers(-(2**63), 2**63 - 1)),
+    (pa.float32(), st.floats(width=32)),
+    (pa.float64(), st.floats()),
+    (pa.decimal128(12, 3), st.decimals(min_value=-(10**8), max_value=10**8, places=3)),
+    (pa.string(), st.text(max_size=8)),
+    (pa.binary(), st.binary(max_size=8)),
+    (pa.bool_(), st.booleans()),
+    (pa.timestamp("us", tz="UTC"), st.integers(-(2**62), 2**62)),
+    (pa.timestamp("ns"), st.integers(-(2**63), 2**63 - 1)),
+    (pa.date32(), st.integers(-(2**31), 2**31 - 1)),
+]
+
+
+@st.composite
+def tuple_records(draw):
+    rows = draw(st.integers(0, 6))
+    columns = {}
+    for i in range(draw(st.integers(0, 4))):
+        kind, values = draw(st.sampled_from(DATA_TYPES))
+        cells = draw(st.lists(st.none() | values, min_size=rows, max_size=rows))
+        if pa.types.is_timestamp(kind) or pa.types.is_date32(kind):
+            array = pa.array(cells, pa.int64() if pa.types.is_timestamp(kind) else pa.int32())
+            columns[f"c{i}"] = array.cast(kind)
+        else:
+            columns[f"c{i}"] = pa.array(cells, kind)
+
+    def text(choices):
+        return st.lists(st.none() | st.sampled_from(choices), min_size=rows, max_size=rows)
+
+    if draw(st.booleans()):
+        columns["_sequence_id_"] = pa.array(
+            draw(text(["1", "-1", "007", "x", "-0", "+1"])), pa.string()
+        )
+    else:
+        ids = st.integers(-(2**63), 2**63 - 1)
+        columns["_sequence_id_"] = pa.array(
+            draw(st.lists(st.none() | ids, min_size=rows, max_size=rows)), pa.int64()
+        )
+    columns["_operation_type_"] = pa.array(draw(text(["I", "U", "D", "I", "U", "x"])), pa.string())
+    columns["_before_image_"] = pa.array(draw(text(["Y", "N", "y"])), pa.string())
+    columns["_after_image_"] = pa.array(draw(text(["Y", "N", ""])), pa.string())
+    time = draw(st.sampled_from(["none", "ms", "text", "timestamp"]))
+    if time == "ms":
+        times = st.none() | st.integers(-(2**63), 2**63 - 1) | st.just(-1)
+        columns["_excute_time_"] = pa.array(
+            draw(st.lists(times, min_size=rows, max_size=rows)), pa.int64()
+        )
+    elif time == "text":
+        columns["_execute_time_"] = pa.array(
+            draw(text(["1000", "-1", "soon", "99999999999999999"])), pa.string()
+        )
+    elif time == "timestamp":
+        times = st.none() | st.integers(-(2**63), 2**63 - 1)
+        values = pa.array(draw(st.lists(times, min_size=rows, max_size=rows)), pa.int64())
+        columns["_execute_time_"] = values.cast(
+            pa.timestamp(draw(st.sampled_from("s ms us ns".split())))
+        )
+    if draw(st.booleans()):
+        columns["_source_table_"] = pa.array(
+            draw(text(["db.t", "t", ".", "a.b.c", ""])), pa.string()
+        )
+    names = list(columns)
+    order = draw(st.permutations(names))
+    return pa.table({name: columns[name] for name in order})
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(records=tuple_records(), mode=st.sampled_from(["permissive", "dropmalformed"]))
+def test_random_records_decode_alike(records, mode):
+    native = cdc_decode.Decoder(FORMAT, mode=mode)
+    python = cdc_decode.Decoder(FORMAT, mode=mode, engine="python")
+    n_batch, n_ordinals = native.decode_indexed(records)
+    p_batch, p_ordinals = python.decode_indexed(records)
+    assert_same_events(n_batch, p_batch)
+    assert n_ordinals.equals(p_ordinals)
+    assert native.stats() == python.stats()
+    assert native.stats()["messages"] == records.num_rows
