@@ -7,8 +7,9 @@ use crate::formats::{self, FormatDecoder, Options};
 use crate::input::Values;
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 
-/// What `takes` says in [`Error::InputKind`].
+/// What `takes` says in [`Error::InputKind`]: a format of binary values …
 const BINARY_VALUES: &str = "binary values (an array of messages)";
+/// … and a format of records.
 const RECORD_BATCHES: &str = "record batches (a pyarrow RecordBatch or Table of records)";
 
 /// What a message that cannot be decoded does (`docs/events.md`).
