@@ -53,7 +53,7 @@ BENCH_DATA := target/bench-data
 
 bench: build ## Benchmarks on a release build: criterion (Rust), then native vs python in process
 	@for f in $$($(PY) -c "import cdc_decode; print(*cdc_decode.FORMATS)"); do \
-		test -f $(BENCH_DATA)/$$f/values.bin || \
+		test -f $(BENCH_DATA)/$$f/manifest.json || \
 		$(VENV)/bin/cdc-decode generate $$f --messages 20000 --seed 1 --out $(BENCH_DATA)/$$f; \
 	done
 	cargo bench --bench decode -- --warm-up-time 1 --measurement-time 5

@@ -8,6 +8,9 @@ The generator's default stream for every format (all five tables, 9-20 columns),
 "reference shapes" the speed goals are stated on, from the narrowest table alone
 (``shop.order_items``, 8 columns, 9 after its ``ADD COLUMN``): for tencent-dts, messages of
 about 2.5 KB holding about 10 events; for datahub-blob, messages of about 700 bytes.
+``datahub-tuple`` decodes records, not messages (one event each): its default topic is
+``shop.users`` (17 data columns, every DataHub type), and ``shop.order_items`` is the
+narrow one; its "bytes" are the Arrow buffers'.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ REFERENCE = "tencent-dts (2.5 KB / 10 rows)"
 
 BLOB_REFERENCE = "datahub-blob (700 B)"
 """The label of the datahub-blob reference-shape stream."""
+NARROW_TUPLE = "datahub-tuple (order_items)"
 
 STREAMS: dict[str, tuple[str, dict]] = {
     **{fmt: (fmt, {}) for fmt in cdc_decode.FORMATS},
@@ -40,6 +44,7 @@ STREAMS: dict[str, tuple[str, dict]] = {
         },
     ),
     BLOB_REFERENCE: ("datahub-blob", {"tables": ["shop.order_items"]}),
+    NARROW_TUPLE: ("datahub-tuple", {"tables": ["shop.order_items"]}),
 }
 """Label -> (format, extra ``generate`` options)."""
 
@@ -49,7 +54,10 @@ def streams():
     out = {}
     for label, (fmt, options) in STREAMS.items():
         stream = generate(fmt, messages=MESSAGES, seed=1, **options)
-        out[label] = (fmt, stream, pa.array(stream.values, pa.binary()))
+        values = stream.values  # a Table of records for datahub-tuple
+        if not isinstance(values, pa.Table):
+            values = pa.array(values, pa.binary())
+        out[label] = (fmt, stream, values)
     return out
 
 

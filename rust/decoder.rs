@@ -7,6 +7,11 @@ use crate::formats::{self, FormatDecoder, Options};
 use crate::input::Values;
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 
+/// What `takes` says in [`Error::InputKind`]: a format of binary values …
+const BINARY_VALUES: &str = "binary values (an array of messages)";
+/// … and a format of records.
+const RECORD_BATCHES: &str = "record batches (a pyarrow RecordBatch or Table of records)";
+
 /// What a message that cannot be decoded does (`docs/events.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
@@ -180,6 +185,13 @@ impl Decoder {
         keys: Option<&StringArray>,
         last: bool,
     ) -> Result<Output> {
+        if self.format.takes_records() {
+            return Err(Error::InputKind {
+                format: self.name,
+                takes: RECORD_BATCHES,
+                got: "an array of binary values",
+            });
+        }
         let input = Values::new(values)?;
         if let Some(keys) = keys {
             if keys.len() != input.len() {
@@ -212,6 +224,35 @@ impl Decoder {
         }
         // In failfast, the values after the failing one were not seen.
         self.stats.messages += seen as u64;
+        if last && result.is_ok() {
+            result = self.format.finish(&mut sink);
+        }
+        self.absorb(sink, result)
+    }
+
+    /// Decodes a record batch, for a format whose input is records (`datahub-tuple`): one
+    /// ordinal per record (row). With `last`, this is the end of input too.
+    pub fn decode_records(&mut self, records: &RecordBatch, last: bool) -> Result<Output> {
+        if !self.format.takes_records() {
+            return Err(Error::InputKind {
+                format: self.name,
+                takes: BINARY_VALUES,
+                got: "a record batch",
+            });
+        }
+        let mut sink = Sink::new(self.name, self.mode);
+        // Rows of wide records hold a map entry per column.
+        let per_row = 100.max(16 * records.num_columns());
+        sink.rows.reserve_for_input(records.num_rows() * per_row);
+        let base = self.stats.messages as i64;
+        let mut result = self.format.decode_records(&mut sink, base, records);
+        // Records seen: all, none when the columns were refused, up to the failing one in
+        // failfast.
+        self.stats.messages += match &result {
+            Ok(()) => records.num_rows() as u64,
+            Err(Error::Message { ordinal, .. }) => (ordinal - base + 1) as u64,
+            Err(_) => 0,
+        };
         if last && result.is_ok() {
             result = self.format.finish(&mut sink);
         }

@@ -67,12 +67,47 @@ pub enum Error {
         option: &'static str,
         format: String,
     },
-    /// A `columns` option that cannot name images.
-    #[error("{0}")]
-    Columns(String),
     /// Reassembly keys that do not line up with the values.
     #[error("keys must be a string array as long as the values ({values}), got {keys}")]
     Keys { values: usize, keys: String },
+    /// Input of the wrong kind: record batches for a format of binary values, or binary
+    /// values for a format of records (`datahub-tuple`).
+    #[error("{format} decodes {takes}, not {got}")]
+    InputKind {
+        format: &'static str,
+        takes: &'static str,
+        got: &'static str,
+    },
+    /// Columns that do not fit the format: a record batch's required column missing or a
+    /// name given twice (checked before any record is decoded), or a `columns` option
+    /// naming a column twice.
+    #[error("{0}")]
+    Columns(String),
+    /// A record batch column of an Arrow type the format does not read.
+    #[error("column '{column}' has type {data_type}: {expected}")]
+    ColumnType {
+        column: String,
+        data_type: String,
+        expected: &'static str,
+    },
+    /// A TUPLE record whose value in a meta column is not one the column allows
+    /// (`_operation_type_` not I/U/D, an image flag not Y/N, image flags that do not fit the
+    /// operation).
+    #[error("{column}: {problem}")]
+    MetaValue {
+        column: &'static str,
+        problem: String,
+    },
+    /// A value that should be a signed 64-bit integer and is not (`got` is its description).
+    #[error("{column}: expected a 64-bit integer, got {got}")]
+    NotAnInteger { column: &'static str, got: String },
+    /// A time whose microseconds do not fit an `i64`.
+    #[error("{column}: {value} {unit} is out of range")]
+    TimeRange {
+        column: &'static str,
+        value: i64,
+        unit: &'static str,
+    },
     /// failfast: the first message that did not decode.
     #[error("message {ordinal}: {source}")]
     Message { ordinal: i64, source: Box<Error> },

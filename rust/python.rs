@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow_array::{make_array, Array, Int64Array, StringArray};
+use arrow_array::{make_array, Array, Int64Array, RecordBatch, StringArray};
 use arrow_data::ArrayData;
 use arrow_pyarrow::{FromPyArrow, ToPyArrow};
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -26,7 +26,9 @@ fn to_py(error: Error) -> PyErr {
         | Error::Keys { .. }
         | Error::Option { .. }
         | Error::Columns(_) => PyValueError::new_err(error.to_string()),
-        Error::InputType(_) => PyTypeError::new_err(error.to_string()),
+        Error::InputType(_) | Error::InputKind { .. } | Error::ColumnType { .. } => {
+            PyTypeError::new_err(error.to_string())
+        }
         other => DecodeError::new_err(other.to_string()),
     }
 }
@@ -89,6 +91,24 @@ impl NativeDecoder {
         let inner = &mut self.inner;
         let out = py
             .detach(|| inner.decode(&values, keys.as_ref(), last))
+            .map_err(to_py)?;
+        output(py, out)
+    }
+
+    /// Decodes a pyarrow RecordBatch of records (`datahub-tuple`), imported zero-copy
+    /// through the Arrow C data interface; returns (RecordBatch, int64 ordinals), one
+    /// ordinal per record.
+    #[pyo3(signature = (batch, last=false))]
+    fn decode_records<'py>(
+        &mut self,
+        py: Python<'py>,
+        batch: &Bound<'py, PyAny>,
+        last: bool,
+    ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
+        let records = RecordBatch::from_pyarrow_bound(batch)?;
+        let inner = &mut self.inner;
+        let out = py
+            .detach(|| inner.decode_records(&records, last))
             .map_err(to_py)?;
         output(py, out)
     }

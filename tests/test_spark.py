@@ -347,3 +347,44 @@ def test_datahub_blob_from_kafka_and_from_text(spark, engine):
     text = cdc_spark.decode(lines.coalesce(1), "datahub-blob", engine=engine, keep=[])
     got = pa.Table.from_batches(text.toArrow().to_batches())
     assert_table_matches(got, stream.expected.slice(0, 50))
+
+
+# --- datahub-tuple: the records are the DataFrame's own columns ---------------------------
+
+
+def test_a_generated_tuple_topic_decodes_in_spark_to_its_expected_events(spark, engine):
+    """A TUPLE topic (every DataHub type: tinyint … decimal(20,0), float, timestamp, binary)
+    as a DataFrame of records, in Arrow batches of 7: every column not kept is a record
+    column, the kept one (``shard``) rides beside the events and stays out of the images."""
+    import pyarrow as pa
+
+    from cdc_decode.generate import generate
+
+    stream = generate("datahub-tuple", messages=400, seed=5)
+    records = stream.values.append_column("shard", pa.array([i % 3 for i in range(400)]))
+    df = spark.createDataFrame(records).coalesce(1)
+    with spark_conf(spark, **{"spark.sql.execution.arrow.maxRecordsPerBatch": "7"}):
+        events = cdc_spark.decode(df, "datahub-tuple", keep=["shard"], engine=engine)
+        assert events.columns == ["shard", *event_schema().names]
+        table = events.toArrow()
+    assert table.column("shard").to_pylist() == [i % 3 for i in range(400)]
+    table = table.drop_columns(["shard"])
+    assert_table_matches(table, stream.expected)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"value_col": "value"}, "not a value column"),
+        ({"keep": ["_operation_type_"]}, "no _operation_type_ column"),
+        ({"keep": ["nope"]}, "not in the DataFrame"),
+    ],
+)
+def test_tuple_bad_arguments(spark, kwargs, message):
+    df = spark.createDataFrame(
+        [(1, "1", "I", "N", "Y")],
+        "id long, _sequence_id_ string, _operation_type_ string, _before_image_ string, "
+        "_after_image_ string",
+    )
+    with pytest.raises(ValueError, match=message):
+        cdc_spark.decode(df, "datahub-tuple", **kwargs)

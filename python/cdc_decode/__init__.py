@@ -3,6 +3,7 @@
 >>> import cdc_decode
 >>> batch = cdc_decode.decode(kafka_values, "tencent-dts")      # pyarrow.RecordBatch
 >>> batch = cdc_decode.decode(kafka_values, "tencent-dts", engine="python")  # same result
+>>> batch = cdc_decode.decode(tuple_records, "datahub-tuple")  # a pyarrow Table of records
 
 Every format decodes to one schema (:func:`event_schema`, see docs/events.md). The Rust
 engine (``engine="native"``, the default) and the pure-Python fallback
@@ -17,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from ._errors import DecodeError
-from ._schema import FORMATS, MODES, event_schema
+from ._schema import FORMATS, MODES, RECORD_FORMATS, event_schema
 
 __all__ = ["FORMATS", "DecodeError", "Decoder", "decode", "event_schema"]
 __version__ = "0.1.0"
@@ -83,6 +84,19 @@ def _as_arrays(values: Any) -> list[pa.Array]:
                 f"values must be binary, large_binary, string or large_string, not {chunk.type}"
             )
     return chunks
+
+
+def _as_batches(format: str, records: Any) -> list[pa.RecordBatch]:
+    """The records of a format of records as record batches, without copying."""
+    if isinstance(records, pa.RecordBatch):
+        return [records]
+    if isinstance(records, pa.Table):
+        # A table without rows may hold no batch: its (empty) columns are still checked.
+        return records.to_batches() or [pa.RecordBatch.from_pylist([], schema=records.schema)]
+    raise TypeError(
+        f"{format} decodes records: pass a pyarrow RecordBatch or Table of TUPLE records, "
+        f"not {type(records).__name__}"
+    )
 
 
 def _as_keys(keys: Any, length: int) -> pa.Array | None:
@@ -153,9 +167,12 @@ class Decoder:
 
         Args:
             values: a pyarrow binary/string Array or ChunkedArray, or a sequence of
-                ``bytes``/``str``/``None`` (``None`` is a Kafka tombstone).
+                ``bytes``/``str``/``None`` (``None`` is a Kafka tombstone). For
+                ``datahub-tuple``: a pyarrow RecordBatch or Table of TUPLE records (a
+                table is decoded batch by batch), see docs/formats/datahub-tuple.md.
             keys: optional reassembly keys, one per value (for example
-                ``"topic/partition"``); multi-part messages are joined per key.
+                ``"topic/partition"``); multi-part messages are joined per key. Not for
+                ``datahub-tuple``.
 
         Returns:
             A ``pyarrow.RecordBatch`` of :func:`event_schema`.
@@ -169,6 +186,19 @@ class Decoder:
         a row produced now for a message received in an earlier call (the completed set or
         the error rows of a multi-part envelope) can be traced to that message.
         """
+        if self.format in RECORD_FORMATS:
+            if keys is not None:
+                raise ValueError(
+                    f"keys do not apply to {self.format}: it has no multi-part messages"
+                )
+            return _concat(
+                [self._inner.decode_records(b) for b in _as_batches(self.format, values)]
+            )
+        if isinstance(values, pa.RecordBatch | pa.Table):
+            raise TypeError(
+                f"{self.format} decodes binary values (an Array of messages), not a "
+                f"{type(values).__name__}; only {', '.join(RECORD_FORMATS)} decodes records"
+            )
         chunks = _as_arrays(values)
         all_keys = _as_keys(keys, sum(len(c) for c in chunks))
         parts = []
@@ -207,7 +237,8 @@ def decode(
 
     Args:
         values: a pyarrow binary/string Array or ChunkedArray, or a sequence of
-            ``bytes``/``str``/``None``.
+            ``bytes``/``str``/``None``; for ``datahub-tuple``, a pyarrow RecordBatch or
+            Table of TUPLE records.
         format: one of :data:`FORMATS`.
         mode: ``"permissive"`` (default), ``"dropmalformed"`` or ``"failfast"``.
         engine: ``"native"`` (default) or ``"python"``.
@@ -220,6 +251,9 @@ def decode(
 
     Raises:
         DecodeError: in ``failfast`` mode, naming the first bad message's index.
+        TypeError: input of the wrong kind (records for a bytes format or the other way
+            round), or a ``datahub-tuple`` column of a type it does not read.
+        ValueError: ``datahub-tuple`` records without a required meta column.
 
     Example:
         >>> batch = cdc_decode.decode(kafka_values, "tencent-dts")

@@ -14,10 +14,17 @@ class NativeDecoder:
         self, values: pa.Array, keys: pa.Array | None = None, last: bool = False
     ) -> tuple[pa.RecordBatch, pa.Int64Array]:
         """Decode one array of messages: the events and each row's input ordinal.
+        ``TypeError`` for a format of records (``datahub-tuple``).
 
         With ``last``, this is also the end of input (incomplete multi-part sets become
         error rows), as :meth:`finish` would say.
         """
+
+    def decode_records(
+        self, batch: pa.RecordBatch, last: bool = False
+    ) -> tuple[pa.RecordBatch, pa.Int64Array]:
+        """Decode one record batch (``datahub-tuple``): the events and each row's input
+        ordinal, one ordinal per record. ``TypeError`` for a format of binary values."""
 
     def finish(self) -> tuple[pa.RecordBatch, pa.Int64Array]:
         """End of input: error rows for incomplete multi-part sets."""

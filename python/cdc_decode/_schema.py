@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-FORMATS: tuple[str, ...] = ("tencent-dts", "datahub-blob", "tdsql-json")
+FORMATS: tuple[str, ...] = ("tencent-dts", "datahub-blob", "tdsql-json", "datahub-tuple")
 """The format names ``decode`` accepts."""
+
+RECORD_FORMATS: tuple[str, ...] = ("datahub-tuple",)
+"""The formats whose input is records (a pyarrow RecordBatch or Table), not binary values."""
 
 MODES: tuple[str, ...] = ("permissive", "dropmalformed", "failfast")
 

@@ -2,6 +2,7 @@
 
     cdc-decode generate tencent-dts --messages 10000 --seed 1 --out DIR
     cdc-decode generate datahub-blob --messages 10000 --seed 1 --out DIR
+    cdc-decode generate datahub-tuple --tables shop.orders --messages 10000 --out DIR
     cdc-decode generate tencent-dts --tables shop.order_items --message-bytes 2560 --out DIR
 
 writes a generated stream (see :mod:`cdc_decode.generate.stream` for the files) and prints
@@ -44,7 +45,8 @@ def _parser() -> argparse.ArgumentParser:
         description=(
             "Simulate a MySQL server running a seeded workload and write its change stream in "
             "FORMAT to DIR: values.bin (u32 little-endian length + bytes per Kafka value, "
-            "0xFFFFFFFF for null), expected.arrow (the expected events, Arrow IPC), "
+            "0xFFFFFFFF for null; for datahub-tuple, records.arrow: the TUPLE records, "
+            "Arrow IPC), expected.arrow (the expected events, Arrow IPC), "
             "final_state.json (the tables after all changes) and manifest.json."
         ),
     )
@@ -54,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
         type=_positive,
         default=10_000,
         metavar="N",
-        help="how many Kafka values, exactly (default: %(default)s)",
+        help="how many Kafka values (datahub-tuple: records), exactly (default: %(default)s)",
     )
     gen.add_argument("--seed", type=int, default=0, help="RNG seed (default: %(default)s)")
     gen.add_argument("--out", required=True, metavar="DIR", help="output directory (created)")
@@ -86,7 +88,8 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DB.T1,DB.T2",
         help=(
             "simulate only these of the source's tables (shop.users, shop.orders, "
-            "shop.order_items, inventory.items, inventory.warehouses); default: all"
+            "shop.order_items, inventory.items, inventory.warehouses); default: all "
+            "(datahub-tuple: exactly one, default shop.users)"
         ),
     )
     return parser

@@ -2,6 +2,7 @@
 
 >>> from cdc_decode import spark as cdc_spark
 >>> events = cdc_spark.decode(kafka_df, "tencent-dts")
+>>> events = cdc_spark.decode(tuple_df, "datahub-tuple")   # the records' own columns
 
 The decoding runs on the executors in the Python worker that serves ``mapInArrow``; the
 executors' Python (``PYSPARK_PYTHON``) must have ``cdc_decode`` and ``pyarrow`` installed.
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._schema import FORMATS, MODES, event_schema
+from ._schema import FORMATS, MODES, RECORD_FORMATS, event_schema
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -25,6 +26,14 @@ KAFKA_COLUMNS: tuple[str, ...] = ("topic", "partition", "offset", "timestamp")
 
 _ENGINES = ("native", "python")
 _SHARD_HEADER = "ShardId"
+# datahub-tuple: the meta columns a DataFrame of TUPLE records must have (one of each
+# tuple), checked on the driver so the mistake is not found in a failed task.
+_TUPLE_REQUIRED = (
+    ("_sequence_id_", "_log_file_name_offset_"),
+    ("_operation_type_",),
+    ("_before_image_",),
+    ("_after_image_",),
+)
 
 
 def local_session(app: str = "cdc-decode", *, master: str = "local[*]", **config: str) -> Any:
@@ -80,7 +89,7 @@ def decode(
     df: DataFrame,
     format: str,
     *,
-    value_col: str = "value",
+    value_col: str | None = None,
     keep: Sequence[str] | None = None,
     mode: str = "permissive",
     engine: str = "native",
@@ -94,14 +103,23 @@ def decode(
     kept input columns of the message it came from; the events of a completed multi-part
     set carry those of its last part.
 
+    ``datahub-tuple`` is different: its input is not a value column but the records
+    themselves (docs/formats/datahub-tuple.md). Every column of ``df`` that is not kept
+    goes to the decoder as a record's column (the meta columns ``_sequence_id_``,
+    ``_operation_type_``, ... and the data columns, whose values fill the row images);
+    the kept columns are put beside the events and are not part of the images.
+
     Args:
         df: the input, for example Spark's Kafka source (``key``, ``value``, ``topic``,
-            ``partition``, ``offset``, ``timestamp``, ``timestampType``, ``headers``).
+            ``partition``, ``offset``, ``timestamp``, ``timestampType``, ``headers``), or
+            for ``datahub-tuple`` a DataFrame of TUPLE records.
         format: one of :data:`cdc_decode.FORMATS`, for example ``"tencent-dts"``.
-        value_col: the column holding the messages: ``binary`` or ``string``. A null
-            value (a Kafka tombstone) gives one ``op = "tombstone"`` row.
+        value_col: the column holding the messages: ``binary`` or ``string``; ``"value"``
+            when not given. A null value (a Kafka tombstone) gives one
+            ``op = "tombstone"`` row. Not for ``datahub-tuple``.
         keep: input columns to put before the event columns. Default: whichever of
-            ``topic``, ``partition``, ``offset``, ``timestamp`` the input has.
+            ``topic``, ``partition``, ``offset``, ``timestamp`` the input has. For
+            ``datahub-tuple``, these are also the columns held back from the records.
         mode: ``"permissive"`` (bad messages become ``op = "error"`` rows),
             ``"dropmalformed"`` (they are dropped) or ``"failfast"`` (the Spark task
             fails with :class:`cdc_decode.DecodeError`).
@@ -115,7 +133,8 @@ def decode(
     Raises:
         ValueError: the value column is missing or not binary/string, a kept column is
             missing or has the name of an event column, or the format, mode or engine is
-            unknown.
+            unknown; for ``datahub-tuple``, a ``value_col`` is given or a required meta
+            column is not among the columns passed on.
 
     Example:
         >>> from cdc_decode import spark as cdc_spark
@@ -141,6 +160,10 @@ def decode(
         raise ValueError(f"unknown engine {engine!r}: expected one of {', '.join(_ENGINES)}")
 
     fields = {f.name: f for f in df.schema.fields}
+    if format in RECORD_FORMATS:
+        return _decode_records(df, format, fields, value_col, keep, mode, engine)
+    if value_col is None:
+        value_col = "value"
     if value_col not in fields:
         raise ValueError(
             f"value column {value_col!r} is not in the DataFrame (columns: {', '.join(df.columns)})"
@@ -151,23 +174,8 @@ def decode(
             f"value column {value_col!r} must be binary or string, not {value_type.simpleString()}"
         )
 
-    keep = [c for c in KAFKA_COLUMNS if c in fields] if keep is None else list(keep)
-    if len(set(keep)) != len(keep):
-        raise ValueError(f"keep names a column twice: {keep}")
+    keep = _checked_keep(df, fields, keep)
     events = spark_event_schema()
-    clashes = [c for c in keep if c in events.fieldNames()]
-    if clashes:
-        raise ValueError(
-            f"kept column(s) {', '.join(map(repr, clashes))} have the name of an event column; "
-            "rename them first (for example withColumnRenamed)"
-        )
-
-    missing = [c for c in keep if c not in fields]
-    if missing:
-        raise ValueError(
-            f"kept column(s) {', '.join(map(repr, missing))} not in the DataFrame "
-            f"(columns: {', '.join(df.columns)})"
-        )
     has_topic = "topic" in fields and "partition" in fields
     has_headers = "headers" in fields and _is_kafka_headers(fields["headers"].dataType)
     # Only what the workers need crosses to Python: the value, the kept and the key columns.
@@ -191,6 +199,65 @@ def decode(
     return df.select(*needed).mapInArrow(fn, out_schema)
 
 
+def _checked_keep(df: DataFrame, fields: dict, keep: Sequence[str] | None) -> list[str]:
+    """The kept columns: the Kafka ones the input has by default; checked."""
+    keep = [c for c in KAFKA_COLUMNS if c in fields] if keep is None else list(keep)
+    if len(set(keep)) != len(keep):
+        raise ValueError(f"keep names a column twice: {keep}")
+    clashes = [c for c in keep if c in event_schema().names]
+    if clashes:
+        raise ValueError(
+            f"kept column(s) {', '.join(map(repr, clashes))} have the name of an event column; "
+            "rename them first (for example withColumnRenamed)"
+        )
+    missing = [c for c in keep if c not in fields]
+    if missing:
+        raise ValueError(
+            f"kept column(s) {', '.join(map(repr, missing))} not in the DataFrame "
+            f"(columns: {', '.join(df.columns)})"
+        )
+    return keep
+
+
+def _decode_records(
+    df: DataFrame,
+    format: str,
+    fields: dict,
+    value_col: str | None,
+    keep: Sequence[str] | None,
+    mode: str,
+    engine: str,
+) -> DataFrame:
+    """``datahub-tuple``: the columns not kept are the records."""
+    from pyspark.sql.types import StructType
+
+    if value_col is not None:
+        raise ValueError(
+            f"{format} decodes the records' own columns, not a value column: leave value_col "
+            "out, and name the columns to hold back from the records with keep="
+        )
+    keep = _checked_keep(df, fields, keep)
+    records = [c for c in df.columns if c not in keep]
+    for names in _TUPLE_REQUIRED:
+        if not any(name in records for name in names):
+            raise ValueError(
+                f"{format}: no {' (or '.join(names)}{')' * (len(names) - 1)} column among "
+                f"the records' columns ({', '.join(records)})"
+            )
+    out_schema = StructType([fields[c] for c in keep] + list(spark_event_schema().fields))
+    fn = _partition_decoder(
+        format,
+        mode=mode,
+        engine=engine,
+        value_col=None,
+        keep=keep,
+        has_topic=False,
+        has_headers=False,
+        records=records,
+    )
+    return df.mapInArrow(fn, out_schema)
+
+
 def _is_kafka_headers(data_type: Any) -> bool:
     from pyspark.sql.types import ArrayType, StructType
 
@@ -205,12 +272,17 @@ def _partition_decoder(
     *,
     mode: str,
     engine: str,
-    value_col: str,
+    value_col: str | None,
     keep: list[str],
     has_topic: bool,
     has_headers: bool,
+    records: list[str] | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function ``mapInArrow`` runs on the executors, closed over plain values only."""
+    """The function ``mapInArrow`` runs on the executors, closed over plain values only.
+
+    The decoder gets the ``value_col`` column of each batch or, for a format of records
+    (``records`` given), the batch's ``records`` columns.
+    """
 
     def decode_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import pyarrow as pa
@@ -221,8 +293,11 @@ def _partition_decoder(
         carry = _Carry(keep)
         start = 0  # ordinal of the current batch's first row
         for batch in batches:
-            keys = _reassembly_keys(batch, has_topic, has_headers)
-            events, ordinals = decoder.decode_indexed(batch.column(value_col), keys=keys)
+            if records is not None:
+                events, ordinals = decoder.decode_indexed(batch.select(records))
+            else:
+                keys = _reassembly_keys(batch, has_topic, has_headers)
+                events, ordinals = decoder.decode_indexed(batch.column(value_col), keys=keys)
             kept = batch.select(keep)
             if events.num_rows:
                 yield _join(carry.take(ordinals, kept, start), events)

@@ -7,10 +7,15 @@ docs/events.md); one module per format decodes single messages:
 - :mod:`.tencent_dts`: ``tencent-dts``.
 - :mod:`.datahub_blob`: ``datahub-blob``.
 - :mod:`.tdsql_json`: ``tdsql-json``.
+- :mod:`.datahub_tuple`: ``datahub-tuple``, whose input is record batches, not binary
+  values (:meth:`PythonDecoder.decode_records`).
 
 A format class takes the decoder's options as keyword arguments (only those given:
 ``columns`` for ``tdsql-json``) and has ``decode(raw, key, ordinal, sink)`` (one
 non-null input value), ``finish(sink)`` (end of input) and ``pending`` (parts buffered).
+A format of records sets ``records = True`` and has ``prepare(batch)`` instead of
+``decode``: it checks the batch's columns and returns an object whose
+``record(row, ordinal, sink)`` decodes one record.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ _FORMATS = {
     "tencent-dts": ("tencent_dts", "TencentDts"),
     "datahub-blob": ("datahub_blob", "DatahubBlob"),
     "tdsql-json": ("tdsql_json", "TdsqlJson"),
+    "datahub-tuple": ("datahub_tuple", "DatahubTuple"),
 }
 
 FORMATS: tuple[str, ...] = tuple(_FORMATS)
@@ -64,6 +70,7 @@ class PythonDecoder:
         options = {} if columns is None else {"columns": columns}
         module, cls = _FORMATS[format]
         self._decoder = getattr(import_module(f".{module}", __name__), cls)(**options)
+        self._takes_records = getattr(self._decoder, "records", False)
         self._stats = {"messages": 0, "events": 0, "errors": 0, "dropped": 0}
 
     def decode(self, values: pa.Array, keys: pa.Array | None) -> tuple[pa.RecordBatch, pa.Array]:
@@ -82,6 +89,11 @@ class PythonDecoder:
         Raises:
             DecodeError: in ``failfast`` mode, at the first message that does not decode.
         """
+        if self._takes_records:
+            raise TypeError(
+                f"{self._format} decodes record batches (a pyarrow RecordBatch or Table of "
+                "records), not an array of binary values"
+            )
         if values.type in _AS_BYTES:
             values = values.cast(_AS_BYTES[values.type])
         raws = values.to_pylist()
@@ -101,6 +113,43 @@ class PythonDecoder:
                     sink.tombstone(ordinal)
                 else:
                     decode_one(raw, key, ordinal, sink)
+        finally:
+            self._stats["messages"] = first + done
+            if gc_was_enabled:
+                gc.enable()
+        return sink.build()
+
+    def decode_records(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.Array]:
+        """Decodes a batch of records, for a format whose input is records
+        (``datahub-tuple``): one input ordinal per record.
+
+        Args:
+            batch: the records.
+
+        Returns:
+            The event batch and each row's input ordinal, as :meth:`decode` returns them.
+
+        Raises:
+            TypeError: the format decodes binary values, or a column has a type the format
+                does not read.
+            ValueError: the columns do not fit the format (a required column missing).
+            DecodeError: in ``failfast`` mode, at the first record that does not decode.
+        """
+        if not self._takes_records:
+            raise TypeError(
+                f"{self._format} decodes binary values (an array of messages), not a record batch"
+            )
+        records = self._decoder.prepare(batch)  # checks the columns first: raises, counts none
+        sink = EventSink(self._format, self._mode, self._stats)
+        record = records.record
+        first = self._stats["messages"]
+        done = 0
+        gc_was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            for row in range(batch.num_rows):
+                done += 1
+                record(row, first + row, sink)
         finally:
             self._stats["messages"] = first + done
             if gc_was_enabled:

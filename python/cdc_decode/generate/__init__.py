@@ -7,9 +7,10 @@
 >>> stream.write("out/")   # values.bin, expected.arrow, final_state.json, manifest.json
 
 One simulated MySQL server (:mod:`.source`, format-independent) runs a seeded workload;
-a writer per format (:mod:`.tencent_dts`, :mod:`.datahub_blob`) turns its binlog into that
-format's messages and renders the events they must decode to from its own knowledge of the
-values.
+a writer per format (:mod:`.tencent_dts`, :mod:`.datahub_blob`, :mod:`.datahub_tuple`)
+turns its binlog into that format's messages and renders the events they must decode to
+from its own knowledge of the values. ``datahub-tuple`` simulates one table (a TUPLE topic
+maps one) and its ``Stream.values`` is a ``pyarrow.Table`` of records.
 """
 
 from __future__ import annotations
@@ -19,10 +20,17 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from .._schema import EVENT_SCHEMA
-from . import datahub_blob, tdsql_json, tencent_dts
+from . import datahub_blob, datahub_tuple, tdsql_json, tencent_dts
 from .apply import State, apply_change, apply_events
 from .source import MySQLSource
-from .stream import Stream, read_expected, read_final_state, read_values, write_values
+from .stream import (
+    Stream,
+    read_expected,
+    read_final_state,
+    read_records,
+    read_values,
+    write_values,
+)
 
 __all__ = [
     "FORMATS",
@@ -34,11 +42,17 @@ __all__ = [
     "generate",
     "read_expected",
     "read_final_state",
+    "read_records",
     "read_values",
     "write_values",
 ]
 
-FORMATS: tuple[str, ...] = (tencent_dts.FORMAT, datahub_blob.FORMAT, tdsql_json.FORMAT)
+FORMATS: tuple[str, ...] = (
+    tencent_dts.FORMAT,
+    datahub_blob.FORMAT,
+    tdsql_json.FORMAT,
+    datahub_tuple.FORMAT,
+)
 """The formats the generator writes."""
 
 
@@ -64,10 +78,12 @@ def generate(
     """Generate a stream of exactly ``messages`` Kafka values.
 
     Args:
-        format: one of :data:`FORMATS`. ``datahub-blob`` sends one message per change: the
-            packing options (``rows_per_message``, ``message_bytes``,
-            ``max_message_bytes``) do not apply to it.
-        messages: how many values (multi-part parts count one each).
+        format: one of :data:`FORMATS`. ``datahub-blob`` sends one message per change and
+            ``datahub-tuple`` one record per row image: the packing options
+            (``rows_per_message``, ``message_bytes``, ``max_message_bytes``) do not apply
+            to them.
+        messages: how many values (multi-part parts count one each; for ``datahub-tuple``,
+            records).
         seed: the same seed gives byte-identical values and equal expectations.
         rows_per_message: pack at most this many events into one message.
         message_bytes: pack at most this many bytes of entries into one message (a single
@@ -77,7 +93,8 @@ def generate(
         tables: the ``db.table`` names the simulated server has, a subset of its five
             (``["shop.order_items"]``): transactions and DDL touch only those, and the final
             state holds only those. ``None`` (the default) for all five; the stream for a
-            seed is then the same as without the option.
+            seed is then the same as without the option. ``datahub-tuple`` takes exactly
+            one table (default ``shop.users``): a TUPLE topic maps one table.
 
     Returns:
         The :class:`Stream`: values, expected events and final table state.
@@ -86,6 +103,8 @@ def generate(
         raise ValueError(f"unknown format {format!r}: the generator writes {', '.join(FORMATS)}")
     if messages < 0:
         raise ValueError("messages must not be negative")
+    if format == datahub_tuple.FORMAT:
+        return _generate_tuple(messages, seed, max_rows, tables)
     source = MySQLSource(seed, max_rows=max_rows, tables=tables)
     if format == datahub_blob.FORMAT:
         render = datahub_blob.render
@@ -137,4 +156,40 @@ def generate(
         final_state=final_state,
         primary_keys={t.qualified: list(t.primary_key) for t in source.tables},
         options=options,
+    )
+
+
+def _generate_tuple(
+    messages: int, seed: int, max_rows: int, tables: Sequence[str] | None
+) -> Stream:
+    """``datahub-tuple``: one table's TUPLE topic (docs/formats/datahub-tuple.md)."""
+    if isinstance(tables, str):
+        tables = tables.split(",")
+    tables = [datahub_tuple.DEFAULT_TABLE] if tables is None else list(dict.fromkeys(tables))
+    if len(tables) != 1:
+        raise ValueError(
+            f"datahub-tuple simulates one table (a TUPLE topic maps one), not {len(tables)}: "
+            "name it with tables=[...]"
+        )
+    source = MySQLSource(seed, max_rows=max_rows, tables=tables)
+    writer = datahub_tuple.DatahubTupleWriter(source, seed=seed)
+    records, rows, state = datahub_tuple.write_stream(source, writer, messages)
+    table = writer.table
+    columns = writer.columns
+    final_state: State = {}
+    if state:
+        final_state[table.qualified] = {
+            tuple(datahub_tuple.render(table.column(c), row[c]) for c in table.primary_key): {
+                c.name: datahub_tuple.render(c, row.get(c.name)) for c in columns
+            }
+            for row in state.values()
+        }
+    return Stream(
+        format=datahub_tuple.FORMAT,
+        seed=seed,
+        values=records,
+        expected=_events_table(rows),
+        final_state=final_state,
+        primary_keys={table.qualified: list(table.primary_key)},
+        options={"max_rows": max_rows, "tables": [table.qualified]},
     )

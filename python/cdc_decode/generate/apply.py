@@ -72,7 +72,10 @@ def apply_change(
 
 
 def apply_events(
-    events: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch], state: State | None = None
+    events: pa.Table | pa.RecordBatch | Iterable[pa.RecordBatch],
+    state: State | None = None,
+    *,
+    primary_keys: Mapping[str, list[str]] | None = None,
 ) -> State:
     """Apply events in ``sequence`` order and return the table state.
 
@@ -81,6 +84,8 @@ def apply_events(
             table, a batch, or an iterable of batches. Rows without a ``sequence`` keep
             their place after every sequenced row.
         state: a state to continue from (changed in place); a new one by default.
+        primary_keys: ``table name`` -> key columns, for events whose ``primary_key`` is
+            null (``datahub-tuple`` records do not say; ``Stream.primary_keys`` does).
 
     Returns:
         ``table name`` (see :func:`table_name`) → primary key tuple → row
@@ -118,13 +123,17 @@ def apply_events(
             raise ValueError(f"event {i} is an error row: {columns['error'][i]}")
         before = columns["before"][i]
         after = columns["after"][i]
+        table = table_name(
+            columns["source_db"][i], columns["source_schema"][i], columns["source_table"][i]
+        )
+        primary_key = columns["primary_key"][i]
+        if primary_key is None and primary_keys is not None:
+            primary_key = primary_keys.get(table)
         apply_change(
             state,
-            table_name(
-                columns["source_db"][i], columns["source_schema"][i], columns["source_table"][i]
-            ),
+            table,
             op,
-            columns["primary_key"][i],
+            primary_key,
             None if before is None else dict(before),
             None if after is None else dict(after),
         )

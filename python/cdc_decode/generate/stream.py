@@ -3,7 +3,9 @@
 A stream directory holds:
 
 - ``values.bin``: the Kafka values in order, each as a u32 little-endian length then the
-  bytes; the length ``0xFFFFFFFF`` (no bytes follow) is a null value (a tombstone).
+  bytes; the length ``0xFFFFFFFF`` (no bytes follow) is a null value (a tombstone). For
+  ``datahub-tuple``, whose input is records, ``records.arrow`` instead: the TUPLE records,
+  an Arrow IPC file.
 - ``expected.arrow``: the expected events, an Arrow IPC file in the event schema.
 - ``final_state.json``: ``{"db.table": {"primary_key": [...], "rows": [{column: text or
   null}, ...]}}``, rows sorted by key.
@@ -34,7 +36,9 @@ class Stream:
     Attributes:
         format: the format name (``"tencent-dts"``).
         seed: the seed it was generated from.
-        values: the Kafka values, in order (``None`` is a tombstone).
+        values: the input, as ``cdc_decode.decode`` takes it: the Kafka values, in order
+            (``None`` is a tombstone); for ``datahub-tuple``, the TUPLE records as a
+            ``pyarrow.Table``.
         keys: multi-part reassembly keys, one per value, or ``None`` (one partition).
         expected: the events ``cdc_decode.decode(values, format)`` must return, exactly
             (a ``pyarrow.Table`` of ``cdc_decode.event_schema()``).
@@ -47,7 +51,7 @@ class Stream:
 
     format: str
     seed: int
-    values: list[bytes | None]
+    values: list[bytes | None] | pa.Table
     expected: pa.Table
     final_state: State
     primary_keys: dict[str, list[str]]
@@ -56,7 +60,9 @@ class Stream:
 
     @property
     def messages(self) -> int:
-        """The number of values."""
+        """The number of values (records, for ``datahub-tuple``)."""
+        if isinstance(self.values, pa.Table):
+            return self.values.num_rows
         return len(self.values)
 
     @property
@@ -66,7 +72,10 @@ class Stream:
 
     @property
     def bytes(self) -> int:
-        """The total size of the values."""
+        """The total size of the values (of the records' Arrow buffers, for
+        ``datahub-tuple``)."""
+        if isinstance(self.values, pa.Table):
+            return self.values.nbytes
         return sum(len(v) for v in self.values if v is not None)
 
     def manifest(self) -> dict[str, Any]:
@@ -89,15 +98,21 @@ class Stream:
         )
 
     def write(self, directory: str | Path) -> Path:
-        """Write ``values.bin``, ``expected.arrow``, ``final_state.json`` and
-        ``manifest.json`` into ``directory`` (created if needed).
+        """Write ``values.bin`` (``records.arrow`` for ``datahub-tuple``),
+        ``expected.arrow``, ``final_state.json`` and ``manifest.json`` into ``directory``
+        (created if needed).
 
         Returns:
             The directory.
         """
         path = Path(directory)
         path.mkdir(parents=True, exist_ok=True)
-        write_values(path / "values.bin", self.values)
+        if isinstance(self.values, pa.Table):
+            with pa.OSFile(str(path / "records.arrow"), "wb") as sink:
+                with pa.ipc.new_file(sink, self.values.schema) as writer:
+                    writer.write_table(self.values, max_chunksize=65536)
+        else:
+            write_values(path / "values.bin", self.values)
         with pa.OSFile(str(path / "expected.arrow"), "wb") as sink:
             with pa.ipc.new_file(sink, self.expected.schema) as writer:
                 writer.write_table(self.expected, max_chunksize=65536)
@@ -138,6 +153,15 @@ def read_values(path: str | Path) -> list[bytes | None]:
         values.append(bytes(data[at : at + length]))
         at += length
     return values
+
+
+def read_records(path: str | Path) -> pa.Table:
+    """Read ``records.arrow`` (or the one in a stream directory): ``datahub-tuple`` input."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "records.arrow"
+    with pa.memory_map(str(path)) as source:
+        return pa.ipc.open_file(source).read_all()
 
 
 def read_expected(path: str | Path) -> pa.Table:

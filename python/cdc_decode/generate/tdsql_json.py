@@ -65,12 +65,16 @@ class TdsqlJsonWriter:
         self.mariadb = seed % 2 == 1
         self.rows: dict[str, dict[tuple, dict[str, Value]]] = {}
         self._undo: list[tuple] = []
+        # TDSQL always has GTIDs (the source's anonymous transactions included): numbered
+        # here, in log order, heartbeat transactions too.
+        self.gtid_no = 0
         self.localport = 3306 + self.rng.randrange(10_000)
 
-    def state(self) -> int:
-        return len(self._undo)
+    def state(self) -> tuple[int, int]:
+        return len(self._undo), self.gtid_no
 
-    def restore(self, undo_to: int) -> None:
+    def restore(self, state: tuple[int, int]) -> None:
+        undo_to, self.gtid_no = state
         while len(self._undo) > undo_to:
             table, key, old = self._undo.pop()
             if old is _MISSING:
@@ -88,10 +92,12 @@ class TdsqlJsonWriter:
         else:
             rows[key] = row
 
-    def _gtid(self, gtid: str | None) -> str | None:
-        if gtid is None or not self.mariadb:
-            return gtid
-        return f"0-{self.source.server_id}-{gtid.rpartition(':')[2]}"
+    def _gtid(self) -> str:
+        """The next transaction's GTID: MySQL ``uuid:N`` or MariaDB ``domain-server-N``."""
+        self.gtid_no += 1
+        if self.mariadb:
+            return f"0-{self.source.server_id}-{self.gtid_no}"
+        return f"{self.source.server_uuid}:{self.gtid_no}"
 
     # --- one message --------------------------------------------------------------------
 
@@ -175,7 +181,7 @@ class TdsqlJsonWriter:
     def _transaction(self, tx: Transaction) -> list[tuple[bytes, list]]:
         if tx.rolled_back:
             return []  # MySQL logs nothing of it
-        gtid = self._gtid(tx.gtid)
+        gtid = self._gtid()
         first = tx.events[0] if tx.events else None
         db, table = (first.db, first.table) if first else ("sysdb", "statustableforhb")
         out = [self._message("gtid", db, table, tx.timestamp, gtid, 1, file=tx.file,
@@ -221,10 +227,8 @@ class TdsqlJsonWriter:
         return out
 
     def heartbeat(self, seconds: int) -> tuple[bytes, list]:
-        """The start of the subscription's heartbeat transaction (one message). It has no
-        GTID here: the source's GTIDs are the source's, and a stream cut anywhere keeps its
-        order keys increasing."""
-        return self._message("gtid", "sysdb", "statustableforhb", seconds, None, 1,
+        """The start of the subscription's heartbeat transaction (one message)."""
+        return self._message("gtid", "sysdb", "statustableforhb", seconds, self._gtid(), 1,
                              file=self.source.file, offset=self.source.position)  # fmt: skip
 
     def messages(self, record) -> list[tuple[bytes, list]]:
@@ -232,7 +236,7 @@ class TdsqlJsonWriter:
         if isinstance(record, Transaction):
             return self._transaction(record)
         if isinstance(record, Ddl):
-            gtid = self._gtid(record.gtid)
+            gtid = self._gtid()
             query = self._message(
                 "query", record.db, record.table, record.timestamp, gtid, 1,
                 sql=record.sql, file=record.file, offset=record.position,
@@ -240,7 +244,8 @@ class TdsqlJsonWriter:
             return [query]
         if isinstance(record, Heartbeat):
             begin = self.heartbeat(record.timestamp)
-            end = self._message("xid", "sysdb", "statustableforhb", record.timestamp, None, 2,
+            gtid = begin[1][8]
+            end = self._message("xid", "sysdb", "statustableforhb", record.timestamp, gtid, 2,
                                 xid=self.rng.randrange(1 << 30), file=self.source.file,
                                 offset=self.source.position)  # fmt: skip
             return [begin, end]
