@@ -7,6 +7,7 @@ from contextlib import contextmanager
 
 import pytest
 
+import cdc_decode
 from cdc_decode import _proto as pb
 from cdc_decode import event_schema
 from cdc_decode import spark as cdc_spark
@@ -388,3 +389,22 @@ def test_tuple_bad_arguments(spark, kwargs, message):
     )
     with pytest.raises(ValueError, match=message):
         cdc_spark.decode(df, "datahub-tuple", **kwargs)
+
+
+def test_tdsql_json_with_column_names(spark, engine):
+    """TDSQL messages from Kafka, images named by ``columns=``: the tables they build
+    are the source's."""
+    import pyarrow as pa
+
+    from cdc_decode.generate import apply_events, generate
+
+    stream = generate("tdsql-json", messages=800, seed=3)
+    columns = stream.options["columns"]
+    events = cdc_spark.decode(kafka_df(spark, stream.values), "tdsql-json", engine=engine,
+                              columns=columns)  # fmt: skip
+    table = pa.Table.from_batches(events.drop(*cdc_spark.KAFKA_COLUMNS).toArrow().to_batches())
+    assert apply_events(table, primary_keys=stream.primary_keys) == stream.final_state
+    named = cdc_decode.decode(stream.values, "tdsql-json", columns=columns)
+    assert_table_matches(table, pa.Table.from_batches([named]))
+    with pytest.raises(ValueError, match="tdsql-json only"):
+        cdc_spark.decode(kafka_df(spark, stream.values), "datahub-blob", columns=columns)

@@ -10,7 +10,7 @@ executors' Python (``PYSPARK_PYTHON``) must have ``cdc_decode`` and ``pyarrow`` 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._schema import FORMATS, MODES, RECORD_FORMATS, event_schema
@@ -93,6 +93,7 @@ def decode(
     keep: Sequence[str] | None = None,
     mode: str = "permissive",
     engine: str = "native",
+    columns: Mapping[str, Sequence[str]] | None = None,
 ) -> DataFrame:
     """Decode a DataFrame of CDC messages into a DataFrame of change events.
 
@@ -125,6 +126,8 @@ def decode(
             fails with :class:`cdc_decode.DecodeError`).
         engine: ``"native"`` (Rust, the default) or ``"python"`` (the pure-Python
             fallback). Both give equal results.
+        columns: ``tdsql-json`` only: ``{"db.table": ["id", "name", ...]}`` names the
+            positional values of each table's row images (otherwise keyed ``"0"``, ...).
 
     Returns:
         A DataFrame with the kept columns followed by the columns of
@@ -159,6 +162,11 @@ def decode(
     if engine not in _ENGINES:
         raise ValueError(f"unknown engine {engine!r}: expected one of {', '.join(_ENGINES)}")
 
+    if columns is not None:
+        # Checked here, on the driver, and passed to the executors as plain lists.
+        from . import _check_columns
+
+        columns = _check_columns(format, columns)
     fields = {f.name: f for f in df.schema.fields}
     if format in RECORD_FORMATS:
         return _decode_records(df, format, fields, value_col, keep, mode, engine)
@@ -195,6 +203,7 @@ def decode(
         keep=keep,
         has_topic=has_topic,
         has_headers=has_headers,
+        columns=columns,
     )
     return df.select(*needed).mapInArrow(fn, out_schema)
 
@@ -277,6 +286,7 @@ def _partition_decoder(
     has_topic: bool,
     has_headers: bool,
     records: list[str] | None = None,
+    columns: dict[str, list[str]] | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function ``mapInArrow`` runs on the executors, closed over plain values only.
 
@@ -289,7 +299,7 @@ def _partition_decoder(
 
         import cdc_decode
 
-        decoder = cdc_decode.Decoder(format, mode=mode, engine=engine)
+        decoder = cdc_decode.Decoder(format, mode=mode, engine=engine, columns=columns)
         carry = _Carry(keep)
         start = 0  # ordinal of the current batch's first row
         for batch in batches:
