@@ -63,20 +63,34 @@ GROUP BY table, pk
 
 
 # A broken message per format, put in the middle of its stream.
+# (datahub-tuple: a record whose `_operation_type_` is not I/U/D.)
 BAD_VALUES = {
     "tencent-dts": b"\x0a\xff\xff not protobuf",
     "datahub-blob": b'{"schema":{},"payload":{"op":"INSERT","sequenceId":"12x"}}',
+    "tdsql-json": b'{"eventtypestr":"insert","db":"shop","field":[true]}',
+    "datahub-tuple": None,
 }
 
 
 def make_stream(format: str, messages: int, seed: int = 7):
-    """A generated stream (:mod:`cdc_decode.generate`) with a tombstone and a bad value."""
+    """A generated stream (:mod:`cdc_decode.generate`) with a tombstone and a bad value
+    (a TUPLE topic, whose records are a table: a bad record, no tombstone)."""
     from .generate import generate
 
     stream = generate(format, messages=messages, seed=seed)
-    values = list(stream.values)
-    values[len(values) // 2 : len(values) // 2] = [None, BAD_VALUES[format]]
-    return values, stream.final_state
+    if format == "datahub-tuple":
+        records = stream.values
+        middle = records.num_rows // 2
+        bad = records.slice(middle, 1).to_pylist()[0]
+        bad["_operation_type_"] = "X"
+        values = pa.concat_tables(
+            [records.slice(0, middle), pa.Table.from_pylist([bad], records.schema),
+             records.slice(middle)]
+        )  # fmt: skip
+    else:
+        values = list(stream.values)
+        values[len(values) // 2 : len(values) // 2] = [None, BAD_VALUES[format]]
+    return values, stream
 
 
 def kafka_table(values: list[bytes | None]) -> pa.Table:
@@ -143,15 +157,25 @@ def _demo(spark, format: str, messages: int, engine: str, detailed: bool) -> tup
     from . import spark as cdc_spark
 
     print(f"\n== 1. a {format} stream: {messages:,} messages (cdc_decode.generate)")
-    values, expected = make_stream(format, messages)
+    values, stream = make_stream(format, messages)
+    expected = stream.final_state
     workdir = Path(tempfile.mkdtemp(prefix=f"cdc-decode-demo-{format}-"))
-    source = workdir / "kafka.parquet"
-    pq.write_table(kafka_table(values), source)
-    size = sum(len(v) for v in values if v)
-    print(f"   {len(values):,} values, {size / 1e6:.1f} MB, written to {source}")
-
-    kafka = spark.read.parquet(str(source))
-    decoded = cdc_spark.decode(kafka, format, engine=engine)
+    options = {"columns": stream.options["columns"]} if format == "tdsql-json" else {}
+    if format == "datahub-tuple":
+        # A TUPLE topic read as a table: its columns are the records; `offset` is kept.
+        source = workdir / "records.parquet"
+        pq.write_table(values.append_column("offset", pa.array(range(len(values)))), source)
+        size = values.nbytes
+        print(f"   {len(values):,} records of {stream.options['tables'][0]}, written to {source}")
+        decoded = cdc_spark.decode(spark.read.parquet(str(source)), format, engine=engine,
+                                   keep=["offset"])  # fmt: skip
+    else:
+        source = workdir / "kafka.parquet"
+        pq.write_table(kafka_table(values), source)
+        size = sum(len(v) for v in values if v)
+        print(f"   {len(values):,} values, {size / 1e6:.1f} MB, written to {source}")
+        kafka = spark.read.parquet(str(source))
+        decoded = cdc_spark.decode(kafka, format, engine=engine, **options)
 
     # Stored once, so the steps below do not decode again (this also warms Spark up).
     decoded.write.mode("overwrite").parquet(str(workdir / "events.parquet"))
@@ -172,6 +196,18 @@ def _demo(spark, format: str, messages: int, engine: str, detailed: bool) -> tup
     events.where("op = 'error'").select("offset", "error").show(truncate=False)
 
     print(f"== 3. the tables from {format}: latest image per primary key, deleted keys dropped")
+    if events.where("primary_key IS NOT NULL").isEmpty():
+        # TDSQL and TUPLE messages name no key columns: the tables' keys, as a user knows them.
+        keys = spark.createDataFrame(
+            [(*name.split("."), key) for name, key in stream.primary_keys.items()],
+            "key_db string, source_table string, key array<string>",
+        )
+        events = (
+            events.join(F.broadcast(keys), ["source_table"], "left")
+            .withColumn("primary_key", F.col("key"))
+            .withColumn("source_db", F.coalesce("source_db", "key_db"))
+            .drop("key", "key_db")
+        )
     events.createOrReplaceTempView("events")
     tables = spark.sql(TABLE_SQL)
     if detailed:
@@ -198,14 +234,14 @@ def _demo(spark, format: str, messages: int, engine: str, detailed: bool) -> tup
         f"{_rate(len(values), spark_s)} messages {_rate(rows, spark_s)} rows"
     )
     rates = {}
-    array = pa.array(values, pa.binary())
+    array = values if format == "datahub-tuple" else pa.array(values, pa.binary())
     for engine_name in ("native", "python"):
         # Best of two runs: the first also faults in the memory a long-running process
         # reuses.
         seconds = float("inf")
         for _ in range(2):
             start = time.perf_counter()
-            batch = cdc_decode.decode(array, format, engine=engine_name)
+            batch = cdc_decode.decode(array, format, engine=engine_name, **options)
             seconds = min(seconds, time.perf_counter() - start)
         rates[engine_name] = len(values) / seconds
         print(
