@@ -388,6 +388,15 @@ impl MapColumn {
         self.values.close(valid);
     }
 
+    /// Ends the open row as a map, or as a null when it has no entry (`metadata`).
+    pub fn close_or_null(&mut self) {
+        if self.is_open_empty() {
+            self.push_null();
+        } else {
+            self.close();
+        }
+    }
+
     /// True when the open row has no entry yet.
     pub fn is_open_empty(&self) -> bool {
         self.row_start() == self.keys.len()

@@ -1033,6 +1033,14 @@ impl<'a> Str<'a> {
     }
 }
 
+/// Appends a string's text to a `utf8` column, or a null.
+pub fn push_text(column: &mut crate::events::BytesColumn, value: Option<Str<'_>>) {
+    match value {
+        Some(text) => column.push_with(|out| text.write_to(out)),
+        None => column.push_null(),
+    }
+}
+
 /// Appends the text of string content `raw` (checked by the scanner), escapes resolved.
 fn unescape_into(raw: &[u8], out: &mut Vec<u8>) {
     let mut i = 0;

@@ -289,9 +289,9 @@ impl<'a> Event<'a> {
         };
         rows.op.push_str(op);
         rows.source_op.push_str(&source_op);
-        push_text(&mut rows.source_db, self.source_db);
-        push_text(&mut rows.source_schema, self.source_schema);
-        push_text(&mut rows.source_table, self.source_table);
+        json::push_text(&mut rows.source_db, self.source_db);
+        json::push_text(&mut rows.source_schema, self.source_schema);
+        json::push_text(&mut rows.source_table, self.source_table);
         rows.event_time.push(self.event_time);
         rows.capture_time.push(self.capture_time);
         rows.tx_id.push_null();
@@ -334,7 +334,7 @@ impl<'a> Event<'a> {
         }
         write_image(&mut rows.before, self.before);
         write_image(&mut rows.after, self.after);
-        push_text(&mut rows.ddl, self.ddl_text);
+        json::push_text(&mut rows.ddl, self.ddl_text);
         self.write_metadata(&mut rows.metadata);
         rows.error.push_null();
         rows.raw.push_null();
@@ -364,18 +364,7 @@ impl<'a> Event<'a> {
         self.payload.others_into(map);
         self.timestamp.others_into(map);
         self.ddl.others_into(map);
-        if map.is_open_empty() {
-            map.push_null();
-        } else {
-            map.close();
-        }
-    }
-}
-
-fn push_text(column: &mut crate::events::BytesColumn, value: Option<Str<'_>>) {
-    match value {
-        Some(text) => column.push_with(|out| text.write_to(out)),
-        None => column.push_null(),
+        map.close_or_null();
     }
 }
 

@@ -12,7 +12,7 @@ use bytes::Bytes;
 
 use crate::decoder::Sink;
 use crate::error::{Error, Result};
-use crate::events::{BytesColumn, EventBuilder, MapColumn};
+use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
 use crate::sequence::OrderKey;
@@ -207,12 +207,12 @@ impl<'a> Event<'a> {
         let source_op = self.source_op.text();
         rows.op.push_str(op_of(&source_op));
         rows.source_op.push_str(&source_op);
-        push_text(&mut rows.source_db, self.db);
+        json::push_text(&mut rows.source_db, self.db);
         rows.source_schema.push_null();
-        push_text(&mut rows.source_table, self.table);
+        json::push_text(&mut rows.source_table, self.table);
         rows.event_time.push(self.begin_micros);
         rows.capture_time.push(None);
-        push_text(&mut rows.tx_id, self.gtid);
+        json::push_text(&mut rows.tx_id, self.gtid);
         match (self.filename, self.offset) {
             (Some(file), Some(offset)) => rows.position.push_with(|out| {
                 file.write_to(out);
@@ -252,7 +252,7 @@ impl<'a> Event<'a> {
         rows.primary_key.push_null();
         write_image(&mut rows.before, self.before, "where", names)?;
         write_image(&mut rows.after, self.after, "field", names)?;
-        push_text(&mut rows.ddl, self.sql);
+        json::push_text(&mut rows.ddl, self.sql);
         self.write_metadata(&mut rows.metadata);
         rows.error.push_null();
         rows.raw.push_null();
@@ -271,18 +271,7 @@ impl<'a> Event<'a> {
                 });
             }
         }
-        if map.is_open_empty() {
-            map.push_null();
-        } else {
-            map.close();
-        }
-    }
-}
-
-fn push_text(column: &mut BytesColumn, value: Option<Str<'_>>) {
-    match value {
-        Some(text) => column.push_with(|out| text.write_to(out)),
-        None => column.push_null(),
+        map.close_or_null();
     }
 }
 
