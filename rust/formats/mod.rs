@@ -95,3 +95,71 @@ pub fn new_decoder(
         other => Err(Error::UnknownFormat(other.to_string(), FORMATS.join(", "))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, BinaryArray};
+
+    use crate::decoder::{Decoder, Mode};
+
+    /// Realistic messages of the JSON formats, mutated 5,000 times each (truncations, bit
+    /// flips, overwritten bytes, spliced junk and brackets): every mutation gives exactly one
+    /// row, its event or its error row, and no panic.
+    #[test]
+    fn mutated_json_messages_give_one_row_each() {
+        let messages: [(&str, &[u8]); 3] = [
+            (
+                "datahub-blob",
+                br#"{"schema":{"dataColumn":[{"name":"id","type":"LONG"},{"name":"v","type":"DOUBLE"}],"primaryKey":["id"],"source":{"dbType":"MySQL","dbName":"shop","tableName":"t"}},"payload":{"op":"UPDATE_AFTER","before":{"dataColumn":{"id":1,"v":"1.100000"}},"after":{"dataColumn":{"id":1,"v":2.5,"j":{"a":[1,"\u00e9\ud83d\ude80"]}}},"sequenceId":"1731663842292000001","timestamp":{"eventTime":1731662097000,"systemTime":1731663848979,"checkpointTime":-1},"ddl":null},"version":"0.0.1"}"#,
+            ),
+            (
+                "tdsql-json",
+                br#"{"logtype":"mysqlbinlog","eventtype":31,"eventtypestr":"update","db":"d","table":"t","localport":8810,"begintime":1511419963,"gtid":"0-2670193178-726233561","event_index":"4","sub_event_index":1,"where":["1","'it\\'s'","'##isnull##'"],"field":["1","'a''b'","-5 (18446744073709551611)"],"filename":"binlog.000001","orgoffset":120}"#,
+            ),
+            (
+                "tdsql-json",
+                br#"{"eventtypestr":"query","db":"d","sql":"ALTER TABLE t ADD c int","gtid":"u:1","event_index":2}"#,
+            ),
+        ];
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for (format, base) in messages {
+            let mut decoder = Decoder::new(format, Mode::Permissive).unwrap();
+            for _ in 0..5_000 {
+                let mut bytes = base.to_vec();
+                for _ in 0..1 + next() % 3 {
+                    let at = (next() as usize) % (bytes.len() + 1);
+                    match next() % 5 {
+                        0 => bytes.truncate(at),
+                        1 if at < bytes.len() => bytes[at] ^= 1 << (next() % 8),
+                        2 if at < bytes.len() => bytes[at] = next() as u8,
+                        3 => {
+                            let junk = [b"[", b"{", b"\"", b"\\", b",", b":"][next() as usize % 6];
+                            bytes.splice(at..at, junk.iter().copied());
+                        }
+                        _ => {
+                            let junk: Vec<u8> = (0..1 + next() % 6).map(|_| next() as u8).collect();
+                            bytes.splice(at..at, junk);
+                        }
+                    }
+                }
+                let values: ArrayRef = Arc::new(BinaryArray::from(vec![Some(&bytes[..])]));
+                let out = decoder.decode(&values, None, false).unwrap();
+                assert_eq!(out.batch.num_rows(), 1, "{format}: {bytes:?}");
+            }
+            let stats = decoder.stats();
+            assert_eq!(stats.messages, 5_000);
+            assert!(
+                stats.errors > 1_000 && stats.errors < 5_000,
+                "{format}: {stats:?}"
+            );
+        }
+    }
+}
