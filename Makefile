@@ -52,7 +52,7 @@ demo: build ## Generate a DTS stream, decode it on local Spark, show events and 
 BENCH_DATA := target/bench-data
 
 bench: build ## Benchmarks on a release build: criterion (Rust), then native vs python in process
-	@for f in $$($(PY) -c "import cdc_decode; print(*cdc_decode.FORMATS)"); do \
+	@for f in $$($(PY) -c "import cdc_decode.generate as g; print(*g.FORMATS)"); do \
 		test -f $(BENCH_DATA)/$$f/manifest.json || \
 		$(VENV)/bin/cdc-decode generate $$f --messages 20000 --seed 1 --out $(BENCH_DATA)/$$f; \
 	done

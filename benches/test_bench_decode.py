@@ -16,11 +16,14 @@ narrow one; its "bytes" are the Arrow buffers'.
 from __future__ import annotations
 
 import os
+from pathlib import Path
+from types import SimpleNamespace
 
 import pyarrow as pa
 import pytest
 
 import cdc_decode
+from cdc_decode.generate import FORMATS as generate_formats
 from cdc_decode.generate import generate
 
 MESSAGES = int(os.environ.get("CDC_BENCH_MESSAGES", "5000"))
@@ -33,8 +36,14 @@ BLOB_REFERENCE = "datahub-blob (700 B)"
 """The label of the datahub-blob reference-shape stream."""
 NARROW_TUPLE = "datahub-tuple (order_items)"
 
+GENERATED = [fmt for fmt in cdc_decode.FORMATS if fmt in generate_formats]
+
+DEBEZIUM = "debezium-json (Flink fixture)"
+"""debezium-json has no generator yet: the 16 events of the shared Flink PostgreSQL fixture
+(about 400 bytes each), repeated."""
+
 STREAMS: dict[str, tuple[str, dict]] = {
-    **{fmt: (fmt, {}) for fmt in cdc_decode.FORMATS},
+    **{fmt: (fmt, {}) for fmt in GENERATED},
     REFERENCE: (
         "tencent-dts",
         {
@@ -45,14 +54,27 @@ STREAMS: dict[str, tuple[str, dict]] = {
     ),
     BLOB_REFERENCE: ("datahub-blob", {"tables": ["shop.order_items"]}),
     NARROW_TUPLE: ("datahub-tuple", {"tables": ["shop.order_items"]}),
+    DEBEZIUM: ("debezium-json", {}),
 }
 """Label -> (format, extra ``generate`` options)."""
+
+
+def _fixture_stream():
+    path = Path(__file__).parents[2] / "shared" / "fixtures" / "debezium"
+    lines = (path / "flink-postgres-schema-exclude.jsonl").read_bytes().split(b"\n")
+    lines = [line for line in lines if line.strip()]
+    values = (lines * (MESSAGES // len(lines) + 1))[:MESSAGES]
+    stream = SimpleNamespace(messages=len(values), rows=len(values), bytes=sum(map(len, values)))
+    return stream, pa.array(values, pa.binary())
 
 
 @pytest.fixture(scope="module")
 def streams():
     out = {}
     for label, (fmt, options) in STREAMS.items():
+        if label == DEBEZIUM:
+            out[label] = (fmt, *_fixture_stream())
+            continue
         stream = generate(fmt, messages=MESSAGES, seed=1, **options)
         values = stream.values  # a Table of records for datahub-tuple
         if not isinstance(values, pa.Table):

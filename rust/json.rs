@@ -1033,6 +1033,19 @@ impl<'a> Str<'a> {
     }
 }
 
+/// Writes an object's members (first duplicate wins) as a row image, each value rendered
+/// as text ([`Value::render_into`]); a null image for `None`.
+pub fn write_image(map: &mut crate::events::MapColumn, columns: Option<Value<'_>>) {
+    let Some(columns) = columns else {
+        map.push_null();
+        return;
+    };
+    for (name, value) in columns.members() {
+        map.entry_rendered(&name.text(), |out| value.render_into(out));
+    }
+    map.close();
+}
+
 /// Appends a string's text to a `utf8` column, or a null.
 pub fn push_text(column: &mut crate::events::BytesColumn, value: Option<Str<'_>>) {
     match value {

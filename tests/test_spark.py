@@ -408,3 +408,18 @@ def test_tdsql_json_with_column_names(spark, engine):
     assert_table_matches(table, pa.Table.from_batches([named]))
     with pytest.raises(ValueError, match="tdsql-json only"):
         cdc_spark.decode(kafka_df(spark, stream.values), "datahub-blob", columns=columns)
+
+
+def test_debezium_json_fixture_from_kafka(spark, engine):
+    """The Flink PostgreSQL fixture as Kafka values, a Connect tombstone among them: the
+    events equal the in-process decode, offsets kept."""
+    import pyarrow as pa
+    from conftest import FIXTURES
+
+    lines = (FIXTURES / "debezium" / "flink-postgres-schema-exclude.jsonl").read_bytes()
+    values = [line for line in lines.splitlines() if line.strip()] + [None]
+    events = cdc_spark.decode(kafka_df(spark, values), "debezium-json", engine=engine)
+    table = pa.Table.from_batches(events.drop(*cdc_spark.KAFKA_COLUMNS).toArrow().to_batches())
+    expected = cdc_decode.decode(values, "debezium-json")
+    assert_table_matches(table, pa.Table.from_batches([expected]))
+    assert events.select("offset").collect()[-1].offset == 100 + len(values) - 1

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-FORMATS: tuple[str, ...] = ("tencent-dts", "datahub-blob", "tdsql-json", "datahub-tuple")
+FORMATS: tuple[str, ...] = (
+    "tencent-dts",
+    "datahub-blob",
+    "tdsql-json",
+    "datahub-tuple",
+    "debezium-json",
+)
 """The format names ``decode`` accepts."""
 
 RECORD_FORMATS: tuple[str, ...] = ("datahub-tuple",)

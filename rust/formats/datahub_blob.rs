@@ -332,8 +332,8 @@ impl<'a> Event<'a> {
             }
             None => rows.primary_key.push_null(),
         }
-        write_image(&mut rows.before, self.before);
-        write_image(&mut rows.after, self.after);
+        json::write_image(&mut rows.before, self.before);
+        json::write_image(&mut rows.after, self.after);
         json::push_text(&mut rows.ddl, self.ddl_text);
         self.write_metadata(&mut rows.metadata);
         rows.error.push_null();
@@ -366,16 +366,4 @@ impl<'a> Event<'a> {
         self.ddl.others_into(map);
         map.close_or_null();
     }
-}
-
-/// A row image: each `dataColumn` member (first duplicate wins) rendered as text.
-fn write_image(map: &mut MapColumn, columns: Option<Value<'_>>) {
-    let Some(columns) = columns else {
-        map.push_null();
-        return;
-    };
-    for (name, value) in columns.members() {
-        map.entry_rendered(&name.text(), |out| value.render_into(out));
-    }
-    map.close();
 }

@@ -10,11 +10,18 @@ use crate::error::{Error, Result};
 
 pub mod datahub_blob;
 pub mod datahub_tuple;
+pub mod debezium_json;
 pub mod tdsql_json;
 pub mod tencent_dts;
 
 /// The format names, as `decode` accepts them.
-pub const FORMATS: &[&str] = &["tencent-dts", "datahub-blob", "tdsql-json", "datahub-tuple"];
+pub const FORMATS: &[&str] = &[
+    "tencent-dts",
+    "datahub-blob",
+    "tdsql-json",
+    "datahub-tuple",
+    "debezium-json",
+];
 
 /// What a format does with messages; the shared loop in [`crate::decoder::Decoder`] handles
 /// nulls (tombstones), ordinals and modes.
@@ -86,6 +93,10 @@ pub fn new_decoder(
         "datahub-blob" => Ok((
             datahub_blob::FORMAT,
             Box::new(datahub_blob::DatahubBlob::default()),
+        )),
+        "debezium-json" => Ok((
+            debezium_json::FORMAT,
+            Box::new(debezium_json::DebeziumJson::default()),
         )),
         "tdsql-json" => Ok((
             tdsql_json::FORMAT,

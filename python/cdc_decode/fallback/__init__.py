@@ -7,6 +7,7 @@ docs/events.md); one module per format decodes single messages:
 - :mod:`.tencent_dts`: ``tencent-dts``.
 - :mod:`.datahub_blob`: ``datahub-blob``.
 - :mod:`.tdsql_json`: ``tdsql-json``.
+- :mod:`.debezium_json`: ``debezium-json``.
 - :mod:`.datahub_tuple`: ``datahub-tuple``, whose input is record batches, not binary
   values (:meth:`PythonDecoder.decode_records`).
 
@@ -35,6 +36,7 @@ _FORMATS = {
     "datahub-blob": ("datahub_blob", "DatahubBlob"),
     "tdsql-json": ("tdsql_json", "TdsqlJson"),
     "datahub-tuple": ("datahub_tuple", "DatahubTuple"),
+    "debezium-json": ("debezium_json", "DebeziumJson"),
 }
 
 FORMATS: tuple[str, ...] = tuple(_FORMATS)

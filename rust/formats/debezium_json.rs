@@ -1,0 +1,400 @@
+//! `debezium-json`: Debezium's JSON converter output (with or without the Connect
+//! `schema`/`payload` wrapper), and Lindorm's "Debezium Format V2.0". Every rule is written
+//! down in docs/formats/debezium-json.md, which the Python fallback follows too; the JSON
+//! and field rules are datahub-blob's ([`crate::json`]).
+
+use bytes::Bytes;
+
+use crate::decoder::Sink;
+use crate::error::{Error, Result};
+use crate::events::{EventBuilder, MapColumn};
+use crate::formats::FormatDecoder;
+use crate::json::{self, field, Kind, Name, Str, Value};
+use crate::sequence::OrderKey;
+
+/// The format's name.
+pub const FORMAT: &str = "debezium-json";
+
+/// Decodes `debezium-json` messages. Holds no state between messages but the parser's
+/// buffers.
+#[derive(Debug, Default)]
+pub struct DebeziumJson {
+    parser: json::Parser,
+}
+
+impl FormatDecoder for DebeziumJson {
+    fn decode(
+        &mut self,
+        sink: &mut Sink,
+        ordinal: i64,
+        value: Bytes,
+        _key: Option<&str>,
+    ) -> Result<()> {
+        let parser = &mut self.parser;
+        sink.events(ordinal, &value, |rows| {
+            let message = parser.parse(&value)?;
+            match Event::read(message)? {
+                Some(event) => event.write(rows),
+                None => rows.push_bare("tombstone", None),
+            }
+            Ok(())
+        })
+    }
+}
+
+const SCHEMA: Name = Name::new("schema");
+const PAYLOAD: Name = Name::new("payload");
+
+/// The envelope's members with a column of their own (the rest go to metadata).
+const ENVELOPE: [Name; 12] = [
+    Name::new("before"),
+    Name::new("after"),
+    Name::new("source"),
+    Name::new("op"),
+    Name::new("ts_ms"),
+    Name::new("ts_us"),
+    Name::new("ts_ns"),
+    Name::new("transaction"),
+    Name::new("ddl"),
+    Name::new("databaseName"),
+    Name::new("status"),
+    Name::new("id"),
+];
+
+/// The `source` members read for columns; the first five name the table and stay out of
+/// metadata, the others are kept there too.
+const SOURCE: [Name; 13] = [
+    Name::new("db"),
+    Name::new("schema"),
+    Name::new("namespace"),
+    Name::new("table"),
+    Name::new("collection"),
+    Name::new("ts_ms"),
+    Name::new("ts_us"),
+    Name::new("ts_ns"),
+    Name::new("file"),
+    Name::new("pos"),
+    Name::new("row"),
+    Name::new("lsn"),
+    Name::new("gtid"),
+];
+const TX_ID: Name = Name::new("txId");
+const TRANSACTION: [Name; 3] = [
+    Name::new("id"),
+    Name::new("total_order"),
+    Name::new("data_collection_order"),
+];
+
+/// Reads `object`'s members named in `names` in one pass (first duplicate wins).
+fn slots<'a, const N: usize>(
+    object: Option<Value<'a>>,
+    names: &[Name; N],
+) -> [Option<Value<'a>>; N] {
+    let mut fields = [None; N];
+    for (key, value) in object.iter().flat_map(|o| o.all_members()) {
+        if let Some(i) = names.iter().position(|name| key.is(name)) {
+            fields[i].get_or_insert(value);
+        }
+    }
+    fields
+}
+
+/// The largest |milliseconds| whose microseconds fit an i64.
+const MAX_MS: i64 = i64::MAX / 1000;
+
+/// `ts_ns` / 1000, else `ts_us`, else `ts_ms` × 1000.
+fn micros(ns: Option<i64>, us: Option<i64>, ms: Option<i64>, path: &str) -> Result<Option<i64>> {
+    Ok(match (ns, us, ms) {
+        (Some(ns), _, _) => Some(ns / 1000),
+        (None, Some(us), _) => Some(us),
+        (None, None, Some(ms)) if (-MAX_MS..=MAX_MS).contains(&ms) => Some(ms * 1000),
+        (None, None, Some(ms)) => {
+            return Err(field::error(
+                &format!("{path}ts_ms"),
+                format!("{ms} milliseconds is out of range"),
+            ))
+        }
+        (None, None, None) => None,
+    })
+}
+
+/// The three `ts_*` members of an object, checked as integers.
+fn times(values: [Option<Value<'_>>; 3], path: &str) -> Result<[Option<i64>; 3]> {
+    let [ms, us, ns] = values;
+    Ok([
+        field::integer(ms, &format!("{path}ts_ms"))?,
+        field::integer(us, &format!("{path}ts_us"))?,
+        field::integer(ns, &format!("{path}ts_ns"))?,
+    ])
+}
+
+fn unsigned(value: Option<Value<'_>>, path: &str) -> Result<Option<u64>> {
+    match field::integer(value, path)? {
+        Some(n) if n < 0 => Err(field::error(
+            path,
+            format!(
+                "expected a non-negative integer, got {}",
+                value.map_or_else(String::new, |v| v.describe())
+            ),
+        )),
+        n => Ok(n.map(|n| n as u64)),
+    }
+}
+
+/// An image: `before` / `after`, an object or null.
+fn image<'a>(value: Option<Value<'a>>, path: &str) -> Result<Option<Value<'a>>> {
+    field::object(value, path)
+}
+
+/// Where the change is in the source's log.
+enum Log<'a> {
+    MySql {
+        file: Str<'a>,
+        pos: Option<u64>,
+        row: Option<u64>,
+    },
+    Postgres {
+        lsn: u64,
+    },
+    Time {
+        nanos: Option<i64>,
+    },
+}
+
+struct Event<'a> {
+    envelope: Value<'a>,
+    source: Option<Value<'a>>,
+    op: &'static str,
+    source_op: Option<Str<'a>>,
+    db: Option<Str<'a>>,
+    schema: Option<Str<'a>>,
+    table: Option<Str<'a>>,
+    event_time: Option<i64>,
+    capture_time: Option<i64>,
+    tx_id: Option<Str<'a>>,
+    tx_number: Option<i64>,
+    log: Log<'a>,
+    before: Option<Value<'a>>,
+    after: Option<Value<'a>>,
+    ddl: Option<Str<'a>>,
+    total_order: Option<i64>,
+    collection_order: Option<i64>,
+}
+
+impl<'a> Event<'a> {
+    /// The message's event, or `None` for Connect's tombstone (a null `payload`).
+    fn read(message: Value<'a>) -> Result<Option<Self>> {
+        if message.kind() != Kind::Object {
+            return Err(Error::NotAnObject(message.describe()));
+        }
+        let envelope = match (message.get_name(&SCHEMA), message.get_name(&PAYLOAD)) {
+            (Some(_), Some(payload)) => match field::object(Some(payload), "payload")? {
+                Some(payload) => payload,
+                None => return Ok(None),
+            },
+            _ => message,
+        };
+        let [before, after, source, op, ts_ms, ts_us, ts_ns, transaction, ddl, database, status, id] =
+            slots(Some(envelope), &ENVELOPE);
+        let mut source_op = field::string(op, "op")?;
+        let ddl = field::string(ddl, "ddl")?;
+        let status = field::string(status, "status")?;
+        let source = field::object(source, "source")?;
+        let transaction = field::object(transaction, "transaction")?;
+        let before = image(before, "before")?;
+        let after = image(after, "after")?;
+        let [ms, us, ns] = times([ts_ms, ts_us, ts_ns], "")?;
+        let capture_time = micros(ns, us, ms, "")?;
+
+        let [db, schema, namespace, table, collection, s_ms, s_us, s_ns, file, pos, row, lsn, gtid] =
+            slots(source, &SOURCE);
+        let [s_ms, s_us, s_ns] = times([s_ms, s_us, s_ns], "source.")?;
+        let event_time = micros(s_ns, s_us, s_ms, "source.")?;
+        let mut db = field::string(db, "source.db")?;
+        let schema = match field::string(schema, "source.schema")? {
+            Some(schema) => Some(schema),
+            None => field::string(namespace, "source.namespace")?,
+        };
+        let table = match field::string(table, "source.table")? {
+            Some(table) => Some(table),
+            None => field::string(collection, "source.collection")?,
+        };
+        let file = field::string(file, "source.file")?;
+        let pos = unsigned(pos, "source.pos")?;
+        let row = unsigned(row, "source.row")?;
+        let lsn = unsigned(lsn, "source.lsn")?;
+        let gtid = field::string(gtid, "source.gtid")?;
+        let tx_number = field::integer(source.and_then(|s| s.get_name(&TX_ID)), "source.txId")?;
+        let [tx, total, collection_order] = slots(transaction, &TRANSACTION);
+        let mut tx_id = field::string(tx, "transaction.id")?;
+        let total_order = field::integer(total, "transaction.total_order")?;
+        let collection_order =
+            field::integer(collection_order, "transaction.data_collection_order")?;
+
+        let op = if let Some(op) = source_op {
+            match &*op.text() {
+                "r" => "read",
+                "c" => "insert",
+                "u" => "update",
+                "d" => "delete",
+                "t" => "truncate",
+                _ => "other",
+            }
+        } else if ddl.is_some() {
+            db = field::string(database, "databaseName")?;
+            "ddl"
+        } else if let Some(status) = status {
+            source_op = Some(status);
+            tx_id = field::string(id, "id")?;
+            match &*status.text() {
+                "BEGIN" => "begin",
+                "END" => "commit",
+                _ => "other",
+            }
+        } else {
+            return Err(field::error("op", "missing".into()));
+        };
+        if tx_id.is_none() {
+            tx_id = gtid;
+        }
+        let log = match (file, lsn) {
+            (Some(file), _) => Log::MySql { file, pos, row },
+            (None, Some(lsn)) => Log::Postgres { lsn },
+            (None, None) => Log::Time {
+                nanos: match (s_ns, s_us, s_ms) {
+                    (Some(ns), _, _) => Some(ns),
+                    (None, Some(us), _) => us.checked_mul(1000),
+                    (None, None, Some(ms)) => ms.checked_mul(1_000_000),
+                    (None, None, None) => None,
+                },
+            },
+        };
+        Ok(Some(Self {
+            envelope,
+            source,
+            op,
+            source_op,
+            db,
+            schema,
+            table,
+            event_time,
+            capture_time,
+            tx_id,
+            tx_number,
+            log,
+            before,
+            after,
+            ddl,
+            total_order,
+            collection_order,
+        }))
+    }
+
+    fn write(&self, rows: &mut EventBuilder) {
+        rows.op.push_str(self.op);
+        json::push_text(&mut rows.source_op, self.source_op);
+        json::push_text(&mut rows.source_db, self.db);
+        json::push_text(&mut rows.source_schema, self.schema);
+        json::push_text(&mut rows.source_table, self.table);
+        rows.event_time.push(self.event_time);
+        rows.capture_time.push(self.capture_time);
+        match (self.tx_id, self.tx_number) {
+            (Some(tx), _) => json::push_text(&mut rows.tx_id, Some(tx)),
+            (None, Some(number)) => rows.tx_id.push_str(itoa::Buffer::new().format(number)),
+            (None, None) => rows.tx_id.push_null(),
+        }
+        let read = self.op == "read";
+        match &self.log {
+            Log::MySql { file, pos, row } => {
+                match pos {
+                    Some(pos) => rows.position.push_with(|out| {
+                        file.write_to(out);
+                        out.push(b':');
+                        out.extend_from_slice(itoa::Buffer::new().format(*pos).as_bytes());
+                    }),
+                    None => rows.position.push_null(),
+                }
+                let text = file.text();
+                let (pos, row) = (pos.unwrap_or(0), row.unwrap_or(0));
+                rows.sequence.push_with(|out| {
+                    OrderKey(out).str(text.as_bytes()).u64(pos).u64(row);
+                });
+                if read {
+                    rows.event_id.push_null();
+                } else {
+                    rows.event_id.push_with(|out| {
+                        let mut number = itoa::Buffer::new();
+                        out.extend_from_slice(text.as_bytes());
+                        out.push(b':');
+                        out.extend_from_slice(number.format(pos).as_bytes());
+                        out.push(b':');
+                        out.extend_from_slice(number.format(row).as_bytes());
+                    });
+                }
+            }
+            Log::Postgres { lsn } => {
+                let text = itoa::Buffer::new().format(*lsn).to_string();
+                rows.position.push_str(&text);
+                rows.sequence.push_with(|out| {
+                    OrderKey(out).u64(*lsn);
+                });
+                if read {
+                    rows.event_id.push_null();
+                } else {
+                    rows.event_id.push_str(&text);
+                }
+            }
+            Log::Time { nanos } => {
+                rows.position.push_null();
+                match nanos {
+                    Some(nanos) => rows.sequence.push_with(|out| {
+                        OrderKey(out).i64(*nanos);
+                    }),
+                    None => rows.sequence.push_null(),
+                }
+                rows.event_id.push_null();
+            }
+        }
+        rows.primary_key.push_null();
+        json::write_image(&mut rows.before, self.before);
+        json::write_image(&mut rows.after, self.after);
+        json::push_text(&mut rows.ddl, self.ddl);
+        self.write_metadata(&mut rows.metadata);
+        rows.error.push_null();
+        rows.raw.push_null();
+        rows.end_row();
+    }
+
+    fn write_metadata(&self, map: &mut MapColumn) {
+        for (key, value) in self.source.iter().flat_map(|s| s.members()) {
+            if !SOURCE[..5].iter().any(|name| key.is(name)) {
+                add_metadata(map, &key.text(), value);
+            }
+        }
+        for (name, value) in [
+            ("total_order", self.total_order),
+            ("data_collection_order", self.collection_order),
+        ] {
+            if let Some(value) = value {
+                if !map.has_key(name) {
+                    map.entry_int(name, value);
+                }
+            }
+        }
+        for (key, value) in self.envelope.members() {
+            if !ENVELOPE.iter().any(|name| key.is(name)) {
+                add_metadata(map, &key.text(), value);
+            }
+        }
+        map.close_or_null();
+    }
+}
+
+/// A metadata entry, unless the value is null or the key is there already (first wins).
+fn add_metadata(map: &mut MapColumn, key: &str, value: Value<'_>) {
+    if !value.is_null() && !map.has_key(key) {
+        map.entry_with(key, |out| {
+            value.render_into(out);
+        });
+    }
+}
