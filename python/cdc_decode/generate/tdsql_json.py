@@ -18,6 +18,7 @@ import json
 import random
 import struct
 
+from .images import Tables
 from .source import Column, Ddl, Heartbeat, MySQLSource, Transaction, Value, mysql_text
 
 FORMAT = "tdsql-json"
@@ -25,7 +26,6 @@ FORMAT = "tdsql-json"
 _KEY = struct.Struct(">QQQ").pack
 _NULL = "'##isnull##'"
 _CODES = {"insert": (23, 30), "update": (24, 31), "delete": (25, 32)}
-_MISSING = object()
 _ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\0": "\\0"}
 
 _INTEGERS = ("tinyint", "smallint", "mediumint", "int", "bigint")
@@ -63,34 +63,18 @@ class TdsqlJsonWriter:
         self.source = source
         self.rng = random.Random(f"tdsql-json/{seed}")
         self.mariadb = seed % 2 == 1
-        self.rows: dict[str, dict[tuple, dict[str, Value]]] = {}
-        self._undo: list[tuple] = []
+        self.tables = Tables()
         # TDSQL always has GTIDs (the source's anonymous transactions included): numbered
         # here, in log order, heartbeat transactions too.
         self.gtid_no = 0
         self.localport = 3306 + self.rng.randrange(10_000)
 
     def state(self) -> tuple[int, int]:
-        return len(self._undo), self.gtid_no
+        return self.tables.mark(), self.gtid_no
 
     def restore(self, state: tuple[int, int]) -> None:
-        undo_to, self.gtid_no = state
-        while len(self._undo) > undo_to:
-            table, key, old = self._undo.pop()
-            if old is _MISSING:
-                self.rows[table].pop(key, None)
-            else:
-                self.rows[table][key] = old
-
-    # --- the writer's copy of each table ------------------------------------------------
-
-    def _put(self, table: str, key: tuple, row: dict | None) -> None:
-        rows = self.rows.setdefault(table, {})
-        self._undo.append((table, key, rows.get(key, _MISSING)))
-        if row is None:
-            rows.pop(key, None)
-        else:
-            rows[key] = row
+        mark, self.gtid_no = state
+        self.tables.rewind(mark)
 
     def _gtid(self) -> str:
         """The next transaction's GTID: MySQL ``uuid:N`` or MariaDB ``domain-server-N``."""
@@ -189,24 +173,9 @@ class TdsqlJsonWriter:
         index = 1
         for event in tx.events:
             index += 1
-            name = f"{event.db}.{event.table}"
             offset = event.position
             for sub, image in enumerate(event.rows):
-                source = image.before if image.before is not None else image.after
-                key = tuple(source[c] for c in event.primary_key)
-                old = self.rows.get(name, {}).get(key)
-                before = after = None
-                if event.kind == "insert":
-                    after = dict(image.after)
-                elif event.kind == "update":
-                    before = {**(old or {}), **image.before}
-                    after = {**before, **image.after}
-                else:
-                    before = {**(old or {}), **image.before}
-                new_key = key if after is None else tuple(after[c] for c in event.primary_key)
-                if new_key != key:
-                    self._put(name, key, None)
-                self._put(name, new_key, after)
+                before, after = self.tables.whole(event, image)
                 out.append(
                     self._message(
                         event.kind,
