@@ -39,8 +39,8 @@ NARROW_TUPLE = "datahub-tuple (order_items)"
 GENERATED = [fmt for fmt in cdc_decode.FORMATS if fmt in generate_formats]
 
 DEBEZIUM = "debezium-json (Flink fixture)"
-"""debezium-json has no generator yet: the 16 events of the shared Flink PostgreSQL fixture
-(about 400 bytes each), repeated."""
+"""Real Debezium messages beside the generated ones: the 16 events of the shared Flink
+PostgreSQL fixture (about 400 bytes each, no wrapper), repeated."""
 
 STREAMS: dict[str, tuple[str, dict]] = {
     **{fmt: (fmt, {}) for fmt in GENERATED},

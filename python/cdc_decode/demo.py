@@ -69,6 +69,7 @@ BAD_VALUES = {
     "datahub-blob": b'{"schema":{},"payload":{"op":"INSERT","sequenceId":"12x"}}',
     "tdsql-json": b'{"eventtypestr":"insert","db":"shop","field":[true]}',
     "datahub-tuple": None,
+    "debezium-json": b'{"op":"c","source":{"db":"shop","table":"orders","pos":-1}}',
 }
 
 

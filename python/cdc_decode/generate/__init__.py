@@ -20,7 +20,7 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from .._schema import EVENT_SCHEMA
-from . import datahub_blob, datahub_tuple, tdsql_json, tencent_dts
+from . import datahub_blob, datahub_tuple, debezium_json, tdsql_json, tencent_dts
 from .apply import State, apply_change, apply_events
 from .source import MySQLSource
 from .stream import (
@@ -52,6 +52,7 @@ FORMATS: tuple[str, ...] = (
     datahub_blob.FORMAT,
     tdsql_json.FORMAT,
     datahub_tuple.FORMAT,
+    debezium_json.FORMAT,
 )
 """The formats the generator writes."""
 
@@ -110,6 +111,11 @@ def generate(
         render = datahub_blob.render
         values, rows = datahub_blob.write_stream(
             source, datahub_blob.DatahubBlobWriter(source, seed=seed), messages
+        )
+    elif format == debezium_json.FORMAT:
+        render = debezium_json.render
+        values, rows = datahub_blob.write_stream(
+            source, debezium_json.DebeziumJsonWriter(source, seed=seed), messages
         )
     elif format == tdsql_json.FORMAT:
         render = tdsql_json.render

@@ -160,7 +160,9 @@ class TdsqlJsonWriter:
         if row is None:
             return None
         doubled = self.rng.random() < 0.5
-        return [self._literal(c, row.get(c.name), doubled) for c in columns]
+        # A column added after the row was last written (always the last ones) has no value
+        # in the source: the array stops before it.
+        return [self._literal(c, row[c.name], doubled) for c in columns if c.name in row]
 
     def _transaction(self, tx: Transaction) -> list[tuple[bytes, list]]:
         if tx.rolled_back:
