@@ -24,6 +24,7 @@ import json
 import random
 import struct
 
+from .datahub_blob import Raw, _dump
 from .images import Tables
 from .source import Column, Ddl, MySQLSource, Transaction, Value, mysql_text
 
@@ -32,12 +33,6 @@ VERSION = "2.7.3.Final"
 
 _INTEGERS = ("tinyint", "smallint", "mediumint", "int", "bigint", "year")
 _EPOCH = dt.date(1970, 1, 1)
-
-
-class Raw(str):
-    """A JSON number token, written as is."""
-
-    __slots__ = ()
 
 
 def wire(column: Column, value: Value):
@@ -68,24 +63,6 @@ def wire(column: Column, value: Value):
 def render(column: Column, value: Value) -> str | None:
     """The generic text of a value once decoded: the string's text or the number's token."""
     return wire(column, value)
-
-
-def _dump(value) -> str:
-    if value is None:
-        return "null"
-    if value is True:
-        return "true"
-    if value is False:
-        return "false"
-    if type(value) is Raw:
-        return value
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{json.dumps(k)}:{_dump(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, int):
-        return str(value)
-    return "[" + ",".join(_dump(v) for v in value) + "]"
 
 
 def _key_str(text: str) -> bytes:
@@ -170,7 +147,7 @@ class DebeziumJsonWriter:
                                         if c.name in after],
             None, metadata, None, None,
         ]  # fmt: skip
-        return _dump(doc).encode("utf-8"), expected
+        return _dump(doc, json.encoder.encode_basestring).encode("utf-8"), expected
 
     def _transaction(self, tx: Transaction) -> list[tuple[bytes, list]]:
         if tx.rolled_back or not tx.events:
