@@ -251,3 +251,42 @@ def test_engines_agree_in_batches():
     native = cdc_decode.decode(pa.array(values, pa.binary()), FORMAT, engine="native")
     python = cdc_decode.decode(pa.array(values, pa.binary()), FORMAT, engine="python")
     assert_same_events(native, python)
+
+
+# ---------------------------------------------------------------------------------------
+# Generated streams
+
+
+@pytest.fixture(scope="module", params=[1, 2])
+def stream(request):
+    from cdc_decode.generate import generate
+
+    return generate(FORMAT, messages=3000, seed=request.param)
+
+
+def test_generated_stream_decodes_to_the_expected_events(stream):
+    from test_generator import assert_events_equal
+
+    out = cdc_decode.decode(stream.values, FORMAT, engine=ENGINE)
+    assert out.column("error").null_count == out.num_rows
+    assert_events_equal(pa.Table.from_batches([out]), stream.expected)
+    state = apply_events(out, primary_keys=stream.primary_keys)
+    assert state == stream.final_state
+
+
+def test_generated_stream_covers_the_format(stream):
+    ops = set(stream.expected.column("op").to_pylist())
+    assert {"insert", "update", "delete", "tombstone"} <= ops
+    texts = [v.decode() for v in stream.values if v is not None]
+    assert any(t.startswith('{"schema"') for t in texts)
+    assert any(t.startswith('{"before"') for t in texts)
+    assert any('"transaction":{' in t for t in texts) and any('"ts_ns"' in t for t in texts)
+    sequences = [s for s in stream.expected.column("sequence").to_pylist() if s is not None]
+    assert sequences == sorted(sequences), "the log order is the sequence order"
+
+
+def test_a_stream_starts_with_snapshot_rows():
+    from cdc_decode.generate import generate
+
+    ops = generate(FORMAT, messages=200, seed=1).expected.column("op").to_pylist()
+    assert ops[0] == "read" and "insert" in ops

@@ -163,7 +163,9 @@ class DebeziumJsonWriter:
             for row_no, image in enumerate(event.rows):
                 before, after = self.tables.whole(event, image)
                 op = "r" if snapshot else {"insert": "c", "update": "u", "delete": "d"}[event.kind]
-                out.append(self._message(op, event, tx, row_no, before, after, snapshot))
+                # Snapshot rows all carry the snapshot's position, row 0, as Debezium's do.
+                row = 0 if snapshot else row_no
+                out.append(self._message(op, event, tx, row, before, after, snapshot))
                 if op == "d" and self.rng.random() < 0.3:
                     out.append(self.heartbeat(tx.timestamp))
         return out
