@@ -423,3 +423,30 @@ def test_debezium_json_fixture_from_kafka(spark, engine):
     expected = cdc_decode.decode(values, "debezium-json")
     assert_table_matches(table, pa.Table.from_batches([expected]))
     assert events.select("offset").collect()[-1].offset == 100 + len(values) - 1
+
+
+def test_datastream_json_lines_from_text_files(spark, engine, tmp_path):
+    """Datastream's JSON files as users find them (a `table/yyyy/mm/dd/hh/mm/` tree of
+    JSON-lines files) read with spark.read.text: the in-process events, one per line."""
+    import json
+
+    import pyarrow as pa
+
+    lines = []
+    for i in range(40):
+        lines.append(json.dumps({
+            "uuid": f"u-{i}", "read_method": "mysql-cdc-binlog", "source_timestamp": 1000 + i,
+            "source_metadata": {"database": "shop", "table": "orders", "change_type": "INSERT",
+                                "log_file": "mysql-bin.000001", "log_position": 100 + i},
+            "payload": {"id": i, "name": f"n{i}"},
+        }))  # fmt: skip
+    folder = tmp_path / "shop_orders" / "2024" / "05" / "01" / "10" / "00"
+    folder.mkdir(parents=True)
+    (folder / "part-1.jsonl").write_text("\n".join(lines[:20]) + "\n")
+    (folder / "part-2.jsonl").write_text("\n".join(lines[20:]) + "\n")
+    df = spark.read.option("recursiveFileLookup", "true").text(str(tmp_path)).coalesce(1)
+    events = cdc_spark.decode(df, "datastream-json", engine=engine, keep=[])
+    table = pa.Table.from_batches(events.toArrow().to_batches())
+    table = table.sort_by([("event_id", "ascending")])
+    expected = pa.Table.from_batches([cdc_decode.decode(lines, "datastream-json")])
+    assert_table_matches(table, expected.sort_by([("event_id", "ascending")]))

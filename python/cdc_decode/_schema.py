@@ -10,6 +10,7 @@ FORMATS: tuple[str, ...] = (
     "tdsql-json",
     "datahub-tuple",
     "debezium-json",
+    "datastream-json",
 )
 """The format names ``decode`` accepts."""
 

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 
 pub mod datahub_blob;
 pub mod datahub_tuple;
+pub mod datastream_json;
 pub mod debezium_json;
 pub mod tdsql_json;
 pub mod tencent_dts;
@@ -21,6 +22,7 @@ pub const FORMATS: &[&str] = &[
     "tdsql-json",
     "datahub-tuple",
     "debezium-json",
+    "datastream-json",
 ];
 
 /// What a format does with messages; the shared loop in [`crate::decoder::Decoder`] handles
@@ -97,6 +99,10 @@ pub fn new_decoder(
         "debezium-json" => Ok((
             debezium_json::FORMAT,
             Box::new(debezium_json::DebeziumJson::default()),
+        )),
+        "datastream-json" => Ok((
+            datastream_json::FORMAT,
+            Box::new(datastream_json::DatastreamJson::default()),
         )),
         "tdsql-json" => Ok((
             tdsql_json::FORMAT,

@@ -8,6 +8,7 @@ docs/events.md); one module per format decodes single messages:
 - :mod:`.datahub_blob`: ``datahub-blob``.
 - :mod:`.tdsql_json`: ``tdsql-json``.
 - :mod:`.debezium_json`: ``debezium-json``.
+- :mod:`.datastream_json`: ``datastream-json``.
 - :mod:`.datahub_tuple`: ``datahub-tuple``, whose input is record batches, not binary
   values (:meth:`PythonDecoder.decode_records`).
 
@@ -37,6 +38,7 @@ _FORMATS = {
     "tdsql-json": ("tdsql_json", "TdsqlJson"),
     "datahub-tuple": ("datahub_tuple", "DatahubTuple"),
     "debezium-json": ("debezium_json", "DebeziumJson"),
+    "datastream-json": ("datastream_json", "DatastreamJson"),
 }
 
 FORMATS: tuple[str, ...] = tuple(_FORMATS)
