@@ -197,3 +197,36 @@ def test_engines_agree_on_mutations():
     python = cdc_decode.decode(values, FORMAT, engine="python")
     assert_same_events(native, python)
     assert 0 < native.column("op").to_pylist().count("error") < len(values)
+
+
+# ---------------------------------------------------------------------------------------
+# Generated streams
+
+
+@pytest.fixture(scope="module", params=[1, 3])
+def stream(request):
+    from cdc_decode.generate import generate
+
+    return generate(FORMAT, messages=3000, seed=request.param)
+
+
+def test_generated_stream_decodes_to_the_expected_events_and_tables(stream):
+    import pyarrow as pa
+    from test_generator import assert_events_equal
+
+    from cdc_decode.generate import apply_events
+
+    out = cdc_decode.decode(stream.values, FORMAT, engine=ENGINE)
+    assert out.column("error").null_count == out.num_rows
+    assert_events_equal(pa.Table.from_batches([out]), stream.expected)
+    assert apply_events(out) == stream.final_state  # the events name their keys
+
+
+def test_generated_stream_covers_the_format(stream):
+    ops = set(stream.expected.column("op").to_pylist())
+    assert {"read", "insert", "update_after", "delete"} <= ops
+    texts = [v.decode() for v in stream.values if v is not None]
+    assert any('"source_timestamp":"' in t for t in texts)
+    assert any('"source_timestamp":1' in t for t in texts)
+    sequences = [s for s in stream.expected.column("sequence").to_pylist() if s is not None]
+    assert sequences == sorted(sequences), "the log order is the sequence order"

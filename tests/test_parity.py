@@ -15,7 +15,7 @@ import cdc_decode
 from cdc_decode.generate import generate
 
 # The byte formats (datahub-tuple takes tables: tests/test_datahub_tuple.py).
-PARITY_FORMATS = ["tencent-dts", "datahub-blob", "tdsql-json", "debezium-json"]
+PARITY_FORMATS = ["tencent-dts", "datahub-blob", "tdsql-json", "debezium-json", "datastream-json"]
 
 
 @pytest.fixture(scope="module", params=PARITY_FORMATS)

@@ -70,6 +70,7 @@ BAD_VALUES = {
     "tdsql-json": b'{"eventtypestr":"insert","db":"shop","field":[true]}',
     "datahub-tuple": None,
     "debezium-json": b'{"op":"c","source":{"db":"shop","table":"orders","pos":-1}}',
+    "datastream-json": b'{"read_method":"mysql-cdc-binlog","source_timestamp":"soon"}',
 }
 
 

@@ -20,7 +20,14 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from .._schema import EVENT_SCHEMA
-from . import datahub_blob, datahub_tuple, debezium_json, tdsql_json, tencent_dts
+from . import (
+    datahub_blob,
+    datahub_tuple,
+    datastream_json,
+    debezium_json,
+    tdsql_json,
+    tencent_dts,
+)
 from .apply import State, apply_change, apply_events
 from .source import MySQLSource
 from .stream import (
@@ -53,6 +60,7 @@ FORMATS: tuple[str, ...] = (
     tdsql_json.FORMAT,
     datahub_tuple.FORMAT,
     debezium_json.FORMAT,
+    datastream_json.FORMAT,
 )
 """The formats the generator writes."""
 
@@ -111,6 +119,11 @@ def generate(
         render = datahub_blob.render
         values, rows = datahub_blob.write_stream(
             source, datahub_blob.DatahubBlobWriter(source, seed=seed), messages
+        )
+    elif format == datastream_json.FORMAT:
+        render = datastream_json.render
+        values, rows = datahub_blob.write_stream(
+            source, datastream_json.DatastreamJsonWriter(source, seed=seed), messages
         )
     elif format == debezium_json.FORMAT:
         render = debezium_json.render
