@@ -1,7 +1,8 @@
 """The ``datastream-json`` format: one event of a Google Cloud Datastream JSON file.
 
 Every rule here is written down in docs/formats/datastream-json.md, which the Rust core
-follows too. The JSON accepted and the field types are datahub-blob's.
+follows too. The JSON accepted and the field types are datahub-blob's (from
+:mod:`._json`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import calendar
 import re
 
 from ._events import EventSink
-from .datahub_blob import _integer, _kind, _Malformed, _object, _string, parse, render
+from ._json import _integer, _kind, _Malformed, _object, _string, parse, render
 
 FORMAT = "datastream-json"
 

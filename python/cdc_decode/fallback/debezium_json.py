@@ -3,13 +3,13 @@ Format V2.0".
 
 Every rule here is written down in docs/formats/debezium-json.md, which the Rust core
 follows too. The JSON accepted and the field types are datahub-blob's (the same strict
-parse, from :mod:`.datahub_blob`).
+parse, from :mod:`._json`).
 """
 
 from __future__ import annotations
 
 from ._events import EventSink
-from .datahub_blob import _integer, _kind, _Malformed, _object, _string, parse, render
+from ._json import _integer, _kind, _Malformed, _object, _string, parse, render
 
 FORMAT = "debezium-json"
 

@@ -2,7 +2,7 @@
 
 Every rule here is written down in docs/formats/tdsql-json.md, which the Rust core follows
 too. The JSON accepted and the field types are datahub-blob's (the same strict parse, from
-:mod:`.datahub_blob`); this module reads the TDSQL fields and renders SQL literals.
+:mod:`._json`); this module reads the TDSQL fields and renders SQL literals.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import re
 import struct
 
 from ._events import EventSink
-from .datahub_blob import _integer, _kind, _Malformed, _Number, _string, parse, render
+from ._json import _integer, _kind, _Malformed, _Number, _string, parse, render
 
 FORMAT = "tdsql-json"
 
