@@ -173,6 +173,24 @@ def test_columns_name_the_images():
     assert one(other, columns=columns)["after"] == [("0", "1")]
 
 
+def test_a_name_that_is_a_later_position_keeps_the_keys_unique():
+    raw = dml("insert", [], ["'a'", "'b'", "'c'", "'d'"])
+    # "2" names value 0, so value 2 (key "2") is left out: the first key wins.
+    assert one(raw, columns={"d.t": ["2", "x"]})["after"] == [
+        ("2", "a"), ("x", "b"), ("3", "d")
+    ]  # fmt: skip
+    # Only canonical positions collide; a name inside the names' own range takes none.
+    assert one(raw, columns={"d.t": ["02", "3"]})["after"] == [
+        ("02", "a"), ("3", "b"), ("2", "c")
+    ]  # fmt: skip
+    assert one(raw, columns={"d.t": ["0", "x"]})["after"] == [
+        ("0", "a"), ("x", "b"), ("2", "c"), ("3", "d")
+    ]  # fmt: skip
+    # A left-out value is still checked.
+    (row,) = decode([dml("insert", [], ["'a'", "'b'", True])], columns={"d.t": ["2", "x"]})
+    assert row["op"] == "error" and "field[2]" in row["error"]
+
+
 @pytest.mark.parametrize(
     "columns, error",
     [({"d.t": ["a", "a"]}, ValueError), ({"d.t": "ab"}, TypeError), ([("d.t", ["a"])], TypeError)],
@@ -258,6 +276,37 @@ BAD = [
     b'{"eventtypestr":"insert"} x',
     b'{"eventtypestr":"insert","field":[' + b"[" * 200 + b"]" * 200 + b"]}",
     b"[" * 100_000,
+    # truncated anywhere, an object or array where the other belongs
+    b'{"eventtypestr":"insert","field":["1","\'na',
+    b'{"eventtypestr":"insert","field":["1",',
+    b'{"eventtypestr":"insert","event_index":"4',
+    b'[{"eventtypestr":"insert"}]',
+    b"null",
+    b'{"eventtypestr":{"insert":1}}',
+    b'{"eventtypestr":"insert","begintime":{}}',
+    b'{"eventtypestr":"insert","event_index":[4]}',
+    b'{"eventtypestr":"insert","event_index":true}',
+    b'{"eventtypestr":"insert","filename":1,"orgoffset":2}',
+    # invalid UTF-8: in an image item, overlong, an encoded surrogate, cut mid-character
+    b'{"eventtypestr":"insert","field":["\'\xc3\x28\'"]}',
+    b'{"eventtypestr":"insert","sql":"\xc0\xaf"}',
+    b'{"eventtypestr":"insert","db":"\xed\xa0\x80"}',
+    b'{"eventtypestr":"insert","table":"\xe6\x97"}',
+    # lone surrogates in an image item and in a key; not JSON
+    b'{"eventtypestr":"insert","field":["\'\\ud800\'"]}',
+    b'{"eventtypestr":"insert","\\udbff\\u0041":1}',
+    b'{"eventtypestr":"insert","field":[NaN]}',
+    b'{"eventtypestr":"insert","field":[01]}',
+    b'{"eventtypestr":"insert","field":["1",],}',
+    # nesting: objects 129 levels deep (the top object is 1)
+    b'{"eventtypestr":"insert","x":' + b'{"a":' * 128 + b"1" + b"}" * 128 + b"}",
+    # huge numbers where integers are read
+    b'{"eventtypestr":"insert","begintime":' + b"9" * 5000 + b"}",
+    b'{"eventtypestr":"insert","event_index":"99999999999999999999"}',
+    b'{"eventtypestr":"insert","sub_event_index":9223372036854775808}',
+    b'{"eventtypestr":"insert","orgoffset":1e400}',
+    # a multi-megabyte string that never ends
+    b'{"eventtypestr":"insert","field":["\'' + b"x" * 3_000_000 + b'"]',
 ]
 
 
@@ -272,6 +321,14 @@ def test_hostile_but_valid_inputs_decode():
     big = "x" * 5_000_000
     raw = '{"eventtypestr":"insert","field":["\'' + big + "'\"," + "9" * 100_000 + "]}"
     assert one(raw)["after"] == [("0", big), ("1", "9" * 100_000)]
+    # 128 levels (the top object and 127 arrays) are fine; a huge token in metadata is text.
+    deep = "[" * 127 + "]" * 127
+    row = one('{"eventtypestr":"insert","x":' + deep + ',"localport":1e999999999}')
+    assert row["metadata"] == [("x", deep), ("localport", "1e999999999")]
+    # A multi-megabyte image, half of it escapes, and a surrogate pair in a key.
+    quoted = "it''s \\\\ " * 300_000
+    row = one(json.dumps({"eventtypestr": "insert", "\U0001f680": 1, "field": [f"'{quoted}'"]}))
+    assert row["after"] == [("0", "it's \\ " * 300_000)] and row["metadata"] == [("🚀", "1")]
 
 
 def test_errors_touch_nothing_else_and_modes():

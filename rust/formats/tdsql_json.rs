@@ -28,9 +28,46 @@ const MAX_SECONDS: i64 = i64::MAX / 1_000_000;
 pub struct TdsqlJson {
     parser: json::Parser,
     /// `db.table` → the names of its positional values.
-    columns: HashMap<String, Vec<String>>,
+    columns: HashMap<String, Names>,
     /// `db.table` of the message being decoded (reused).
     table_key: String,
+}
+
+/// One table's column names, and the positions past them whose keys a name already took.
+#[derive(Debug, Default)]
+struct Names {
+    names: Vec<String>,
+    /// Sorted positions `i >= names.len()` whose key (`"7"`) is one of the names: a value
+    /// there is left out, the first key wins (docs/events.md, "Map entries").
+    taken: Vec<usize>,
+}
+
+impl Names {
+    fn new(names: Vec<String>) -> Self {
+        // A position's key is its canonical decimal text: "07" or "+7" never match one.
+        let canonical = |n: &str| {
+            !n.is_empty()
+                && n.bytes().all(|b| b.is_ascii_digit())
+                && (n == "0" || !n.starts_with('0'))
+        };
+        let mut taken: Vec<usize> = names
+            .iter()
+            .filter(|n| canonical(n))
+            .filter_map(|n| n.parse().ok())
+            .filter(|&i| i >= names.len())
+            .collect();
+        taken.sort_unstable();
+        Self { names, taken }
+    }
+
+    /// The key of value `i`: its name, its position, or `None` when a name took that.
+    fn key<'a>(&'a self, i: usize, position: &'a mut itoa::Buffer) -> Option<&'a str> {
+        match self.names.get(i) {
+            Some(name) => Some(name),
+            None if self.taken.binary_search(&i).is_ok() => None,
+            None => Some(position.format(i)),
+        }
+    }
 }
 
 impl TdsqlJson {
@@ -46,7 +83,10 @@ impl TdsqlJson {
             }
         }
         Ok(Self {
-            columns,
+            columns: columns
+                .into_iter()
+                .map(|(table, names)| (table, Names::new(names)))
+                .collect(),
             ..Self::default()
         })
     }
@@ -74,7 +114,7 @@ impl FormatDecoder for TdsqlJson {
                     table_key.push_str(&db.text());
                     table_key.push('.');
                     table_key.push_str(&table.text());
-                    columns.get(table_key.as_str()).map(Vec::as_slice)
+                    columns.get(table_key.as_str())
                 }
                 _ => None,
             };
@@ -203,7 +243,7 @@ impl<'a> Event<'a> {
         })
     }
 
-    fn write(&self, rows: &mut EventBuilder, names: Option<&[String]>) -> Result<()> {
+    fn write(&self, rows: &mut EventBuilder, names: Option<&Names>) -> Result<()> {
         let source_op = self.source_op.text();
         rows.op.push_str(op_of(&source_op));
         rows.source_op.push_str(&source_op);
@@ -292,7 +332,7 @@ fn write_image(
     map: &mut MapColumn,
     items: Option<Value<'_>>,
     path: &str,
-    names: Option<&[String]>,
+    names: Option<&Names>,
 ) -> Result<()> {
     let Some(items) = items else {
         map.push_null();
@@ -300,11 +340,18 @@ fn write_image(
     };
     let mut position = itoa::Buffer::new();
     for (i, item) in items.items().enumerate() {
-        let key = match names.and_then(|n| n.get(i)) {
-            Some(name) => name.as_str(),
-            None => position.format(i),
+        let kind = item.kind();
+        if !matches!(kind, Kind::String | Kind::Number | Kind::Null) {
+            let problem = format!("expected a string, got {}", item.describe());
+            return Err(field::error(&format!("{path}[{i}]"), problem));
+        }
+        let key = match names {
+            Some(names) => names.key(i, &mut position),
+            None => Some(position.format(i)),
         };
-        match item.kind() {
+        // None: a name took this position's key; the item was checked, it is not written.
+        let Some(key) = key else { continue };
+        match kind {
             Kind::String => {
                 let text = item.as_str().map(|s| s.text()).unwrap_or_default();
                 match literal(&text) {
@@ -315,11 +362,7 @@ fn write_image(
                 }
             }
             Kind::Number => map.entry(key, item.number()),
-            Kind::Null => map.entry(key, None),
-            _ => {
-                let problem = format!("expected a string, got {}", item.describe());
-                return Err(field::error(&format!("{path}[{i}]"), problem));
-            }
+            _ => map.entry(key, None),
         }
     }
     map.close();
@@ -411,6 +454,26 @@ mod tests {
         for (text, want) in cases {
             assert_eq!(literal(text).as_deref(), want, "{text}");
         }
+    }
+
+    #[test]
+    fn a_name_takes_a_later_positions_key() {
+        let names = |list: &[&str]| Names::new(list.iter().map(|n| n.to_string()).collect());
+        let keys = |names: &Names| {
+            let mut position = itoa::Buffer::new();
+            (0..5)
+                .map(|i| names.key(i, &mut position).map(str::to_owned))
+                .collect::<Vec<_>>()
+        };
+        let key = |k: &str| Some(k.to_owned());
+        assert_eq!(
+            keys(&names(&["2", "x", "4"])),
+            [key("2"), key("x"), key("4"), key("3"), None]
+        );
+        assert_eq!(
+            keys(&names(&["04", "+3", "0"])),
+            [key("04"), key("+3"), key("0"), key("3"), key("4")]
+        );
     }
 
     #[test]

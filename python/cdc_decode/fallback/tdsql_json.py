@@ -36,6 +36,7 @@ _KNOWN = frozenset(
 _NULL = "'##isnull##'"
 _UNSIGNED_FORM = re.compile(r"(-[0-9]+) \([0-9]+\)\Z")
 _GTID_NUMBER = re.compile(r"[0-9]+\Z")
+_POSITION = re.compile(r"(0|[1-9][0-9]*)\Z")  # a position's key: canonical decimal
 _QUOTED_ESCAPE = re.compile(r"\\(.)|''", re.DOTALL)
 _BACKSLASH = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "r": "\r", "t": "\t", "0": "\0"}
 
@@ -67,18 +68,35 @@ def literal(item: object, where: str) -> str | None:
     raise _Malformed(f"{where}: expected a string, got {_kind(item)}")
 
 
-def _image(items: object, where: str, names: list[str] | None) -> list | None:
+def _image(items: object, where: str, names: _Names | None) -> list | None:
     if items is None:
         return None
     if not isinstance(items, list):
         raise _Malformed(f"{where}: expected an array, got {_kind(items)}")
     if not items:
         return None
-    named = len(names) if names else 0
-    return [
-        (names[i] if i < named else str(i), literal(item, f"{where}[{i}]"))
+    named, taken = names if names else ((), frozenset())
+    entries = [
+        (named[i] if i < len(named) else str(i), literal(item, f"{where}[{i}]"))
         for i, item in enumerate(items)
     ]
+    if taken and len(entries) > len(named):
+        # A position whose key one of the names is: the first key wins (docs/events.md).
+        entries[len(named) :] = [e for e in entries[len(named) :] if e[0] not in taken]
+    return entries
+
+
+_Names = tuple[list[str], frozenset[str]]
+"""A table's column names, and those that are also the key of a position past them."""
+
+
+def _names(table: str, names: list[str]) -> _Names:
+    if len(set(names)) != len(names):
+        raise ValueError(f"columns[{table!r}] names a column twice")
+    taken = frozenset(
+        n for n in names if len(n) <= 20 and _POSITION.match(n) and int(n) >= len(names)
+    )
+    return list(names), taken
 
 
 def _index(value: object, where: str) -> int | None:
@@ -110,7 +128,7 @@ class TdsqlJson:
     pending = 0
 
     def __init__(self, columns: dict[str, list[str]] | None = None) -> None:
-        self._columns = columns or {}
+        self._columns = {table: _names(table, names) for table, names in (columns or {}).items()}
 
     def decode(self, raw: bytes, key: str | None, ordinal: int, sink: EventSink) -> None:
         """Decodes one subscription message into ``sink``."""
