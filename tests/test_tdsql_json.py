@@ -374,6 +374,15 @@ def test_generated_stream_covers_the_format(stream):
     assert any('"filename"' in t for t in texts) and any('"filename"' not in t for t in texts)
     sequences = [s for s in stream.expected.column("sequence").to_pylist() if s is not None]
     assert sequences == sorted(sequences), "the log order is the sequence order"
+    # DDL as the seed shows it: the GTID event (1), then the query (2) in the same GTID.
+    docs = [json.loads(t) for t in texts]
+    queries = [i for i, d in enumerate(docs) if d["eventtypestr"] == "query"]
+    assert queries
+    for i in queries:
+        assert docs[i]["event_index"] == "2"
+        assert docs[i - 1]["eventtypestr"] == "gtid" and docs[i - 1]["gtid"] == docs[i]["gtid"]
+    mariadb = "-" in docs[0]["gtid"] and ":" not in docs[0]["gtid"]
+    assert any("gtid_commitid" in d for d in docs) == mariadb
 
 
 def test_generator_is_deterministic():

@@ -3,7 +3,8 @@ subscription JSON, one message per binlog event, and the events they must decode
 
 A transaction is a ``gtid`` event, one message per changed row (``event_index`` counts
 the rows events of the transaction, ``sub_event_index`` the rows of one event), then an
-``xid`` event; DDL is a ``query`` event; the subscription's heartbeat is an empty
+``xid`` event; DDL is a ``gtid`` event then a ``query`` event (``event_index`` 2, as in the
+vendor's sample; no ``xid``); the subscription's heartbeat is an empty
 transaction on ``sysdb.statustableforhb``, as in the vendor's own samples. Checkpoints and
 rolled-back transactions send nothing. Images are whole rows in column order: a minimal
 image of the source is completed from this writer's copy of each table. The expected
@@ -76,6 +77,10 @@ class TdsqlJsonWriter:
         mark, self.gtid_no = state
         self.tables.rewind(mark)
 
+    def _commit_id(self, gtid: str) -> int:
+        """A group-commit id: transactions committed together share one."""
+        return 1000 + int(gtid.rpartition("-")[2]) // 3
+
     def _gtid(self) -> str:
         """The next transaction's GTID: MySQL ``uuid:N`` or MariaDB ``domain-server-N``."""
         self.gtid_no += 1
@@ -120,6 +125,10 @@ class TdsqlJsonWriter:
                      ("orgoffset", offset)]  # fmt: skip
             if rng.random() < 0.5:
                 extra.append(("sequence_num", rng.randrange(1 << 20)))
+            if self.mariadb and gtid is not None:
+                # MariaDB's GTID event flags and group-commit id, as text.
+                extra += [("gtid_flag2", "1" if kind == "query" else "0"),
+                          ("gtid_commitid", str(self._commit_id(gtid)))]  # fmt: skip
             doc.update(extra)
         text = json.dumps(doc, ensure_ascii=rng.random() < 0.1, separators=(",", ":"))
 
@@ -208,11 +217,15 @@ class TdsqlJsonWriter:
             return self._transaction(record)
         if isinstance(record, Ddl):
             gtid = self._gtid()
-            query = self._message(
-                "query", record.db, record.table, record.timestamp, gtid, 1,
-                sql=record.sql, file=record.file, offset=record.position,
+            begin = self._message(
+                "gtid", record.db, record.table, record.timestamp, gtid, 1,
+                file=record.file, offset=record.position,
             )  # fmt: skip
-            return [query]
+            query = self._message(
+                "query", record.db, record.table, record.timestamp, gtid, 2,
+                sql=record.sql, file=record.file, offset=record.position + 65,
+            )  # fmt: skip
+            return [begin, query]
         if isinstance(record, Heartbeat):
             begin = self.heartbeat(record.timestamp)
             gtid = begin[1][8]
