@@ -476,6 +476,62 @@ mod tests {
         );
     }
 
+    /// A generated-shape message with named images (a name taking a later position's
+    /// key among them), truncated at every byte and with every bit of each byte flipped in
+    /// turn: one row each, never a panic, and the same row from the native decoder twice.
+    #[test]
+    fn truncated_and_flipped_messages_give_one_row_each() {
+        use std::sync::Arc;
+
+        use arrow_array::{Array, ArrayRef, BinaryArray, StringArray};
+
+        use crate::decoder::{Decoder, Mode};
+        use crate::formats::Options;
+
+        let message: &[u8] = br#"{"logtype":"mysqlbinlog","eventtype":30,"eventtypestr":"insert","db":"shop","table":"users","localip":"10.0.12.7","localport":8810,"begintime":1714550400,"gtid":"0-1234567-42","event_index":"2","sub_event_index":1,"where":[],"field":["7","'O\\'Brien'","'it''s'","-5 (18446744073709551611)","'##isnull##'","'\u5c71\u7530'"],"prefix":"tdsql","filename":"mysql-bin.000003","serverid":1234567,"orgoffset":4711,"gtid_flag2":"0","gtid_commitid":"1014"}"#;
+        let columns = [(
+            "shop.users".to_string(),
+            vec!["id".into(), "name".into(), "4".into()],
+        )];
+        let options = Options {
+            columns: Some(columns.into_iter().collect()),
+        };
+        let mut decoder = Decoder::with_options(FORMAT, Mode::Permissive, &options).unwrap();
+        let whole: ArrayRef = Arc::new(BinaryArray::from(vec![Some(message)]));
+        let out = decoder.decode(&whole, None, false).unwrap();
+        let error = out.batch.column_by_name("error").unwrap();
+        let error = error.as_any().downcast_ref::<StringArray>().unwrap();
+        assert!(
+            error.is_null(0),
+            "the message itself decodes: {}",
+            error.value(0)
+        );
+
+        let mut mutants: Vec<Vec<u8>> = (0..message.len()).map(|n| message[..n].to_vec()).collect();
+        for at in 0..message.len() {
+            for bit in 0..8 {
+                let mut bytes = message.to_vec();
+                bytes[at] ^= 1 << bit;
+                mutants.push(bytes);
+            }
+        }
+        for bytes in &mutants {
+            let values: ArrayRef = Arc::new(BinaryArray::from(vec![Some(&bytes[..])]));
+            let first = decoder.decode(&values, None, false).unwrap().batch;
+            let again = decoder.decode(&values, None, false).unwrap().batch;
+            assert_eq!(first.num_rows(), 1, "{:?}", String::from_utf8_lossy(bytes));
+            assert_eq!(
+                first, again,
+                "buffers reused across messages change nothing"
+            );
+            let op = first.column_by_name("op").unwrap();
+            let op = op.as_any().downcast_ref::<StringArray>().unwrap().value(0);
+            let error = first.column_by_name("error").unwrap();
+            assert_eq!(op == "error", error.is_valid(0));
+        }
+        assert!(decoder.stats().errors > mutants.len() as u64);
+    }
+
     #[test]
     fn gtid_numbers() {
         assert_eq!(
