@@ -10,7 +10,8 @@ The generator's default stream for every format (all five tables, 9-20 columns),
 about 2.5 KB holding about 10 events; for datahub-blob, messages of about 700 bytes.
 ``datahub-tuple`` decodes records, not messages (one event each): its default topic is
 ``shop.users`` (17 data columns, every DataHub type), and ``shop.order_items`` is the
-narrow one; its "bytes" are the Arrow buffers'.
+narrow one; its "bytes" are the Arrow buffers'. The tdsql-json stream is decoded twice:
+images keyed by position, and named by ``columns=`` as a consumer who knows its tables does.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ REFERENCE = "tencent-dts (2.5 KB / 10 rows)"
 BLOB_REFERENCE = "datahub-blob (700 B)"
 """The label of the datahub-blob reference-shape stream."""
 NARROW_TUPLE = "datahub-tuple (order_items)"
+TDSQL_NAMED = "tdsql-json (columns=)"
+"""The default tdsql-json stream decoded with its column names (images keyed by name)."""
 
 GENERATED = [fmt for fmt in cdc_decode.FORMATS if fmt in generate_formats]
 
@@ -54,6 +57,7 @@ STREAMS: dict[str, tuple[str, dict]] = {
     ),
     BLOB_REFERENCE: ("datahub-blob", {"tables": ["shop.order_items"]}),
     NARROW_TUPLE: ("datahub-tuple", {"tables": ["shop.order_items"]}),
+    TDSQL_NAMED: ("tdsql-json", {}),
     DEBEZIUM: ("debezium-json", {}),
 }
 """Label -> (format, extra ``generate`` options)."""
@@ -119,10 +123,11 @@ def test_decode(benchmark, streams, label, engine):
     # Steady state, as a long-running executor sees it: the first native rounds fault in
     # the memory that later batches reuse (several times slower), so they are warm-up.
     rounds, warmup = (15, 5) if engine == "native" else (2, 0)
+    options = {"columns": stream.options["columns"]} if label == TDSQL_NAMED else {}
     batch = benchmark.pedantic(
         cdc_decode.decode,
         args=(values, fmt),
-        kwargs={"engine": engine},
+        kwargs={"engine": engine, **options},
         warmup_rounds=warmup,
         rounds=rounds,
         iterations=1,
