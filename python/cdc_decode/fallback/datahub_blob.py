@@ -231,6 +231,14 @@ def _integer(value: object, where: str) -> int | None:
     raise _Malformed(f"{where}: expected a 64-bit integer, got {_kind(value)}")
 
 
+def _unsigned(value: object, where: str) -> int | None:
+    """A non-negative integer (a log position or an index), or ``None``."""
+    number = _integer(value, where)
+    if number is not None and number < 0:
+        raise _Malformed(f"{where}: expected a non-negative integer, got {_kind(value)}")
+    return number
+
+
 def _time(value: object, where: str) -> int | None:
     """Epoch milliseconds as microseconds; ``-1`` (and null) is ``None``."""
     ms = _integer(value, where)

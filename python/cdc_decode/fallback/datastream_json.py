@@ -10,7 +10,8 @@ import calendar
 import re
 
 from ._events import EventSink
-from .datahub_blob import _integer, _kind, _Malformed, _object, _string, parse, render
+from ._sequence import i64, text, u64
+from .datahub_blob import _integer, _kind, _Malformed, _object, _string, _unsigned, parse, render
 
 FORMAT = "datastream-json"
 
@@ -58,25 +59,6 @@ def _time(value: object, where: str) -> int | None:
     if not -_MAX_MS <= ms <= _MAX_MS:
         raise _Malformed(f"{where}: {ms} milliseconds is out of range")
     return ms * 1000
-
-
-def _unsigned(value: object, where: str) -> int | None:
-    number = _integer(value, where)
-    if number is not None and number < 0:
-        raise _Malformed(f"{where}: expected a non-negative integer, got {_kind(value)}")
-    return number
-
-
-def _u64(n: int) -> bytes:
-    return n.to_bytes(8, "big")
-
-
-def _i64(n: int) -> bytes:
-    return _u64(n + (1 << 63))
-
-
-def _str(text: str) -> bytes:
-    return text.encode("utf-8").replace(b"\x00", b"\x00\xff") + b"\x00\x01"
 
 
 class DatastreamJson:
@@ -145,22 +127,22 @@ class DatastreamJson:
             if log_file is not None or log_position is not None:
                 position = f"{log_file or ''}:{log_position or 0}"
             if event_time is not None:
-                sequence = (_u64(0 if backfill else 1) + _str(log_file or "")
-                            + _u64(log_position or 0) + _i64(event_time))  # fmt: skip
+                sequence = (u64(0 if backfill else 1) + text(log_file or "")
+                            + u64(log_position or 0) + i64(event_time))  # fmt: skip
         elif kind == "oracle":
             position = None if scn is None else str(scn)
             if event_time is not None:
-                sequence = _i64(event_time) + _u64(scn or 0) + _str(rs_id or "") + _u64(ssn or 0)
+                sequence = i64(event_time) + u64(scn or 0) + text(rs_id or "") + u64(ssn or 0)
         elif kind in ("postgres", "postgresql"):
             position = lsn
             halves = _LSN.match(lsn) if lsn is not None else None
             hi, lo = (int(halves.group(1), 16), int(halves.group(2), 16)) if halves else (0, 0)
             if event_time is not None:
-                sequence = _i64(event_time) + _u64(hi) + _u64(lo)
+                sequence = i64(event_time) + u64(hi) + u64(lo)
         elif kind == "sqlserver":
             position = lsn
             if event_time is not None:
-                sequence = _i64(event_time) + _str(lsn or "")
+                sequence = i64(event_time) + text(lsn or "")
         else:
             sort_keys = get("sort_keys")
             numbers = None
@@ -174,9 +156,9 @@ class DatastreamJson:
                 if numbers is not None and any(type(k) is str for k in sort_keys):
                     numbers = None
             if numbers:
-                sequence = b"".join(_u64(n) for n in numbers)
+                sequence = u64(*numbers)
             elif event_time is not None:
-                sequence = _i64(event_time)
+                sequence = i64(event_time)
 
         metadata: dict[str, str] = {}
         for name in ("stream_name", "read_method", "object", "schema_key", "sort_keys"):

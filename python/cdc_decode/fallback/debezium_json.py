@@ -9,7 +9,8 @@ parse, from :mod:`.datahub_blob`).
 from __future__ import annotations
 
 from ._events import EventSink
-from .datahub_blob import _integer, _kind, _Malformed, _object, _string, parse, render
+from ._sequence import i64, text, u64
+from .datahub_blob import _integer, _kind, _Malformed, _object, _string, _unsigned, parse, render
 
 FORMAT = "debezium-json"
 
@@ -49,26 +50,11 @@ def _nanos(obj: dict) -> int | None:
     return None
 
 
-def _unsigned(value: object, where: str) -> int | None:
-    number = _integer(value, where)
-    if number is not None and number < 0:
-        raise _Malformed(f"{where}: expected a non-negative integer, got {_kind(value)}")
-    return number
-
-
 def _image(value: object, where: str) -> list | None:
     obj = _object(value, where)
     if obj is None:
         return None
     return [(k, render(v)) for k, v in obj.items()]
-
-
-def _u64(n: int) -> bytes:
-    return n.to_bytes(8, "big")
-
-
-def _key_str(text: str) -> bytes:
-    return text.encode("utf-8").replace(b"\x00", b"\x00\xff") + b"\x00\x01"
 
 
 class DebeziumJson:
@@ -148,16 +134,16 @@ class DebeziumJson:
 
         if file is not None:
             position = f"{file}:{pos}" if pos is not None else None
-            sequence = _key_str(file) + _u64(pos or 0) + _u64(row_no or 0)
+            sequence = text(file) + u64(pos or 0, row_no or 0)
             event_id = f"{file}:{pos or 0}:{row_no or 0}"
         elif lsn is not None:
             position = str(lsn)
-            sequence = _u64(lsn)
+            sequence = u64(lsn)
             event_id = str(lsn)
         else:
             position = event_id = None
             nanos = _nanos(source)
-            sequence = None if nanos is None else _u64(nanos + (1 << 63))
+            sequence = None if nanos is None else i64(nanos)
         if op == "read":
             event_id = None
 

@@ -11,7 +11,7 @@ import re
 import struct
 
 from ._events import EventSink
-from .datahub_blob import _integer, _kind, _Malformed, _Number, _string, parse, render
+from .datahub_blob import _integer, _kind, _Malformed, _Number, _string, _unsigned, parse, render
 
 FORMAT = "tdsql-json"
 
@@ -81,13 +81,6 @@ def _image(items: object, where: str, names: list[str] | None) -> list | None:
     ]
 
 
-def _index(value: object, where: str) -> int | None:
-    number = _integer(value, where)
-    if number is not None and number < 0:
-        raise _Malformed(f"{where}: expected a non-negative integer, got {_kind(value)}")
-    return number
-
-
 def gtid_number(gtid: str) -> int | None:
     """The transaction number of a MySQL (``uuid:N``) or MariaDB (``domain-server-N``)
     GTID, or ``None``."""
@@ -138,8 +131,8 @@ class TdsqlJson:
         seconds = _integer(get("begintime"), "begintime")
         if seconds is not None and not -_MAX_S <= seconds <= _MAX_S:
             raise _Malformed(f"begintime: {seconds} seconds is out of range")
-        event_index = _index(get("event_index"), "event_index")
-        sub_index = _index(get("sub_event_index"), "sub_event_index")
+        event_index = _unsigned(get("event_index"), "event_index")
+        sub_index = _unsigned(get("sub_event_index"), "sub_event_index")
         filename = _string(get("filename"), "filename")
         offset = _integer(get("orgoffset"), "orgoffset")
         names = self._columns.get(f"{db}.{table}") if db is not None and table is not None else None
