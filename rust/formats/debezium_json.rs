@@ -224,6 +224,12 @@ impl<'a> Event<'a> {
                 "END" => "commit",
                 _ => "other",
             }
+        } else if !envelope.is_empty()
+            && envelope
+                .all_members()
+                .all(|(key, _)| ENVELOPE[4..7].iter().any(|name| key.is(name)))
+        {
+            "heartbeat" // the heartbeat topic: {"ts_ms": ...}
         } else {
             return Err(field::error("op", "missing".into()));
         };

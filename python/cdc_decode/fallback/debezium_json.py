@@ -17,6 +17,7 @@ FORMAT = "debezium-json"
 _OPS = {"r": "read", "c": "insert", "u": "update", "d": "delete", "t": "truncate", "m": "other"}
 _STATUS = {"BEGIN": "begin", "END": "commit"}
 _MAX_US = 2**63 - 1
+_TIMES = frozenset(("ts_ms", "ts_us", "ts_ns"))
 _NAMES = frozenset(("db", "schema", "namespace", "table", "collection"))
 _ENVELOPE = frozenset(
     ("before", "after", "source", "op", "ts_ms", "ts_us", "ts_ns", "transaction", "ddl",
@@ -127,6 +128,8 @@ class DebeziumJson:
             op = _STATUS.get(status, "other")
             source_op = status
             tx_id = _string(get("id"), "id")
+        elif envelope and set(envelope) <= _TIMES:
+            op = "heartbeat"  # the heartbeat topic: {"ts_ms": ...}
         else:
             raise _Malformed("op: missing")
         if tx_id is None:
