@@ -349,27 +349,44 @@ def _event(message: object) -> tuple:
     )  # fmt: skip
 
 
-class DatahubBlob:
-    """Decodes ``datahub-blob`` messages: one JSON object, one event. No state."""
+class JsonFormat:
+    """What the JSON formats share: one JSON text per message, parsed by :func:`parse`,
+    gives one row from ``_event`` (``None`` for a tombstone), or one error row. No state
+    between messages."""
 
-    name = FORMAT
+    name: str
     pending = 0
 
     def decode(self, raw: bytes, key: str | None, ordinal: int, sink: EventSink) -> None:
-        """Decodes one DataHub BLOB record / Kafka value into ``sink``.
+        """Decodes one message into ``sink``.
 
         Args:
             raw: the message bytes (UTF-8 JSON).
-            key: unused (no multi-part messages in this format).
+            key: unused (no multi-part messages in the JSON formats).
             ordinal: the message's input ordinal.
             sink: where rows go.
         """
         try:
-            row = _event(parse(raw))
+            row = self._event(parse(raw))
         except _Malformed as exc:
             sink.error(ordinal, raw, str(exc))
             return
-        sink.events([row], ordinal)
+        if row is None:
+            sink.tombstone(ordinal)
+        else:
+            sink.events([row], ordinal)
 
     def finish(self, sink: EventSink) -> None:
         """End of input: nothing is buffered."""
+
+    def _event(self, message: object) -> tuple | None:
+        raise NotImplementedError
+
+
+class DatahubBlob(JsonFormat):
+    """Decodes ``datahub-blob`` messages: one JSON object, one event."""
+
+    name = FORMAT
+
+    def _event(self, message: object) -> tuple:
+        return _event(message)

@@ -9,9 +9,17 @@ from __future__ import annotations
 import calendar
 import re
 
-from ._events import EventSink
 from ._sequence import i64, text, u64
-from .datahub_blob import _integer, _kind, _Malformed, _object, _string, _unsigned, parse, render
+from .datahub_blob import (
+    JsonFormat,
+    _integer,
+    _kind,
+    _Malformed,
+    _object,
+    _string,
+    _unsigned,
+    render,
+)
 
 FORMAT = "datastream-json"
 
@@ -61,23 +69,10 @@ def _time(value: object, where: str) -> int | None:
     return ms * 1000
 
 
-class DatastreamJson:
-    """Decodes ``datastream-json`` lines: one JSON object, one event. No state."""
+class DatastreamJson(JsonFormat):
+    """Decodes ``datastream-json`` lines: one JSON object, one event."""
 
     name = FORMAT
-    pending = 0
-
-    def decode(self, raw: bytes, key: str | None, ordinal: int, sink: EventSink) -> None:
-        """Decodes one line into ``sink``."""
-        try:
-            row = self._event(parse(raw))
-        except _Malformed as exc:
-            sink.error(ordinal, raw, str(exc))
-            return
-        sink.events([row], ordinal)
-
-    def finish(self, sink: EventSink) -> None:
-        """End of input: nothing is buffered."""
 
     def _event(self, message: object) -> tuple:
         if not isinstance(message, dict):

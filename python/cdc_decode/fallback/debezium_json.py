@@ -8,9 +8,17 @@ parse, from :mod:`.datahub_blob`).
 
 from __future__ import annotations
 
-from ._events import EventSink
 from ._sequence import i64, text, u64
-from .datahub_blob import _integer, _kind, _Malformed, _object, _string, _unsigned, parse, render
+from .datahub_blob import (
+    JsonFormat,
+    _integer,
+    _kind,
+    _Malformed,
+    _object,
+    _string,
+    _unsigned,
+    render,
+)
 
 FORMAT = "debezium-json"
 
@@ -58,26 +66,11 @@ def _image(value: object, where: str) -> list | None:
     return [(k, render(v)) for k, v in obj.items()]
 
 
-class DebeziumJson:
-    """Decodes ``debezium-json`` messages: one JSON object, one row. No state."""
+class DebeziumJson(JsonFormat):
+    """Decodes ``debezium-json`` messages: one JSON object, one row (a tombstone for
+    Connect's null payload)."""
 
     name = FORMAT
-    pending = 0
-
-    def decode(self, raw: bytes, key: str | None, ordinal: int, sink: EventSink) -> None:
-        """Decodes one Kafka value into ``sink``."""
-        try:
-            row = self._event(parse(raw))
-        except _Malformed as exc:
-            sink.error(ordinal, raw, str(exc))
-            return
-        if row is None:
-            sink.tombstone(ordinal)
-        else:
-            sink.events([row], ordinal)
-
-    def finish(self, sink: EventSink) -> None:
-        """End of input: nothing is buffered."""
 
     def _event(self, message: object) -> tuple | None:
         if not isinstance(message, dict):

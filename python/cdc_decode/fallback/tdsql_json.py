@@ -10,8 +10,16 @@ from __future__ import annotations
 import re
 import struct
 
-from ._events import EventSink
-from .datahub_blob import _integer, _kind, _Malformed, _Number, _string, _unsigned, parse, render
+from .datahub_blob import (
+    JsonFormat,
+    _integer,
+    _kind,
+    _Malformed,
+    _Number,
+    _string,
+    _unsigned,
+    render,
+)
 
 FORMAT = "tdsql-json"
 
@@ -92,30 +100,17 @@ def gtid_number(gtid: str) -> int | None:
     return number if number < 1 << 64 else None
 
 
-class TdsqlJson:
-    """Decodes ``tdsql-json`` messages: one JSON object, one event. No state.
+class TdsqlJson(JsonFormat):
+    """Decodes ``tdsql-json`` messages: one JSON object, one event.
 
     Args:
         columns: ``{"db.table": [column names]}``: names for the positional images.
     """
 
     name = FORMAT
-    pending = 0
 
     def __init__(self, columns: dict[str, list[str]] | None = None) -> None:
         self._columns = columns or {}
-
-    def decode(self, raw: bytes, key: str | None, ordinal: int, sink: EventSink) -> None:
-        """Decodes one subscription message into ``sink``."""
-        try:
-            row = self._event(parse(raw))
-        except _Malformed as exc:
-            sink.error(ordinal, raw, str(exc))
-            return
-        sink.events([row], ordinal)
-
-    def finish(self, sink: EventSink) -> None:
-        """End of input: nothing is buffered."""
 
     def _event(self, message: object) -> tuple:
         if not isinstance(message, dict):
