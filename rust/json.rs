@@ -1033,6 +1033,31 @@ impl<'a> Str<'a> {
     }
 }
 
+/// Reads `object`'s members named in `names` in one pass, by position (the first of
+/// duplicates wins); all `None` for `None`.
+pub fn slots<'a, const N: usize>(
+    object: Option<Value<'a>>,
+    names: &[Name; N],
+) -> [Option<Value<'a>>; N] {
+    let mut fields = [None; N];
+    for (key, value) in object.iter().flat_map(|o| o.all_members()) {
+        if let Some(i) = names.iter().position(|name| key.is(name)) {
+            fields[i].get_or_insert(value);
+        }
+    }
+    fields
+}
+
+/// Adds a metadata entry, unless the value is null or the key is there already (the first
+/// wins).
+pub fn add_metadata(map: &mut crate::events::MapColumn, key: &str, value: Value<'_>) {
+    if !value.is_null() && !map.has_key(key) {
+        map.entry_with(key, |out| {
+            value.render_into(out);
+        });
+    }
+}
+
 /// Writes an object's members (first duplicate wins) as a row image, each value rendered
 /// as text ([`Value::render_into`]); a null image for `None`.
 pub fn write_image(map: &mut crate::events::MapColumn, columns: Option<Value<'_>>) {
@@ -1177,6 +1202,42 @@ pub mod field {
                 .map(Some)
                 .ok_or_else(|| error(path, format!("expected a string, got {}", v.describe()))),
         }
+    }
+
+    /// A non-negative integer (a log position), or `None` for null/absent.
+    pub fn unsigned(value: Option<Value<'_>>, path: &str) -> Result<Option<u64>> {
+        match integer(value, path)? {
+            Some(n) if n < 0 => Err(error(
+                path,
+                format!(
+                    "expected a non-negative integer, got {}",
+                    value.map_or_else(String::new, |v| v.describe())
+                ),
+            )),
+            n => Ok(n.map(|n| n as u64)),
+        }
+    }
+
+    /// An array of strings (key column names); `None` when null/absent or empty.
+    pub fn string_array<'a>(value: Option<Value<'a>>, path: &str) -> Result<Option<Value<'a>>> {
+        let Some(items) = present(value) else {
+            return Ok(None);
+        };
+        if items.kind() != Kind::Array {
+            let problem = format!("expected an array, got {}", items.describe());
+            return Err(error(path, problem));
+        }
+        for (i, item) in items.items().enumerate() {
+            match item.kind() {
+                Kind::String => {}
+                Kind::Null => return Err(error(path, "expected strings, got null".into())),
+                _ => {
+                    let problem = format!("expected a string, got {}", item.describe());
+                    return Err(error(&format!("{path}[{i}]"), problem));
+                }
+            }
+        }
+        Ok((!items.is_empty()).then_some(items))
     }
 
     /// A 64-bit integer sent as a number token or a string matching `-?[0-9]+`, or `None`

@@ -209,6 +209,15 @@ def test_values_render_as_text():
                                  ("o", '{"k":[1,"A"]}'), ("s", "é")]  # fmt: skip
 
 
+def test_heartbeats():
+    row = one('{"ts_ms":1700000000456}')
+    assert (row["op"], row["capture_time"], row["source_op"]) == (
+        "heartbeat", at_ms(1700000000456), None,
+    )  # fmt: skip
+    assert one('{"schema":{},"payload":{"ts_ms":1}}')["op"] == "heartbeat"
+    assert decode(['{"ts_ms":1,"x":2}'])[0]["op"] == "error"
+
+
 BAD = [
     b"",
     b"{",

@@ -184,31 +184,6 @@ fn image<'a>(side: Option<Value<'a>>, path: &str, columns: &str) -> Result<Optio
     field::object(side.and_then(|s| s.get_name(&DATA_COLUMN)), columns)
 }
 
-/// `schema.primaryKey`: an array of strings, `None` when null/absent or empty.
-fn primary_key(keys: Option<Value<'_>>) -> Result<Option<Value<'_>>> {
-    let Some(keys) = keys.filter(|v| !v.is_null()) else {
-        return Ok(None);
-    };
-    if keys.kind() != Kind::Array {
-        let problem = format!("expected an array, got {}", keys.describe());
-        return Err(field::error("schema.primaryKey", problem));
-    }
-    for (i, key) in keys.items().enumerate() {
-        match key.kind() {
-            Kind::String => {}
-            Kind::Null => {
-                let problem = "expected strings, got null".to_string();
-                return Err(field::error("schema.primaryKey", problem));
-            }
-            _ => {
-                let problem = format!("expected a string, got {}", key.describe());
-                return Err(field::error(&format!("schema.primaryKey[{i}]"), problem));
-            }
-        }
-    }
-    Ok((!keys.is_empty()).then_some(keys))
-}
-
 impl<'a> Event<'a> {
     fn read(message: Value<'a>) -> Result<Self> {
         if message.kind() != Kind::Object {
@@ -232,7 +207,7 @@ impl<'a> Event<'a> {
         let source_table = field::string(table_name, "schema.source.tableName")?;
         let db_type = field::string(db_type, "schema.source.dbType")?;
         let db_version = field::string(db_version, "schema.source.dbVersion")?;
-        let primary_key = primary_key(keys)?;
+        let primary_key = field::string_array(keys, "schema.primaryKey")?;
 
         let timestamp = field::object(timestamp, "payload.timestamp")?;
         let timestamp = Members::read(timestamp, &TIMESTAMP);

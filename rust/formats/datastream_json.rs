@@ -70,19 +70,6 @@ const META: [Name; 14] = [
     Name::new("lsn"),
 ];
 
-fn slots<'a, const N: usize>(
-    object: Option<Value<'a>>,
-    names: &[Name; N],
-) -> [Option<Value<'a>>; N] {
-    let mut fields = [None; N];
-    for (key, value) in object.iter().flat_map(|o| o.all_members()) {
-        if let Some(i) = names.iter().position(|name| key.is(name)) {
-            fields[i].get_or_insert(value);
-        }
-    }
-    fields
-}
-
 const MAX_MS: i64 = i64::MAX / 1000;
 
 /// A time as microseconds: epoch milliseconds, or UTC text.
@@ -177,19 +164,6 @@ fn utc_text(text: &str) -> Option<i64> {
     Some(((days * 24 + hour) * 60 + minute) * 60_000_000 + second * 1_000_000 + micros)
 }
 
-fn unsigned(value: Option<Value<'_>>, path: &str) -> Result<Option<u64>> {
-    match field::integer(value, path)? {
-        Some(n) if n < 0 => Err(field::error(
-            path,
-            format!(
-                "expected a non-negative integer, got {}",
-                value.map_or_else(String::new, |v| v.describe())
-            ),
-        )),
-        n => Ok(n.map(|n| n as u64)),
-    }
-}
-
 /// PostgreSQL's `hi/lo` LSN as two integers.
 fn lsn_halves(lsn: &str) -> Option<(u64, u64)> {
     let (hi, lo) = lsn.split_once('/')?;
@@ -225,7 +199,7 @@ impl<'a> Event<'a> {
         if message.kind() != Kind::Object {
             return Err(Error::NotAnObject(message.describe()));
         }
-        let top = slots(Some(message), &TOP);
+        let top = json::slots(Some(message), &TOP);
         let [uuid, read_ts, source_ts, meta, payload, _, read_method, _, _, sort_keys] = top;
         let read_method = field::string(read_method, "read_method")?;
         let uuid = field::string(uuid, "uuid")?;
@@ -234,7 +208,7 @@ impl<'a> Event<'a> {
         let meta = field::object(meta, "source_metadata")?;
         let payload = field::object(payload, "payload")?;
         let [database, schema, table, collection, object_name, change, tx_id, keys, log_file, log_position, scn, rs_id, ssn, lsn] =
-            slots(meta, &META);
+            json::slots(meta, &META);
         let change = field::string(change, "source_metadata.change_type")?;
         let db = field::string(database, "source_metadata.database")?;
         let schema = field::string(schema, "source_metadata.schema")?;
@@ -246,12 +220,12 @@ impl<'a> Event<'a> {
             table = field::string(object_name, "source_metadata.object_name")?;
         }
         let tx_id = field::string(tx_id, "source_metadata.tx_id")?;
-        let primary_key = primary_keys(keys)?;
+        let primary_key = field::string_array(keys, "source_metadata.primary_keys")?;
         let log_file = field::string(log_file, "source_metadata.log_file")?;
-        let log_position = unsigned(log_position, "source_metadata.log_position")?;
-        let scn = unsigned(scn, "source_metadata.scn")?;
+        let log_position = field::unsigned(log_position, "source_metadata.log_position")?;
+        let scn = field::unsigned(scn, "source_metadata.scn")?;
         let rs_id = field::string(rs_id, "source_metadata.rs_id")?;
-        let ssn = unsigned(ssn, "source_metadata.ssn")?;
+        let ssn = field::unsigned(ssn, "source_metadata.ssn")?;
         let lsn = field::string(lsn, "source_metadata.lsn")?;
 
         let method = read_method.map(|m| m.text()).unwrap_or_default();
@@ -405,23 +379,15 @@ impl<'a> Event<'a> {
         }
         for (key, value) in self.meta.iter().flat_map(|m| m.members()) {
             if !META[..8].iter().any(|name| key.is(name)) {
-                add_metadata(map, &key.text(), value);
+                json::add_metadata(map, &key.text(), value);
             }
         }
         for (key, value) in self.message.members() {
             if !TOP[..5].iter().any(|name| key.is(name)) {
-                add_metadata(map, &key.text(), value);
+                json::add_metadata(map, &key.text(), value);
             }
         }
         map.close_or_null();
-    }
-}
-
-fn add_metadata(map: &mut MapColumn, key: &str, value: Value<'_>) {
-    if !value.is_null() && !map.has_key(key) {
-        map.entry_with(key, |out| {
-            value.render_into(out);
-        });
     }
 }
 
@@ -434,31 +400,6 @@ fn sort_key_numbers(sort_keys: Option<Value<'_>>) -> Option<Vec<u64>> {
             u64::try_from(n).ok()
         })
         .collect()
-}
-
-/// `source_metadata.primary_keys`: an array of strings; `None` when null/absent or empty.
-fn primary_keys(keys: Option<Value<'_>>) -> Result<Option<Value<'_>>> {
-    let Some(keys) = keys.filter(|v| !v.is_null()) else {
-        return Ok(None);
-    };
-    let path = "source_metadata.primary_keys";
-    if keys.kind() != Kind::Array {
-        return Err(field::error(
-            path,
-            format!("expected an array, got {}", keys.describe()),
-        ));
-    }
-    for (i, key) in keys.items().enumerate() {
-        match key.kind() {
-            Kind::String => {}
-            Kind::Null => return Err(field::error(path, "expected strings, got null".into())),
-            _ => {
-                let problem = format!("expected a string, got {}", key.describe());
-                return Err(field::error(&format!("{path}[{i}]"), problem));
-            }
-        }
-    }
-    Ok((!keys.is_empty()).then_some(keys))
 }
 
 #[cfg(test)]

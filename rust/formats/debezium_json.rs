@@ -85,20 +85,6 @@ const TRANSACTION: [Name; 3] = [
     Name::new("data_collection_order"),
 ];
 
-/// Reads `object`'s members named in `names` in one pass (first duplicate wins).
-fn slots<'a, const N: usize>(
-    object: Option<Value<'a>>,
-    names: &[Name; N],
-) -> [Option<Value<'a>>; N] {
-    let mut fields = [None; N];
-    for (key, value) in object.iter().flat_map(|o| o.all_members()) {
-        if let Some(i) = names.iter().position(|name| key.is(name)) {
-            fields[i].get_or_insert(value);
-        }
-    }
-    fields
-}
-
 /// The largest |milliseconds| whose microseconds fit an i64.
 const MAX_MS: i64 = i64::MAX / 1000;
 
@@ -126,19 +112,6 @@ fn times(values: [Option<Value<'_>>; 3], path: &str) -> Result<[Option<i64>; 3]>
         field::integer(us, &format!("{path}ts_us"))?,
         field::integer(ns, &format!("{path}ts_ns"))?,
     ])
-}
-
-fn unsigned(value: Option<Value<'_>>, path: &str) -> Result<Option<u64>> {
-    match field::integer(value, path)? {
-        Some(n) if n < 0 => Err(field::error(
-            path,
-            format!(
-                "expected a non-negative integer, got {}",
-                value.map_or_else(String::new, |v| v.describe())
-            ),
-        )),
-        n => Ok(n.map(|n| n as u64)),
-    }
 }
 
 /// An image: `before` / `after`, an object or null.
@@ -195,7 +168,7 @@ impl<'a> Event<'a> {
             _ => message,
         };
         let [before, after, source, op, ts_ms, ts_us, ts_ns, transaction, ddl, database, status, id] =
-            slots(Some(envelope), &ENVELOPE);
+            json::slots(Some(envelope), &ENVELOPE);
         let mut source_op = field::string(op, "op")?;
         let ddl = field::string(ddl, "ddl")?;
         let status = field::string(status, "status")?;
@@ -207,7 +180,7 @@ impl<'a> Event<'a> {
         let capture_time = micros(ns, us, ms, "")?;
 
         let [db, schema, namespace, table, collection, s_ms, s_us, s_ns, file, pos, row, lsn, gtid] =
-            slots(source, &SOURCE);
+            json::slots(source, &SOURCE);
         let [s_ms, s_us, s_ns] = times([s_ms, s_us, s_ns], "source.")?;
         let event_time = micros(s_ns, s_us, s_ms, "source.")?;
         let mut db = field::string(db, "source.db")?;
@@ -220,12 +193,12 @@ impl<'a> Event<'a> {
             None => field::string(collection, "source.collection")?,
         };
         let file = field::string(file, "source.file")?;
-        let pos = unsigned(pos, "source.pos")?;
-        let row = unsigned(row, "source.row")?;
-        let lsn = unsigned(lsn, "source.lsn")?;
+        let pos = field::unsigned(pos, "source.pos")?;
+        let row = field::unsigned(row, "source.row")?;
+        let lsn = field::unsigned(lsn, "source.lsn")?;
         let gtid = field::string(gtid, "source.gtid")?;
         let tx_number = field::integer(source.and_then(|s| s.get_name(&TX_ID)), "source.txId")?;
-        let [tx, total, collection_order] = slots(transaction, &TRANSACTION);
+        let [tx, total, collection_order] = json::slots(transaction, &TRANSACTION);
         let mut tx_id = field::string(tx, "transaction.id")?;
         let total_order = field::integer(total, "transaction.total_order")?;
         let collection_order =
@@ -251,6 +224,12 @@ impl<'a> Event<'a> {
                 "END" => "commit",
                 _ => "other",
             }
+        } else if !envelope.is_empty()
+            && envelope
+                .all_members()
+                .all(|(key, _)| ENVELOPE[4..7].iter().any(|name| key.is(name)))
+        {
+            "heartbeat" // the heartbeat topic: {"ts_ms": ...}
         } else {
             return Err(field::error("op", "missing".into()));
         };
@@ -368,7 +347,7 @@ impl<'a> Event<'a> {
     fn write_metadata(&self, map: &mut MapColumn) {
         for (key, value) in self.source.iter().flat_map(|s| s.members()) {
             if !SOURCE[..5].iter().any(|name| key.is(name)) {
-                add_metadata(map, &key.text(), value);
+                json::add_metadata(map, &key.text(), value);
             }
         }
         for (name, value) in [
@@ -383,18 +362,9 @@ impl<'a> Event<'a> {
         }
         for (key, value) in self.envelope.members() {
             if !ENVELOPE.iter().any(|name| key.is(name)) {
-                add_metadata(map, &key.text(), value);
+                json::add_metadata(map, &key.text(), value);
             }
         }
         map.close_or_null();
-    }
-}
-
-/// A metadata entry, unless the value is null or the key is there already (first wins).
-fn add_metadata(map: &mut MapColumn, key: &str, value: Value<'_>) {
-    if !value.is_null() && !map.has_key(key) {
-        map.entry_with(key, |out| {
-            value.render_into(out);
-        });
     }
 }

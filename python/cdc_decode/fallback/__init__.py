@@ -12,9 +12,9 @@ docs/events.md); one module per format decodes single messages:
 - :mod:`.datahub_tuple`: ``datahub-tuple``, whose input is record batches, not binary
   values (:meth:`PythonDecoder.decode_records`).
 
-The four JSON formats read their messages with :mod:`._json` (the strict parse, value
-rendering and field checks of docs/formats/datahub-blob.md), as the Rust ones use
-``rust/json.rs``.
+The four JSON formats derive from :class:`._json.JsonFormat` and read their messages with
+:mod:`._json` (the strict parse, value rendering and field checks of
+docs/formats/datahub-blob.md), as the Rust ones use ``rust/json.rs``.
 
 A format class takes the decoder's options as keyword arguments (only those given:
 ``columns`` for ``tdsql-json``) and has ``decode(raw, key, ordinal, sink)`` (one

@@ -5,8 +5,9 @@ docs/formats/datahub-blob.md, "JSON accepted" and "Field types", is the contract
 UTF-8 without a byte order mark, RFC 8259 grammar, no lone surrogate escapes, at most
 :data:`MAX_DEPTH` levels of nesting, the first of duplicate keys wins, number tokens kept as
 the text that was sent (:class:`_Number`), the top value an object (each format checks).
-Values render to generic text (:func:`render`) as that page's "Row images" says. The Rust
-core's counterpart is ``rust/json.rs``.
+Values render to generic text (:func:`render`) as that page's "Row images" says.
+:class:`JsonFormat` is the decoder the four formats derive from: one message, one row or
+one error row. The Rust core's counterpart is ``rust/json.rs``.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 import json
 import re
 from itertools import accumulate
+
+from ._events import EventSink
 
 MAX_DEPTH = 128
 """Most levels of nested objects and arrays a message may have (the top object is 1)."""
@@ -193,3 +196,49 @@ def _integer(value: object, where: str) -> int | None:
             if -_SIGN <= number < _SIGN:
                 return number
     raise _Malformed(f"{where}: expected a 64-bit integer, got {_kind(value)}")
+
+
+def _unsigned(value: object, where: str) -> int | None:
+    """A non-negative integer (a log position or an index), or ``None``."""
+    number = _integer(value, where)
+    if number is not None and number < 0:
+        raise _Malformed(f"{where}: expected a non-negative integer, got {_kind(value)}")
+    return number
+
+
+# ---------------------------------------------------------------------------------------
+# The decoder of a JSON format
+
+
+class JsonFormat:
+    """What the JSON formats share: one JSON text per message, parsed by :func:`parse`,
+    gives one row from ``_event`` (``None`` for a tombstone), or one error row. No state
+    between messages."""
+
+    name: str
+    pending = 0
+
+    def decode(self, raw: bytes, key: str | None, ordinal: int, sink: EventSink) -> None:
+        """Decodes one message into ``sink``.
+
+        Args:
+            raw: the message bytes (UTF-8 JSON).
+            key: unused (no multi-part messages in the JSON formats).
+            ordinal: the message's input ordinal.
+            sink: where rows go.
+        """
+        try:
+            row = self._event(parse(raw))
+        except _Malformed as exc:
+            sink.error(ordinal, raw, str(exc))
+            return
+        if row is None:
+            sink.tombstone(ordinal)
+        else:
+            sink.events([row], ordinal)
+
+    def finish(self, sink: EventSink) -> None:
+        """End of input: nothing is buffered."""
+
+    def _event(self, message: object) -> tuple | None:
+        raise NotImplementedError

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import struct
 
-from ._events import EventSink
-from ._json import _integer, _kind, _Malformed, _object, _string, parse, render
+from ._json import JsonFormat, _integer, _kind, _Malformed, _object, _string, render
 
 FORMAT = "datahub-blob"
 
@@ -167,27 +166,10 @@ def _event(message: object) -> tuple:
     )  # fmt: skip
 
 
-class DatahubBlob:
-    """Decodes ``datahub-blob`` messages: one JSON object, one event. No state."""
+class DatahubBlob(JsonFormat):
+    """Decodes ``datahub-blob`` messages: one JSON object, one event."""
 
     name = FORMAT
-    pending = 0
 
-    def decode(self, raw: bytes, key: str | None, ordinal: int, sink: EventSink) -> None:
-        """Decodes one DataHub BLOB record / Kafka value into ``sink``.
-
-        Args:
-            raw: the message bytes (UTF-8 JSON).
-            key: unused (no multi-part messages in this format).
-            ordinal: the message's input ordinal.
-            sink: where rows go.
-        """
-        try:
-            row = _event(parse(raw))
-        except _Malformed as exc:
-            sink.error(ordinal, raw, str(exc))
-            return
-        sink.events([row], ordinal)
-
-    def finish(self, sink: EventSink) -> None:
-        """End of input: nothing is buffered."""
+    def _event(self, message: object) -> tuple:
+        return _event(message)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import calendar
 import re
 
-from ._events import EventSink
-from ._json import _integer, _kind, _Malformed, _object, _string, parse, render
+from ._json import JsonFormat, _integer, _kind, _Malformed, _object, _string, _unsigned, render
+from ._sequence import i64, text, u64
 
 FORMAT = "datastream-json"
 
@@ -61,42 +61,10 @@ def _time(value: object, where: str) -> int | None:
     return ms * 1000
 
 
-def _unsigned(value: object, where: str) -> int | None:
-    number = _integer(value, where)
-    if number is not None and number < 0:
-        raise _Malformed(f"{where}: expected a non-negative integer, got {_kind(value)}")
-    return number
-
-
-def _u64(n: int) -> bytes:
-    return n.to_bytes(8, "big")
-
-
-def _i64(n: int) -> bytes:
-    return _u64(n + (1 << 63))
-
-
-def _str(text: str) -> bytes:
-    return text.encode("utf-8").replace(b"\x00", b"\x00\xff") + b"\x00\x01"
-
-
-class DatastreamJson:
-    """Decodes ``datastream-json`` lines: one JSON object, one event. No state."""
+class DatastreamJson(JsonFormat):
+    """Decodes ``datastream-json`` lines: one JSON object, one event."""
 
     name = FORMAT
-    pending = 0
-
-    def decode(self, raw: bytes, key: str | None, ordinal: int, sink: EventSink) -> None:
-        """Decodes one line into ``sink``."""
-        try:
-            row = self._event(parse(raw))
-        except _Malformed as exc:
-            sink.error(ordinal, raw, str(exc))
-            return
-        sink.events([row], ordinal)
-
-    def finish(self, sink: EventSink) -> None:
-        """End of input: nothing is buffered."""
 
     def _event(self, message: object) -> tuple:
         if not isinstance(message, dict):
@@ -146,22 +114,22 @@ class DatastreamJson:
             if log_file is not None or log_position is not None:
                 position = f"{log_file or ''}:{log_position or 0}"
             if event_time is not None:
-                sequence = (_u64(0 if backfill else 1) + _str(log_file or "")
-                            + _u64(log_position or 0) + _i64(event_time))  # fmt: skip
+                sequence = (u64(0 if backfill else 1) + text(log_file or "")
+                            + u64(log_position or 0) + i64(event_time))  # fmt: skip
         elif kind == "oracle":
             position = None if scn is None else str(scn)
             if event_time is not None:
-                sequence = _i64(event_time) + _u64(scn or 0) + _str(rs_id or "") + _u64(ssn or 0)
+                sequence = i64(event_time) + u64(scn or 0) + text(rs_id or "") + u64(ssn or 0)
         elif kind in ("postgres", "postgresql"):
             position = lsn
             halves = _LSN.match(lsn) if lsn is not None else None
             hi, lo = (int(halves.group(1), 16), int(halves.group(2), 16)) if halves else (0, 0)
             if event_time is not None:
-                sequence = _i64(event_time) + _u64(hi) + _u64(lo)
+                sequence = i64(event_time) + u64(hi) + u64(lo)
         elif kind == "sqlserver":
             position = lsn
             if event_time is not None:
-                sequence = _i64(event_time) + _str(lsn or "")
+                sequence = i64(event_time) + text(lsn or "")
         else:
             sort_keys = get("sort_keys")
             numbers = None
@@ -175,9 +143,9 @@ class DatastreamJson:
                 if numbers is not None and any(type(k) is str for k in sort_keys):
                     numbers = None
             if numbers:
-                sequence = b"".join(_u64(n) for n in numbers)
+                sequence = u64(*numbers)
             elif event_time is not None:
-                sequence = _i64(event_time)
+                sequence = i64(event_time)
 
         metadata: dict[str, str] = {}
         for name in ("stream_name", "read_method", "object", "schema_key", "sort_keys"):

@@ -8,14 +8,15 @@ parse, from :mod:`._json`).
 
 from __future__ import annotations
 
-from ._events import EventSink
-from ._json import _integer, _kind, _Malformed, _object, _string, parse, render
+from ._json import JsonFormat, _integer, _kind, _Malformed, _object, _string, _unsigned, render
+from ._sequence import i64, text, u64
 
 FORMAT = "debezium-json"
 
 _OPS = {"r": "read", "c": "insert", "u": "update", "d": "delete", "t": "truncate", "m": "other"}
 _STATUS = {"BEGIN": "begin", "END": "commit"}
 _MAX_US = 2**63 - 1
+_TIMES = frozenset(("ts_ms", "ts_us", "ts_ns"))
 _NAMES = frozenset(("db", "schema", "namespace", "table", "collection"))
 _ENVELOPE = frozenset(
     ("before", "after", "source", "op", "ts_ms", "ts_us", "ts_ns", "transaction", "ddl",
@@ -49,13 +50,6 @@ def _nanos(obj: dict) -> int | None:
     return None
 
 
-def _unsigned(value: object, where: str) -> int | None:
-    number = _integer(value, where)
-    if number is not None and number < 0:
-        raise _Malformed(f"{where}: expected a non-negative integer, got {_kind(value)}")
-    return number
-
-
 def _image(value: object, where: str) -> list | None:
     obj = _object(value, where)
     if obj is None:
@@ -63,34 +57,11 @@ def _image(value: object, where: str) -> list | None:
     return [(k, render(v)) for k, v in obj.items()]
 
 
-def _u64(n: int) -> bytes:
-    return n.to_bytes(8, "big")
-
-
-def _key_str(text: str) -> bytes:
-    return text.encode("utf-8").replace(b"\x00", b"\x00\xff") + b"\x00\x01"
-
-
-class DebeziumJson:
-    """Decodes ``debezium-json`` messages: one JSON object, one row. No state."""
+class DebeziumJson(JsonFormat):
+    """Decodes ``debezium-json`` messages: one JSON object, one row (a tombstone for
+    Connect's null payload)."""
 
     name = FORMAT
-    pending = 0
-
-    def decode(self, raw: bytes, key: str | None, ordinal: int, sink: EventSink) -> None:
-        """Decodes one Kafka value into ``sink``."""
-        try:
-            row = self._event(parse(raw))
-        except _Malformed as exc:
-            sink.error(ordinal, raw, str(exc))
-            return
-        if row is None:
-            sink.tombstone(ordinal)
-        else:
-            sink.events([row], ordinal)
-
-    def finish(self, sink: EventSink) -> None:
-        """End of input: nothing is buffered."""
 
     def _event(self, message: object) -> tuple | None:
         if not isinstance(message, dict):
@@ -141,6 +112,8 @@ class DebeziumJson:
             op = _STATUS.get(status, "other")
             source_op = status
             tx_id = _string(get("id"), "id")
+        elif envelope and set(envelope) <= _TIMES:
+            op = "heartbeat"  # the heartbeat topic: {"ts_ms": ...}
         else:
             raise _Malformed("op: missing")
         if tx_id is None:
@@ -148,16 +121,16 @@ class DebeziumJson:
 
         if file is not None:
             position = f"{file}:{pos}" if pos is not None else None
-            sequence = _key_str(file) + _u64(pos or 0) + _u64(row_no or 0)
+            sequence = text(file) + u64(pos or 0, row_no or 0)
             event_id = f"{file}:{pos or 0}:{row_no or 0}"
         elif lsn is not None:
             position = str(lsn)
-            sequence = _u64(lsn)
+            sequence = u64(lsn)
             event_id = str(lsn)
         else:
             position = event_id = None
             nanos = _nanos(source)
-            sequence = None if nanos is None else _u64(nanos + (1 << 63))
+            sequence = None if nanos is None else i64(nanos)
         if op == "read":
             event_id = None
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 import re
 import struct
 
-from ._events import EventSink
-from ._json import _integer, _kind, _Malformed, _Number, _string, parse, render
+from ._json import JsonFormat, _integer, _kind, _Malformed, _Number, _string, _unsigned, render
 
 FORMAT = "tdsql-json"
 
@@ -99,13 +98,6 @@ def _names(table: str, names: list[str]) -> _Names:
     return list(names), taken
 
 
-def _index(value: object, where: str) -> int | None:
-    number = _integer(value, where)
-    if number is not None and number < 0:
-        raise _Malformed(f"{where}: expected a non-negative integer, got {_kind(value)}")
-    return number
-
-
 def gtid_number(gtid: str) -> int | None:
     """The transaction number of a MySQL (``uuid:N``) or MariaDB (``domain-server-N``)
     GTID, or ``None``."""
@@ -117,30 +109,17 @@ def gtid_number(gtid: str) -> int | None:
     return number if number < 1 << 64 else None
 
 
-class TdsqlJson:
-    """Decodes ``tdsql-json`` messages: one JSON object, one event. No state.
+class TdsqlJson(JsonFormat):
+    """Decodes ``tdsql-json`` messages: one JSON object, one event.
 
     Args:
         columns: ``{"db.table": [column names]}``: names for the positional images.
     """
 
     name = FORMAT
-    pending = 0
 
     def __init__(self, columns: dict[str, list[str]] | None = None) -> None:
         self._columns = {table: _names(table, names) for table, names in (columns or {}).items()}
-
-    def decode(self, raw: bytes, key: str | None, ordinal: int, sink: EventSink) -> None:
-        """Decodes one subscription message into ``sink``."""
-        try:
-            row = self._event(parse(raw))
-        except _Malformed as exc:
-            sink.error(ordinal, raw, str(exc))
-            return
-        sink.events([row], ordinal)
-
-    def finish(self, sink: EventSink) -> None:
-        """End of input: nothing is buffered."""
 
     def _event(self, message: object) -> tuple:
         if not isinstance(message, dict):
@@ -156,8 +135,8 @@ class TdsqlJson:
         seconds = _integer(get("begintime"), "begintime")
         if seconds is not None and not -_MAX_S <= seconds <= _MAX_S:
             raise _Malformed(f"begintime: {seconds} seconds is out of range")
-        event_index = _index(get("event_index"), "event_index")
-        sub_index = _index(get("sub_event_index"), "sub_event_index")
+        event_index = _unsigned(get("event_index"), "event_index")
+        sub_index = _unsigned(get("sub_event_index"), "sub_event_index")
         filename = _string(get("filename"), "filename")
         offset = _integer(get("orgoffset"), "orgoffset")
         names = self._columns.get(f"{db}.{table}") if db is not None and table is not None else None
