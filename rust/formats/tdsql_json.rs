@@ -163,27 +163,13 @@ struct Event<'a> {
     table: Option<Str<'a>>,
     begin_micros: Option<i64>,
     gtid: Option<Str<'a>>,
-    event_index: Option<i64>,
-    sub_index: Option<i64>,
+    event_index: Option<u64>,
+    sub_index: Option<u64>,
     before: Option<Value<'a>>,
     after: Option<Value<'a>>,
     sql: Option<Str<'a>>,
     filename: Option<Str<'a>>,
     offset: Option<i64>,
-}
-
-/// `event_index` / `sub_event_index`: a non-negative integer.
-fn index(value: Option<Value<'_>>, path: &str) -> Result<Option<i64>> {
-    match field::integer(value, path)? {
-        Some(n) if n < 0 => Err(field::error(
-            path,
-            format!(
-                "expected a non-negative integer, got {}",
-                value.map_or_else(String::new, |v| v.describe())
-            ),
-        )),
-        n => Ok(n),
-    }
 }
 
 /// `where` / `field`: an array, `None` when null/absent or empty.
@@ -233,8 +219,8 @@ impl<'a> Event<'a> {
             table: field::string(table, "table")?,
             begin_micros,
             gtid: field::string(gtid, "gtid")?,
-            event_index: index(event_index, "event_index")?,
-            sub_index: index(sub_index, "sub_event_index")?,
+            event_index: field::unsigned(event_index, "event_index")?,
+            sub_index: field::unsigned(sub_index, "sub_event_index")?,
             before: image(before, "where")?,
             after: image(after, "field")?,
             sql: field::string(sql, "sql")?,
@@ -268,8 +254,8 @@ impl<'a> Event<'a> {
                     Some(number) => rows.sequence.push_with(|out| {
                         OrderKey(out)
                             .u64(number)
-                            .u64(index as u64)
-                            .u64(self.sub_index.unwrap_or(0) as u64);
+                            .u64(index)
+                            .u64(self.sub_index.unwrap_or(0));
                     }),
                     None => rows.sequence.push_null(),
                 }
