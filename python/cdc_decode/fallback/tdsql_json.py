@@ -8,13 +8,12 @@ too. The JSON accepted and the field types are datahub-blob's (the same strict p
 from __future__ import annotations
 
 import re
-import struct
 
 from ._json import JsonFormat, _integer, _kind, _Malformed, _Number, _string, _unsigned, render
+from ._sequence import u64
 
 FORMAT = "tdsql-json"
 
-_KEY = struct.Struct(">QQQ").pack
 _MAX_S = (2**63 - 1) // 1_000_000  # the largest |seconds| whose microseconds fit an i64
 
 _OPS = {
@@ -151,7 +150,7 @@ class TdsqlJson(JsonFormat):
                 event_id += f":{sub_index}"
             number = gtid_number(gtid)
             if number is not None:
-                sequence = _KEY(number, event_index, sub_index or 0)
+                sequence = u64(number, event_index, sub_index or 0)
         metadata = [(k, render(v)) for k, v in message.items() if k not in _KNOWN and v is not None]
         return (
             FORMAT, _OPS.get(source_op, "other"), source_op, db, None, table,
