@@ -15,6 +15,8 @@
 use std::collections::HashMap;
 use std::io::Read;
 
+use miniz_oxide::inflate::TINFLStatus;
+
 use crate::error::{Error, Result};
 use crate::json::{Kind as JsonKind, Value};
 
@@ -683,14 +685,10 @@ pub fn decompress(codec: Codec, data: &[u8], out: &mut Vec<u8>, budget: &mut usi
     };
     match codec {
         Codec::Null => unreachable!("null blocks are read in place"),
-        Codec::Deflate => {
-            let inflated = miniz_oxide::inflate::decompress_to_vec_with_limit(data, *budget)
-                .map_err(|e| match e.status {
-                    miniz_oxide::inflate::TINFLStatus::HasMoreOutput => over(*budget),
-                    status => err(format!("deflate: {status:?}")),
-                })?;
-            *out = inflated;
-        }
+        Codec::Deflate => inflate(data, out, *budget).map_err(|status| match status {
+            TINFLStatus::HasMoreOutput => over(*budget),
+            status => err(format!("deflate: {status:?}")),
+        })?,
         Codec::Snappy => {
             let Some(body_len) = data.len().checked_sub(4) else {
                 return Err(err("snappy: a block shorter than its checksum"));
@@ -724,6 +722,40 @@ pub fn decompress(codec: Codec, data: &[u8], out: &mut Vec<u8>, budget: &mut usi
     }
     *budget -= out.len();
     Ok(())
+}
+
+/// Raw deflate into `out`, growing it up to `limit` bytes; the state is kept per thread
+/// (some 11 KB, zeroed for each block by miniz_oxide's one-shot API).
+fn inflate(data: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), TINFLStatus> {
+    use miniz_oxide::inflate::core::{decompress, inflate_flags, DecompressorOxide};
+    thread_local! {
+        static STATE: std::cell::RefCell<Box<DecompressorOxide>> =
+            std::cell::RefCell::new(Box::default());
+    }
+    STATE.with(|state| {
+        let mut state = state.borrow_mut();
+        state.init();
+        let flags = inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF;
+        out.clear();
+        out.resize(limit.min(data.len().saturating_mul(4).max(4096)), 0);
+        let (mut read, mut written) = (0, 0);
+        loop {
+            let (status, used, made) = decompress(&mut state, &data[read..], out, written, flags);
+            read += used;
+            written += made;
+            match status {
+                TINFLStatus::Done => {
+                    out.truncate(written);
+                    return Ok(());
+                }
+                TINFLStatus::HasMoreOutput if out.len() < limit => {
+                    let grown = limit.min(out.len().saturating_mul(2));
+                    out.resize(grown, 0);
+                }
+                status => return Err(status),
+            }
+        }
+    })
 }
 
 /// The uncompressed length a raw snappy block starts with: a varint of at most 32 bits.
