@@ -45,6 +45,9 @@ DEBEZIUM = "debezium-json (Flink fixture)"
 """Real Debezium messages beside the generated ones: the 16 events of the shared Flink
 PostgreSQL fixture (about 400 bytes each, no wrapper), repeated."""
 
+AVRO_FILES = "datastream-avro (500-event files)"
+"""Datastream Avro files as Datastream rotates them: one table, up to 500 events a file."""
+
 STREAMS: dict[str, tuple[str, dict]] = {
     **{fmt: (fmt, {}) for fmt in GENERATED},
     REFERENCE: (
@@ -59,6 +62,7 @@ STREAMS: dict[str, tuple[str, dict]] = {
     NARROW_TUPLE: ("datahub-tuple", {"tables": ["shop.order_items"]}),
     TDSQL_NAMED: ("tdsql-json", {}),
     DEBEZIUM: ("debezium-json", {}),
+    AVRO_FILES: ("datastream-avro", {"tables": ["shop.order_items"], "rows_per_message": 500}),
 }
 """Label -> (format, extra ``generate`` options)."""
 

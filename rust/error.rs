@@ -17,6 +17,9 @@ pub enum Error {
     /// number 5`.
     #[error("{path}: {problem}")]
     Field { path: String, problem: String },
+    /// An Avro file that cannot be read, or whose schema or values do not fit the format.
+    #[error("{0}")]
+    Avro(String),
     /// A JSON message whose top value is not an object.
     #[error("expected a JSON object, got {0}")]
     NotAnObject(String),

@@ -397,6 +397,11 @@ impl MapColumn {
         }
     }
 
+    /// Bytes of keys and values written so far.
+    pub fn data_bytes(&self) -> usize {
+        self.keys.data.len() + self.values.data.len()
+    }
+
     /// True when the open row has no entry yet.
     pub fn is_open_empty(&self) -> bool {
         self.row_start() == self.keys.len()
@@ -523,6 +528,12 @@ impl EventBuilder {
     /// Rows ended so far.
     pub fn len(&self) -> usize {
         self.rows
+    }
+
+    /// Bytes of keys and values in `before`, `after` and `metadata` so far: what an output
+    /// budget measures (docs/formats/datastream-avro.md).
+    pub fn output_bytes(&self) -> usize {
+        self.before.data_bytes() + self.after.data_bytes() + self.metadata.data_bytes()
     }
 
     /// True when no row was ended.

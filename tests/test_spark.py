@@ -450,3 +450,28 @@ def test_datastream_json_lines_from_text_files(spark, engine, tmp_path):
     table = table.sort_by([("event_id", "ascending")])
     expected = pa.Table.from_batches([cdc_decode.decode(lines, "datastream-json")])
     assert_table_matches(table, expected.sort_by([("event_id", "ascending")]))
+
+
+def test_datastream_avro_files_from_a_folder_tree(spark, engine, tmp_path):
+    """Datastream's Avro files in a `table/yyyy/mm/dd/hh/mm/` tree, read whole with
+    read_datastream (binaryFile): the generator's expected events, each with its file."""
+    import pyarrow as pa
+
+    from cdc_decode.generate import generate
+
+    stream = generate("datastream-avro", messages=30, seed=5)
+    files = [v for v in stream.values if v is not None]
+    for i, value in enumerate(files):
+        folder = tmp_path / "shop_orders" / "2024" / "05" / "01" / f"{i % 3:02d}" / "00"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"part-{i:03d}.avro").write_bytes(value)
+    (tmp_path / "shop_orders" / "README.txt").write_text("not an Avro file")
+    events = cdc_spark.read_datastream(spark, str(tmp_path), engine=engine)
+    table = pa.Table.from_batches(events.toArrow().to_batches())
+    assert set(table.column("path").to_pylist()) == {
+        p.as_uri().replace("file:///", "file:/") for p in tmp_path.rglob("*.avro")
+    }
+    got = table.drop_columns(["path"]).sort_by([("event_id", "ascending")])
+    expected = pa.Table.from_batches([cdc_decode.decode(files, "datastream-avro")])
+    assert expected.num_rows == stream.rows - (stream.messages - len(files))  # no fillers
+    assert_table_matches(got, expected.sort_by([("event_id", "ascending")]))

@@ -11,6 +11,7 @@ FORMATS: tuple[str, ...] = (
     "datahub-tuple",
     "debezium-json",
     "datastream-json",
+    "datastream-avro",
 )
 """The format names ``decode`` accepts."""
 

@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-__all__ = ["KAFKA_COLUMNS", "decode", "local_session", "spark_event_schema"]
+__all__ = ["KAFKA_COLUMNS", "decode", "local_session", "read_datastream", "spark_event_schema"]
 
 KAFKA_COLUMNS: tuple[str, ...] = ("topic", "partition", "offset", "timestamp")
 """The Kafka source columns kept beside the events by default, where the input has them."""
@@ -206,6 +206,43 @@ def decode(
         columns=columns,
     )
     return df.select(*needed).mapInArrow(fn, out_schema)
+
+
+def read_datastream(
+    spark: Any,
+    path: str,
+    *,
+    format: str = "datastream-avro",
+    mode: str = "permissive",
+    engine: str = "native",
+) -> DataFrame:
+    """Read Google Cloud Datastream output as users find it: a tree of files under
+    ``path`` (``gs://bucket/prefix/schema_table/yyyy/mm/dd/hh/mm/``, or any folder above
+    it), every file below read.
+
+    ``datastream-avro`` reads each ``*.avro`` file whole (``spark.read.format("binaryFile")``:
+    one value per file, all of its events or one error row); ``datastream-json`` reads
+    the lines of every ``*.jsonl`` / ``*.json`` file (``spark.read.text``: one event each).
+
+    Args:
+        spark: the SparkSession.
+        path: a folder (read recursively) or a glob.
+        format: ``"datastream-avro"`` (the default) or ``"datastream-json"``.
+        mode: as :func:`decode`.
+        engine: as :func:`decode`.
+
+    Returns:
+        The change events, with ``path`` (the file each came from) before the event
+        columns for Avro files.
+    """
+    reader = spark.read.option("recursiveFileLookup", "true")
+    if format == "datastream-avro":
+        files = reader.format("binaryFile").option("pathGlobFilter", "*.avro").load(path)
+        return decode(files, format, value_col="content", keep=["path"], mode=mode, engine=engine)
+    if format == "datastream-json":
+        lines = reader.text(path)
+        return decode(lines, format, keep=[], mode=mode, engine=engine)
+    raise ValueError(f"read_datastream reads datastream-avro or datastream-json, not {format!r}")
 
 
 def _checked_keep(df: DataFrame, fields: dict, keep: Sequence[str] | None) -> list[str]:

@@ -165,7 +165,7 @@ fn utc_text(text: &str) -> Option<i64> {
 }
 
 /// PostgreSQL's `hi/lo` LSN as two integers.
-fn lsn_halves(lsn: &str) -> Option<(u64, u64)> {
+pub(crate) fn lsn_halves(lsn: &str) -> Option<(u64, u64)> {
     let (hi, lo) = lsn.split_once('/')?;
     let hex = |s: &str| {
         (!s.is_empty() && s.len() <= 8 && s.bytes().all(|b| b.is_ascii_hexdigit()))

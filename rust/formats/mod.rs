@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 
 pub mod datahub_blob;
 pub mod datahub_tuple;
+pub mod datastream_avro;
 pub mod datastream_json;
 pub mod debezium_json;
 pub mod tdsql_json;
@@ -23,6 +24,7 @@ pub const FORMATS: &[&str] = &[
     "datahub-tuple",
     "debezium-json",
     "datastream-json",
+    "datastream-avro",
 ];
 
 /// What a format does with messages; the shared loop in [`crate::decoder::Decoder`] handles
@@ -103,6 +105,10 @@ pub fn new_decoder(
         "datastream-json" => Ok((
             datastream_json::FORMAT,
             Box::new(datastream_json::DatastreamJson::default()),
+        )),
+        "datastream-avro" => Ok((
+            datastream_avro::FORMAT,
+            Box::new(datastream_avro::DatastreamAvro::default()),
         )),
         "tdsql-json" => Ok((
             tdsql_json::FORMAT,

@@ -9,6 +9,7 @@ docs/events.md); one module per format decodes single messages:
 - :mod:`.tdsql_json`: ``tdsql-json``.
 - :mod:`.debezium_json`: ``debezium-json``.
 - :mod:`.datastream_json`: ``datastream-json``.
+- :mod:`.datastream_avro`: ``datastream-avro`` (Avro files, through fastavro).
 - :mod:`.datahub_tuple`: ``datahub-tuple``, whose input is record batches, not binary
   values (:meth:`PythonDecoder.decode_records`).
 
@@ -43,6 +44,7 @@ _FORMATS = {
     "datahub-tuple": ("datahub_tuple", "DatahubTuple"),
     "debezium-json": ("debezium_json", "DebeziumJson"),
     "datastream-json": ("datastream_json", "DatastreamJson"),
+    "datastream-avro": ("datastream_avro", "DatastreamAvro"),
 }
 
 FORMATS: tuple[str, ...] = tuple(_FORMATS)

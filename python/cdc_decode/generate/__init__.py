@@ -23,6 +23,7 @@ from .._schema import EVENT_SCHEMA
 from . import (
     datahub_blob,
     datahub_tuple,
+    datastream_avro,
     datastream_json,
     debezium_json,
     tdsql_json,
@@ -61,6 +62,7 @@ FORMATS: tuple[str, ...] = (
     datahub_tuple.FORMAT,
     debezium_json.FORMAT,
     datastream_json.FORMAT,
+    datastream_avro.FORMAT,
 )
 """The formats the generator writes."""
 
@@ -124,6 +126,15 @@ def generate(
         render = datastream_json.render
         values, rows = datahub_blob.write_stream(
             source, datastream_json.DatastreamJsonWriter(source, seed=seed), messages
+        )
+    elif format == datastream_avro.FORMAT:
+        render = datastream_avro.render
+        values, rows = datastream_avro.write_stream(
+            source,
+            datastream_avro.DatastreamAvroWriter(
+                source, seed=seed, rows_per_message=rows_per_message
+            ),
+            messages,
         )
     elif format == debezium_json.FORMAT:
         render = debezium_json.render

@@ -1,0 +1,1017 @@
+"""The ``datastream-avro`` format: one Google Cloud Datastream Avro object-container file per
+input value, many events.
+
+Every rule here is written down in docs/formats/datastream-avro.md, which the Rust core
+(rust/avro.rs, rust/formats/datastream_avro.rs) follows too. fastavro reads the records;
+around it this module reads the container (header, blocks, codecs) with the same bounds as
+the Rust core, and hands fastavro a *canonical* schema: the writer's types without logical
+types (values come raw, and are rendered here), enums as ``long`` (the index), ambiguous
+union branches wrapped in records so their branch is known, and records and arrays nested
+deeper than :data:`MAX_DEPTH` replaced by a record that cannot be read (fastavro recurses
+in C and would overflow the stack on deeper data).
+"""
+
+from __future__ import annotations
+
+import io
+import zlib
+
+import cramjam
+import fastavro
+import zstandard
+
+from ._events import EventSink
+from ._sequence import i64, text, u64
+from ._values import base64_text, date_text, f32_text, f64_text, json_string, timestamp_text
+from .datahub_blob import _Malformed, _Number, parse
+from .datastream_json import _LSN
+
+FORMAT = "datastream-avro"
+
+MAX_DEPTH = 64
+INFLATE_FLOOR = 16 << 20
+INFLATE_RATIO = 64
+OUTPUT_FLOOR = 64 << 20
+OUTPUT_RATIO = 256
+_CACHED_SCHEMAS = 64
+_INFINITY = 9_223_372_036_825_200_000
+_NEG_INFINITY = -9_223_372_036_832_400_000
+_MAX_MS = (2**63 - 1) // 1000
+_I64 = (-(2**63), 2**63 - 1)
+_MAGIC = b"Obj\x01"
+_CODECS = {b"null": "null", b"deflate": "deflate", b"snappy": "snappy", b"zstandard": "zstandard"}
+_PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
+_LEADING = ("stream_name", "read_method", "object", "schema_key")
+_OPS = {
+    "INSERT": "insert",
+    "UPDATE": "update",
+    "UPDATE-INSERT": "update_after",
+    "UPDATE-DELETE": "update_before",
+    "DELETE": "delete",
+}
+_TIMESTAMPS = {
+    "timestamp-millis": ("ms", True),
+    "timestamp-micros": ("us", True),
+    "timestamp-nanos": ("ns", True),
+    "local-timestamp-millis": ("ms", False),
+    "local-timestamp-micros": ("us", False),
+    "local-timestamp-nanos": ("ns", False),
+}
+# Source-metadata fields with a column of their own (not in metadata).
+_COLUMNS = ("database", "schema", "table", "collection", "object_name", "change_type", "tx_id")
+
+
+# ---------------------------------------------------------------------------------------
+# Container
+
+
+def _long(buf: bytes, pos: int) -> tuple[int, int]:
+    """A zigzag varint at ``pos``, read as fastavro reads one (rust/avro.rs ``Cursor::long``)."""
+    n = 0
+    shift = 0
+    size = len(buf)
+    while True:
+        if pos >= size:
+            raise _Malformed(f"truncated at byte {pos}")
+        b = buf[pos]
+        pos += 1
+        n |= ((b & 0x7F) << (shift & 63)) & 0xFFFFFFFFFFFFFFFF
+        if not b & 0x80:
+            return (n >> 1) ^ -(n & 1), pos
+        shift += 7
+
+
+def _take(buf: bytes, pos: int, n: int) -> tuple[bytes, int]:
+    if n > len(buf) - pos:
+        raise _Malformed(f"{n} bytes at byte {pos} run past the end ({len(buf) - pos} left)")
+    return buf[pos : pos + n], pos + n
+
+
+def _bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
+    at = pos
+    n, pos = _long(buf, pos)
+    if n < 0:
+        raise _Malformed(f"negative length {n} at byte {at}")
+    return _take(buf, pos, n)
+
+
+def _header(buf: bytes) -> tuple[bytes, str, bytes, int]:
+    """(schema JSON, codec, sync marker, offset of the first block)."""
+    if buf[:4] != _MAGIC:
+        raise _Malformed("not an Avro object-container file (no Obj\\x01 magic)")
+    pos = 4
+    schema = codec = None
+    while True:
+        at = pos
+        count, pos = _long(buf, pos)
+        if count == 0:
+            break
+        if count < 0:
+            count = -count
+            if count > _I64[1]:
+                raise _Malformed(f"header: bad map block count at byte {at}")
+            _, pos = _long(buf, pos)
+        if count > len(buf) - pos:
+            raise _Malformed(f"header: {count} metadata entries at byte {at}")
+        for _ in range(count):
+            key, pos = _bytes(buf, pos)
+            value, pos = _bytes(buf, pos)
+            if key == b"avro.schema" and schema is None:
+                schema = value
+            elif key == b"avro.codec" and codec is None:
+                codec = value
+    if len(buf) - pos < 16:
+        raise _Malformed("header: truncated before the sync marker")
+    sync = buf[pos : pos + 16]
+    pos += 16
+    if schema is None:
+        raise _Malformed("header: no avro.schema")
+    name = _CODECS.get(b"null" if codec is None else codec)
+    if name is None:
+        raise _Malformed(f"unsupported codec {codec[:40]!r}")
+    return schema, name, sync, pos
+
+
+def _decompress(codec: str, data: bytes, budget: int) -> bytes:
+    over = f"the file inflates past {budget} bytes (more than {INFLATE_RATIO} times its size)"
+    if codec == "deflate":
+        inflater = zlib.decompressobj(-15)
+        try:
+            out = inflater.decompress(data, budget + 1)
+        except zlib.error as exc:
+            raise _Malformed(f"deflate: {exc}") from None
+        if len(out) > budget:
+            raise _Malformed(over)
+        if not inflater.eof:
+            raise _Malformed("deflate: truncated")
+        return out
+    if codec == "snappy":
+        if len(data) < 4:
+            raise _Malformed("snappy: a block shorter than its checksum")
+        body, crc = data[:-4], data[-4:]
+        n = 0
+        for i, b in enumerate(body[:5]):
+            n |= (b & 0x7F) << (7 * i)
+            if not b & 0x80:
+                break
+        else:
+            raise _Malformed("snappy: bad length")
+        if n >= 1 << 32:
+            raise _Malformed("snappy: bad length")
+        if n > budget:
+            raise _Malformed(over)
+        try:
+            out = bytes(cramjam.snappy.decompress_raw(body))
+        except Exception as exc:  # cramjam raises its own DecompressionError
+            raise _Malformed(f"snappy: {exc}") from None
+        if zlib.crc32(out) != int.from_bytes(crc, "big"):
+            raise _Malformed("snappy: checksum does not match")
+        return out
+    # zstandard: one frame, read no further than the budget allows.
+    try:
+        reader = zstandard.ZstdDecompressor().stream_reader(data, read_across_frames=False)
+        chunks = []
+        total = 0
+        while total <= budget:
+            chunk = reader.read(budget + 1 - total)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+    except zstandard.ZstdError as exc:
+        raise _Malformed(f"zstandard: {exc}") from None
+    if total > budget:
+        raise _Malformed(over)
+    return b"".join(chunks)
+
+
+# ---------------------------------------------------------------------------------------
+# Schemas
+
+
+class _Node:
+    """A compiled type (rust/avro.rs ``Node``)."""
+
+    __slots__ = ("kind", "logical", "size", "symbols", "items", "branches", "name", "fields",
+                 "shape", "by_type", "index")  # fmt: skip
+
+    def __init__(self, kind: str, index: int) -> None:
+        self.kind = kind
+        self.index = index
+        self.logical: tuple | None = None
+        self.size = 0
+        self.symbols: list[str] = []
+        self.items: _Node | None = None
+        self.branches: list[_Node] = []
+        self.name = ""
+        self.fields: list[tuple[str, _Node]] = []
+        self.shape: tuple | None = None
+        self.by_type: dict = {}
+
+
+def _is_str(value: object) -> bool:
+    return type(value) is str
+
+
+def _token(value: object) -> int | None:
+    """A JSON number token as an integer (``-?[0-9]+``), else ``None``."""
+    if type(value) is not _Number:
+        return None
+    digits = value[1:] if value.startswith("-") else value
+    return int(value) if digits.isdigit() and digits.isascii() else None
+
+
+class _Compiler:
+    def __init__(self) -> None:
+        self.nodes: list[_Node] = []
+        self.names: dict[str, _Node] = {}
+
+    def new(self, kind: str) -> _Node:
+        node = _Node(kind, len(self.nodes))
+        self.nodes.append(node)
+        return node
+
+    def node(self, json: object, namespace: str) -> _Node:
+        if _is_str(json):
+            return self.named(json, namespace, None)
+        if isinstance(json, list):
+            union = self.new("union")
+            seen = []
+            for item in json:
+                branch = self.node(item, namespace)
+                if branch.kind == "union":
+                    raise _Malformed("schema: a union inside a union")
+                if branch.kind == "record":
+                    key = branch.name
+                elif branch.kind in ("enum", "fixed"):
+                    key = f"#{branch.index}"
+                else:
+                    key = branch.kind
+                if key in seen:
+                    raise _Malformed(f"schema: union has {key} twice")
+                seen.append(key)
+                union.branches.append(branch)
+            return union
+        if isinstance(json, dict):
+            return self.object(json, namespace)
+        raise _Malformed("schema: expected a type")
+
+    def object(self, json: dict, namespace: str) -> _Node:
+        kind = json.get("type")
+        if not _is_str(kind):
+            raise _Malformed('schema: a type object without a string "type"')
+        logical = json.get("logicalType")
+        logical = logical if _is_str(logical) else None
+        if kind in ("record", "error"):
+            return self.record(json, namespace)
+        if kind == "enum":
+            full, _ = _full_name(json, namespace)
+            symbols = json.get("symbols")
+            if not isinstance(symbols, list):
+                raise _Malformed(f"schema: enum {full} without symbols")
+            if not all(_is_str(s) for s in symbols):
+                raise _Malformed(f"schema: enum {full}: a symbol not a string")
+            node = self.new("enum")
+            node.symbols = list(symbols)
+            self.define(full, node)
+            return node
+        if kind == "fixed":
+            full, _ = _full_name(json, namespace)
+            size = json.get("size")
+            size = int(size) if type(size) is _Number and size.isdigit() else None
+            if size is None or size >= 1 << 64:
+                raise _Malformed(f"schema: fixed {full} without a size")
+            node = self.new("fixed")
+            node.size = size
+            node.logical = _decimal(json) if logical == "decimal" else None
+            self.define(full, node)
+            return node
+        if kind == "array":
+            if "items" not in json:
+                raise _Malformed("schema: an array without items")
+            node = self.new("array")
+            node.items = self.node(json["items"], namespace)
+            return node
+        if kind == "map":
+            raise _Malformed("schema: map types are not read (Datastream writes none)")
+        found = None
+        if kind == "bytes" and logical == "decimal":
+            found = _decimal(json)
+        elif kind == "int" and logical == "date":
+            found = ("date",)
+        elif kind == "int" and logical == "time-millis":
+            found = ("time", 3)
+        elif kind == "long" and logical in ("time-micros", "time-interval-micros"):
+            found = ("time", 6)
+        elif kind == "long" and logical in _TIMESTAMPS:
+            found = ("timestamp", *_TIMESTAMPS[logical])
+        return self.named(kind, namespace, found)
+
+    def record(self, json: dict, namespace: str) -> _Node:
+        full, inner = _full_name(json, namespace)
+        node = self.new("record")
+        node.name = full
+        self.define(full, node)
+        fields = json.get("fields")
+        if not isinstance(fields, list):
+            raise _Malformed(f"schema: record {full} without fields")
+        names = set()
+        for field in fields:
+            name = field.get("name") if isinstance(field, dict) else None
+            if not _is_str(name):
+                raise _Malformed(f"schema: record {full}: a field without a name")
+            if name in names:
+                raise _Malformed(f"schema: record {full} has field {name} twice")
+            names.add(name)
+            if "type" not in field:
+                raise _Malformed(f"schema: {full}.{name} without a type")
+            node.fields.append((name, self.node(field["type"], inner)))
+        node.shape = _shape(full.rsplit(".", 1)[-1], node.fields)
+        return node
+
+    def named(self, name: str, namespace: str, logical: tuple | None) -> _Node:
+        if name in _PRIMITIVES:
+            node = self.new(name)
+            node.logical = logical
+            return node
+        found = None
+        if "." not in name and namespace:
+            found = self.names.get(f"{namespace}.{name}")
+        if found is None:
+            found = self.names.get(name)
+        if found is None:
+            raise _Malformed(f"schema: unknown type {name}")
+        return found
+
+    def define(self, full: str, node: _Node) -> None:
+        if full.rsplit(".", 1)[-1] in _PRIMITIVES:
+            raise _Malformed("schema: a named type called after a primitive")
+        if full in self.names:
+            raise _Malformed(f"schema: type {full} defined twice")
+        self.names[full] = node
+
+
+def _full_name(json: dict, namespace: str) -> tuple[str, str]:
+    name = json.get("name")
+    if not _is_str(name) or not name:
+        raise _Malformed("schema: a named type without a name")
+    if "." in name:
+        full = name
+    else:
+        space = json.get("namespace")
+        space = space if _is_str(space) else namespace
+        full = f"{space}.{name}" if space else name
+    inner = full.rsplit(".", 1)[0] if "." in full else ""
+    return full, inner
+
+
+def _decimal(json: dict) -> tuple | None:
+    precision = _token(json.get("precision"))
+    scale = _token(json.get("scale")) if "scale" in json else 0
+    if precision is None or scale is None or not 1 <= precision <= 1000:
+        return None
+    if not 0 <= scale <= precision:
+        return None
+    return ("decimal", scale)
+
+
+def _shape(name: str, fields: list[tuple[str, _Node]]) -> tuple:
+    positions = {}
+    for i, (field, _) in enumerate(fields):
+        positions.setdefault(field, i)
+
+    def integer(wanted: str) -> int | None:
+        i = positions.get(wanted)
+        return i if i is not None and fields[i][1].kind in ("int", "long") else None
+
+    if name == "varchar":
+        return ("varchar", positions["value"]) if "value" in positions else ("plain",)
+    wanted = {
+        "datetime": ("date", "time"),
+        "timestampTz": ("timestamp", "offset"),
+        "timeTz": ("time", "offset"),
+        "interval": ("months", "hours", "micros"),
+    }.get(name)
+    if wanted is not None:
+        found = [integer(w) for w in wanted]
+        return (name, *found) if None not in found else ("plain",)
+    if len(fields) == 2 and "nestedArray" in positions and "elementValue" in positions:
+        return ("pgarray", positions["nestedArray"], positions["elementValue"])
+    return ("plain",)
+
+
+def _check_arrays(nodes: list[_Node]) -> None:
+    """Arrays whose items can encode in no bytes are refused (rust/avro.rs ``check_arrays``)."""
+    empty = {n.index: True for n in nodes if n.kind == "record"}
+
+    def is_empty(node: _Node) -> bool:
+        if node.kind == "null":
+            return True
+        if node.kind == "fixed":
+            return node.size == 0
+        if node.kind == "record":
+            return empty[node.index]
+        return False
+
+    changed = True
+    while changed:
+        changed = False
+        for node in nodes:
+            if node.kind == "record" and empty[node.index]:
+                if not all(is_empty(f) for _, f in node.fields):
+                    empty[node.index] = False
+                    changed = True
+    for node in nodes:
+        if node.kind == "array" and is_empty(node.items):
+            raise _Malformed("schema: an array's items encode in no bytes")
+
+
+# Python types of raw fastavro values, by the node kinds that give them.
+_PY_TYPE = {
+    "null": type(None),
+    "boolean": bool,
+    "int": int,
+    "long": int,
+    "enum": int,
+    "float": float,
+    "double": float,
+    "bytes": bytes,
+    "fixed": bytes,
+    "string": str,
+    "array": list,
+    "record": tuple,
+}
+
+
+class _Canonical:
+    """The schema handed to fastavro (see the module's docstring), and the record names it
+    gives back for union branches."""
+
+    def __init__(self, root: _Node) -> None:
+        self.defined: set[str] = set()
+        self.records: dict[str, _Node] = {}  # canonical record name -> node (or wrapper)
+        self.schema = self.emit(root, 0)
+
+    def emit(self, node: _Node, depth: int) -> object:
+        kind = node.kind
+        if kind in ("record", "array") and depth + 1 > MAX_DEPTH:
+            return self.too_deep()
+        if kind == "record":
+            name = f"r{node.index}_{depth + 1}"
+            if name in self.defined:
+                return name
+            self.defined.add(name)
+            self.records[name] = node
+            fields = [
+                {"name": f"x{i}", "type": self.emit(f, depth + 1)}
+                for i, (_, f) in enumerate(node.fields)
+            ]
+            return {"type": "record", "name": name, "fields": fields}
+        if kind == "array":
+            return {"type": "array", "items": self.emit(node.items, depth + 1)}
+        if kind == "union":
+            counts: dict[type, int] = {}
+            for branch in node.branches:
+                t = _PY_TYPE[branch.kind]
+                counts[t] = counts.get(t, 0) + 1
+            out = []
+            for i, branch in enumerate(node.branches):
+                if branch.kind != "record" and counts[_PY_TYPE[branch.kind]] > 1:
+                    # A wrapper record encodes as its one field: the branch comes back named.
+                    name = f"u{node.index}_{i}_{depth}"
+                    if name in self.defined:
+                        out.append(name)
+                        continue
+                    self.defined.add(name)
+                    self.records[name] = branch
+                    out.append(
+                        {"type": "record", "name": name,
+                         "fields": [{"name": "v", "type": self.emit(branch, depth)}]}
+                    )  # fmt: skip
+                else:
+                    out.append(self.emit(branch, depth))
+            return out
+        if kind == "enum":
+            return "long"
+        if kind == "fixed":
+            name = f"f{node.index}"
+            if name in self.defined:
+                return name
+            self.defined.add(name)
+            return {"type": "fixed", "name": name, "size": node.size}
+        return kind
+
+    def too_deep(self) -> object:
+        name = "too_deep"
+        if name in self.defined:
+            return name
+        self.defined.add(name)
+        return {"type": "record", "name": name, "fields": [{"name": "x", "type": []}]}
+
+
+# ---------------------------------------------------------------------------------------
+# Values
+
+
+def _branch(node: _Node, value: object, records: dict[str, _Node]) -> tuple[_Node, object]:
+    """The union branch a raw value came from, and the value (a wrapper's unwrapped)."""
+    if type(value) is tuple:
+        name, inner = value
+        target = records[name]
+        if name.startswith("u"):
+            return target, inner["v"]
+        return target, (name, inner)
+    t = type(value)
+    for branch in node.branches:
+        if _PY_TYPE[branch.kind] is t:
+            return branch, value
+    raise _Malformed("a union value of no branch")  # not reached: fastavro chose one
+
+
+def _fields(value: object) -> list:
+    """A record's field values in order (a union's record comes as (name, dict))."""
+    if type(value) is tuple:
+        value = value[1]
+    return list(value.values())
+
+
+def _time_text(value: int, digits: int) -> str:
+    per_second = 1000 if digits == 3 else 1_000_000
+    sign = "-" if value < 0 else ""
+    v = abs(value)
+    seconds, fraction = divmod(v, per_second)
+    return (f"{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+            f".{fraction:0{digits}d}")  # fmt: skip
+
+
+def _offset_text(ms: int) -> str:
+    sign = "-" if ms < 0 else "+"
+    v = abs(ms)
+    seconds = v // 1000
+    out = f"{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}"
+    if v % 60_000:
+        out += f":{seconds % 60:02d}"
+        if v % 1000:
+            out += f".{v % 1000:03d}"
+    return out
+
+
+def _decimal_text(raw: bytes, scale: int) -> str:
+    n = int.from_bytes(raw, "big", signed=True)
+    digits = str(abs(n))
+    sign = "-" if n < 0 else ""
+    if scale == 0:
+        return sign + digits
+    if len(digits) > scale:
+        return f"{sign}{digits[:-scale]}.{digits[-scale:]}"
+    return f"{sign}0.{'0' * (scale - len(digits))}{digits}"
+
+
+def _integer_text(value: int, logical: tuple | None) -> str:
+    if logical is None:
+        return str(value)
+    kind = logical[0]
+    if kind == "date":
+        return date_text(value)
+    if kind == "time":
+        return _time_text(value, logical[1])
+    if value == _INFINITY:
+        return "infinity"
+    if value == _NEG_INFINITY:
+        return "-infinity"
+    return timestamp_text(value, logical[1], logical[2])
+
+
+class _Renderer:
+    """Text and compact JSON of raw fastavro values, by compiled node (rust's ``text_value``
+    and ``json_value``)."""
+
+    def __init__(self, records: dict[str, _Node]) -> None:
+        self.records = records
+
+    def text(self, node: _Node, value: object) -> str | None:
+        kind = node.kind
+        if kind == "union":
+            if value is None:
+                return None
+            node, value = _branch(node, value, self.records)
+            kind = node.kind
+        if value is None:
+            return None
+        if kind == "string":
+            return value
+        if kind in ("int", "long"):
+            return _integer_text(value, node.logical)
+        if kind == "boolean":
+            return "true" if value else "false"
+        if kind == "double":
+            return f64_text(value)
+        if kind == "float":
+            return f32_text(value)
+        if kind in ("bytes", "fixed"):
+            if node.logical is not None:
+                return _decimal_text(value, node.logical[1])
+            return base64_text(value)
+        if kind == "enum":
+            if not 0 <= value < len(node.symbols):
+                raise _Malformed(f"enum index {value}")
+            return node.symbols[value]
+        if kind == "array":
+            return self.json(node, value)
+        if kind == "record":
+            return self.record_text(node, _fields(value))
+        return None  # null
+
+    def record_text(self, node: _Node, values: list) -> str | None:
+        shape = node.shape
+        kind = shape[0]
+        if kind == "plain":
+            return self.record_json(node, values)
+        if kind == "pgarray":
+            nested = self.json(node.fields[shape[1]][1], values[shape[1]])
+            if nested != "null":
+                return nested
+            return self.text(node.fields[shape[2]][1], values[shape[2]])
+        if kind == "varchar":
+            return self.text(node.fields[shape[1]][1], values[shape[1]])
+        if kind == "datetime":
+            return f"{date_text(values[shape[1]])}T{_time_text(values[shape[2]], 6)}"
+        if kind == "timestampTz":
+            ts, offset = values[shape[1]], values[shape[2]]
+            if ts == _INFINITY:
+                return "infinity"
+            if ts == _NEG_INFINITY:
+                return "-infinity"
+            shift = offset * 1000
+            if not _I64[0] <= shift <= _I64[1] or not _I64[0] <= ts + shift <= _I64[1]:
+                raise _Malformed(f"timestampTz {ts} {offset} is out of range")
+            return timestamp_text(ts + shift, "us", False) + _offset_text(offset)
+        if kind == "timeTz":
+            return _time_text(values[shape[1]], 6) + _offset_text(values[shape[2]])
+        months, hours, micros = values[shape[1]], values[shape[2]], values[shape[3]]
+        sign = "-" if micros < 0 else ""
+        seconds, fraction = divmod(abs(micros), 1_000_000)
+        return f"P{months}MT{hours}H{sign}{seconds}.{fraction:06d}S"
+
+    def json(self, node: _Node, value: object) -> str:
+        kind = node.kind
+        if kind == "union":
+            if value is None:
+                return "null"
+            node, value = _branch(node, value, self.records)
+            kind = node.kind
+        if value is None:
+            return "null"
+        if kind == "array":
+            items = node.items
+            return "[" + ",".join([self.json(items, v) for v in value]) + "]"
+        if kind == "record":
+            values = _fields(value)
+            shape = node.shape
+            if shape[0] == "plain":
+                return self.record_json(node, values)
+            if shape[0] == "pgarray":
+                nested = self.json(node.fields[shape[1]][1], values[shape[1]])
+                if nested != "null":
+                    return nested
+                return self.json(node.fields[shape[2]][1], values[shape[2]])
+            if shape[0] == "varchar":
+                return self.json(node.fields[shape[1]][1], values[shape[1]])
+            return json_string(self.record_text(node, values))
+        if kind in ("int", "long") and node.logical is None:
+            return str(value)
+        if kind == "boolean":
+            return "true" if value else "false"
+        text = self.text(node, value)
+        if kind in ("float", "double"):
+            return f'"{text}"' if text in ("nan", "inf", "-inf") else text
+        return json_string(text)
+
+    def record_json(self, node: _Node, values: list) -> str:
+        parts = [
+            json_string(name) + ":" + self.json(field, value)
+            for (name, field), value in zip(node.fields, values, strict=True)
+        ]
+        return "{" + ",".join(parts) + "}"
+
+
+# ---------------------------------------------------------------------------------------
+# Events
+
+
+def _nullable(node: _Node, ok) -> bool:
+    if node.kind == "union":
+        return all(b.kind == "null" or ok(b) for b in node.branches)
+    return ok(node)
+
+
+def _integer(node: _Node) -> bool:
+    return _nullable(node, lambda n: n.kind in ("int", "long"))
+
+
+def _nullable_record(node: _Node) -> _Node | None:
+    if node.kind == "record":
+        return node
+    if node.kind == "union":
+        records = [b for b in node.branches if b.kind == "record"]
+        if records and all(b is records[0] or b.kind == "null" for b in node.branches):
+            return records[0]
+    return None
+
+
+class _Plan:
+    """A schema compiled for events (rust ``Plan``): fastavro's parsed canonical schema and
+    the roles of the fields."""
+
+    def __init__(self, schema_json: bytes) -> None:
+        compiler = _Compiler()
+        root = compiler.node(parse(schema_json), "")
+        _check_arrays(compiler.nodes)
+        if root.kind != "record":
+            raise _Malformed("schema: the top-level type is not a record")
+        self.root = root
+        self.meta: _Node | None = None
+        self.payload: _Node | None = None
+        for name, node in root.fields:
+            if name in ("read_timestamp", "source_timestamp") and not _integer(node):
+                raise _Malformed(f"schema: {name}: expected a long")
+            if name in ("source_metadata", "payload"):
+                record = _nullable_record(node)
+                if record is None:
+                    raise _Malformed(f"schema: {name}: expected a record")
+                if name == "payload":
+                    self.payload = record
+                else:
+                    self.meta = record
+                    for field, f in record.fields:
+                        if field in ("log_position", "scn", "ssn") and not _integer(f):
+                            raise _Malformed(f"schema: source_metadata.{field}: expected a long")
+                        if field == "primary_keys" and not _nullable(
+                            f, lambda n: n.kind == "array" and n.items.kind == "string"
+                        ):
+                            raise _Malformed(
+                                "schema: source_metadata.primary_keys: expected an array of strings"
+                            )
+        canonical = _Canonical(root)
+        self.renderer = _Renderer(canonical.records)
+        self.parsed = fastavro.parse_schema(canonical.schema)
+
+
+def _unsigned(value: int | None, path: str) -> int | None:
+    if value is not None and value < 0:
+        raise _Malformed(f"{path}: expected a non-negative integer, got {value}")
+    return value
+
+
+def _millis(value: int | None, path: str) -> int | None:
+    if value is None:
+        return None
+    if not -_MAX_MS <= value <= _MAX_MS:
+        raise _Malformed(f"{path}: {value} milliseconds is out of range")
+    return value * 1000
+
+
+def _size(text: str | None) -> int:
+    if text is None:
+        return 0
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
+class DatastreamAvro:
+    """Decodes ``datastream-avro`` files: one object-container file, many events. Keeps
+    compiled schemas by their JSON text."""
+
+    name = FORMAT
+    pending = 0
+
+    def __init__(self) -> None:
+        self._plans: dict[bytes, _Plan] = {}
+
+    def decode(self, raw: bytes, key: str | None, ordinal: int, sink: EventSink) -> None:
+        """Decodes one file into ``sink``: all of its events, or one error row."""
+        try:
+            rows = self._file(raw)
+        except _Malformed as exc:
+            sink.error(ordinal, raw, str(exc))
+            return
+        except (EOFError, IndexError, UnicodeDecodeError, ValueError, TypeError) as exc:
+            sink.error(ordinal, raw, f"invalid Avro data: {type(exc).__name__}: {exc}")
+            return
+        sink.events(rows, ordinal)
+
+    def finish(self, sink: EventSink) -> None:
+        """End of input: nothing is buffered."""
+
+    def _plan(self, schema: bytes) -> _Plan:
+        plan = self._plans.get(schema)
+        if plan is None:
+            try:
+                plan = _Plan(schema)
+            except _Malformed as exc:
+                raise _Malformed(f"{exc}") from None
+            if len(self._plans) >= _CACHED_SCHEMAS:
+                self._plans.clear()
+            self._plans[schema] = plan
+        return plan
+
+    def _file(self, buf: bytes) -> list[tuple]:
+        schema, codec, sync, pos = _header(buf)
+        try:
+            plan = self._plan(schema)
+        except _Malformed as exc:
+            message = str(exc)
+            if not message.startswith("schema:"):
+                message = f"avro.schema: {message}"
+            raise _Malformed(message) from None
+        budget = max(INFLATE_FLOOR, len(buf) * INFLATE_RATIO)
+        output_limit = max(OUTPUT_FLOOR, len(buf) * OUTPUT_RATIO)
+        output = 0
+        rows: list[tuple] = []
+        index = 0
+        read = fastavro.schemaless_reader
+        parsed = plan.parsed
+        size = len(buf)
+        while pos < size:
+            at = pos
+            count, pos = _long(buf, pos)
+            length, pos = _long(buf, pos)
+            if count < 0 or length < 0:
+                raise _Malformed(f"block at byte {at}: negative count {count} or size {length}")
+            data, pos = _take(buf, pos, length)
+            if size - pos < 16:
+                raise _Malformed(f"block at byte {at}: truncated before its sync marker")
+            if buf[pos : pos + 16] != sync:
+                raise _Malformed(f"block at byte {at}: sync marker does not match the header's")
+            pos += 16
+            if codec != "null":
+                data = _decompress(codec, data, budget)
+                budget -= len(data)
+            if count > len(data):
+                raise _Malformed(f"block {index}: {count} records in {len(data)} bytes")
+            stream = io.BytesIO(data)
+            for _ in range(count):
+                record = read(stream, parsed, None, return_record_name=True)
+                row, bytes_out = self._event(plan, list(record.values()))
+                output += bytes_out
+                if output > output_limit:
+                    raise _Malformed(f"the file's events take more than {output_limit} bytes")
+                rows.append(row)
+            left = len(data) - stream.tell()
+            if left:
+                raise _Malformed(f"block {index}: {left} bytes left after its {count} records")
+            index += 1
+        return rows
+
+    def _event(self, plan: _Plan, values: list) -> tuple[tuple, int]:
+        render = plan.renderer
+        text_of = render.text
+        uuid = read_method = change = db = schema = table = collection = object_name = None
+        tx_id = log_file = rs_id = lsn = None
+        read_ts = source_ts = log_position = scn = ssn = None
+        keys: list[str] = []
+        sort_numbers: list[int] | None = None
+        image = None
+        metadata: list[tuple[int, str, str]] = []
+        for (name, node), value in zip(plan.root.fields, values, strict=True):
+            if name == "uuid":
+                uuid = text_of(node, value)
+            elif name == "read_timestamp":
+                read_ts = _millis(value, name)
+            elif name == "source_timestamp":
+                source_ts = _millis(value, name)
+            elif name == "source_metadata":
+                if value is None:
+                    continue
+                meta = plan.meta
+                for (field, f), v in zip(meta.fields, _fields(value), strict=True):
+                    if field in ("log_position", "scn", "ssn"):
+                        n = _unsigned(v, f"source_metadata.{field}")
+                        if field == "log_position":
+                            log_position = n
+                        elif field == "scn":
+                            scn = n
+                        else:
+                            ssn = n
+                        if n is not None:
+                            metadata.append((5, field, str(n)))
+                        continue
+                    if field == "primary_keys":
+                        keys = list(v) if v else []
+                        continue
+                    t = text_of(f, v)
+                    if field == "database":
+                        db = t
+                    elif field == "schema":
+                        schema = t
+                    elif field == "table":
+                        table = t
+                    elif field == "collection":
+                        collection = t
+                    elif field == "object_name":
+                        object_name = t
+                    elif field == "change_type":
+                        change = t
+                    elif field == "tx_id":
+                        tx_id = t
+                    else:
+                        if field == "log_file":
+                            log_file = t
+                        elif field == "rs_id":
+                            rs_id = t
+                        elif field == "lsn":
+                            lsn = t
+                        if t is not None:
+                            metadata.append((5, field, t))
+            elif name == "payload":
+                if value is None:
+                    continue
+                image = [
+                    (field, text_of(f, v))
+                    for (field, f), v in zip(plan.payload.fields, _fields(value), strict=True)
+                ]
+            elif name in _LEADING:
+                t = text_of(node, value)
+                if name == "read_method":
+                    read_method = t
+                if t is not None:
+                    metadata.append((_LEADING.index(name), name, t))
+            elif name == "sort_keys":
+                rendered = render.json(node, value)
+                if rendered != "null":
+                    metadata.append((4, name, rendered))
+                sort_numbers = self._sort_numbers(plan, node, value)
+            else:
+                t = text_of(node, value)
+                if t is not None:
+                    metadata.append((6, name, t))
+
+        method = read_method or ""
+        backfill = "backfill" in method or method == "oracle_dump"
+        op = "read" if backfill else _OPS.get(change, "other")
+        kind = method.split("-", 1)[0]
+        event_time = source_ts
+        position = sequence = None
+        if kind == "mysql":
+            if log_file is not None or log_position is not None:
+                position = f"{log_file or ''}:{log_position or 0}"
+            if event_time is not None:
+                sequence = (u64(0 if backfill else 1) + text(log_file or "")
+                            + u64(log_position or 0) + i64(event_time))  # fmt: skip
+        elif kind == "oracle":
+            position = None if scn is None else str(scn)
+            if event_time is not None:
+                sequence = i64(event_time) + u64(scn or 0) + text(rs_id or "") + u64(ssn or 0)
+        elif kind in ("postgres", "postgresql"):
+            position = lsn
+            halves = _LSN.match(lsn) if lsn is not None else None
+            hi, lo = (int(halves.group(1), 16), int(halves.group(2), 16)) if halves else (0, 0)
+            if event_time is not None:
+                sequence = i64(event_time) + u64(hi) + u64(lo)
+        elif kind == "sqlserver":
+            position = lsn
+            if event_time is not None:
+                sequence = i64(event_time) + text(lsn or "")
+        else:
+            if sort_numbers:
+                sequence = u64(*sort_numbers)
+            elif event_time is not None:
+                sequence = i64(event_time)
+        meta_map: dict[str, str] = {}
+        for rank in range(7):
+            for r, key, value in metadata:
+                if r == rank and key not in meta_map:
+                    meta_map[key] = value
+        source_table = table
+        if source_table is None:
+            source_table = collection if collection is not None else object_name
+        before, after = (image, None) if op in ("delete", "update_before") else (None, image)
+        size = sum(_size(k) + _size(v) for k, v in meta_map.items())
+        if image:
+            size += sum(_size(k) + _size(v) for k, v in image)
+        row = (
+            FORMAT, op, change, db, schema, source_table, source_ts,
+            read_ts, tx_id, position, sequence, uuid, keys or None, before, after, None,
+            list(meta_map.items()) or None, None, None,
+        )  # fmt: skip
+        return row, size
+
+    @staticmethod
+    def _sort_numbers(plan: _Plan, node: _Node, value: object) -> list[int] | None:
+        """``sort_keys``' items as integers while they all are (rust ``sort_keys``)."""
+        if node.kind == "union":
+            if value is None:
+                return None
+            node, value = _branch(node, value, plan.renderer.records)
+        if node.kind != "array" or value is None:
+            return None
+        numbers = []
+        for item in value:
+            branch, v = (node.items, item)
+            if branch.kind == "union":
+                if v is None:
+                    return None
+                branch, v = _branch(branch, v, plan.renderer.records)
+            if branch.kind not in ("int", "long") or branch.logical is not None or v < 0:
+                return None
+            numbers.append(v)
+        return numbers or None
