@@ -21,9 +21,9 @@ import fastavro
 import zstandard
 
 from ._events import EventSink
+from ._json import _Malformed, _Number, parse
 from ._sequence import i64, text, u64
 from ._values import base64_text, date_text, f32_text, f64_text, json_string, timestamp_text
-from .datahub_blob import _Malformed, _Number, parse
 from .datastream_json import _LSN
 
 FORMAT = "datastream-avro"
