@@ -22,9 +22,8 @@ import zstandard
 
 from ._events import EventSink
 from ._json import _Malformed, _Number, parse
-from ._sequence import i64, text, u64
 from ._values import base64_text, date_text, f32_text, f64_text, json_string, timestamp_text
-from .datastream_json import _LSN
+from .datastream_json import order
 
 FORMAT = "datastream-avro"
 
@@ -42,13 +41,6 @@ _MAGIC = b"Obj\x01"
 _CODECS = {b"null": "null", b"deflate": "deflate", b"snappy": "snappy", b"zstandard": "zstandard"}
 _PRIMITIVES = ("null", "boolean", "int", "long", "float", "double", "bytes", "string")
 _LEADING = ("stream_name", "read_method", "object", "schema_key")
-_OPS = {
-    "INSERT": "insert",
-    "UPDATE": "update",
-    "UPDATE-INSERT": "update_after",
-    "UPDATE-DELETE": "update_before",
-    "DELETE": "delete",
-}
 _TIMESTAMPS = {
     "timestamp-millis": ("ms", True),
     "timestamp-micros": ("us", True),
@@ -945,37 +937,9 @@ class DatastreamAvro:
                 if t is not None:
                     metadata.append((6, name, t))
 
-        method = read_method or ""
-        backfill = "backfill" in method or method == "oracle_dump"
-        op = "read" if backfill else _OPS.get(change, "other")
-        kind = method.split("-", 1)[0]
         event_time = source_ts
-        position = sequence = None
-        if kind == "mysql":
-            if log_file is not None or log_position is not None:
-                position = f"{log_file or ''}:{log_position or 0}"
-            if event_time is not None:
-                sequence = (u64(0 if backfill else 1) + text(log_file or "")
-                            + u64(log_position or 0) + i64(event_time))  # fmt: skip
-        elif kind == "oracle":
-            position = None if scn is None else str(scn)
-            if event_time is not None:
-                sequence = i64(event_time) + u64(scn or 0) + text(rs_id or "") + u64(ssn or 0)
-        elif kind in ("postgres", "postgresql"):
-            position = lsn
-            halves = _LSN.match(lsn) if lsn is not None else None
-            hi, lo = (int(halves.group(1), 16), int(halves.group(2), 16)) if halves else (0, 0)
-            if event_time is not None:
-                sequence = i64(event_time) + u64(hi) + u64(lo)
-        elif kind == "sqlserver":
-            position = lsn
-            if event_time is not None:
-                sequence = i64(event_time) + text(lsn or "")
-        else:
-            if sort_numbers:
-                sequence = u64(*sort_numbers)
-            elif event_time is not None:
-                sequence = i64(event_time)
+        op, position, sequence = order(read_method, change, event_time, sort_numbers, log_file,
+                                       log_position, scn, rs_id, ssn, lsn)  # fmt: skip
         meta_map: dict[str, str] = {}
         for rank in range(7):
             for r, key, value in metadata:

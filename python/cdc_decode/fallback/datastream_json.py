@@ -61,6 +61,57 @@ def _time(value: object, where: str) -> int | None:
     return ms * 1000
 
 
+def _sort_numbers(sort_keys: object) -> list[int] | None:
+    """``sort_keys`` as integers when it is a non-empty array of non-negative number tokens."""
+    if not isinstance(sort_keys, list) or not sort_keys:
+        return None
+    if any(type(k) is str for k in sort_keys):
+        return None
+    try:
+        numbers = [_integer(k, "sort_keys") for k in sort_keys]
+    except _Malformed:
+        return None
+    if None in numbers or any(n < 0 for n in numbers):
+        return None
+    return numbers
+
+
+def order(method, change, event_time, sort_numbers, log_file, log_position, scn, rs_id, ssn,
+          lsn) -> tuple[str, str | None, bytes | None]:  # fmt: skip
+    """``(op, position, sequence)`` of an event by its source (docs: "op", "sequence"); the
+    Avro format reads the same fields and shares the rules."""
+    method = method or ""
+    backfill = "backfill" in method or method == "oracle_dump"
+    op = "read" if backfill else _OPS.get(change, "other")
+    kind = method.split("-", 1)[0]
+    position = sequence = None
+    if kind == "mysql":
+        if log_file is not None or log_position is not None:
+            position = f"{log_file or ''}:{log_position or 0}"
+        if event_time is not None:
+            sequence = (u64(0 if backfill else 1) + text(log_file or "")
+                        + u64(log_position or 0) + i64(event_time))  # fmt: skip
+    elif kind == "oracle":
+        position = None if scn is None else str(scn)
+        if event_time is not None:
+            sequence = i64(event_time) + u64(scn or 0) + text(rs_id or "") + u64(ssn or 0)
+    elif kind in ("postgres", "postgresql"):
+        position = lsn
+        halves = _LSN.match(lsn) if lsn is not None else None
+        hi, lo = (int(halves.group(1), 16), int(halves.group(2), 16)) if halves else (0, 0)
+        if event_time is not None:
+            sequence = i64(event_time) + u64(hi) + u64(lo)
+    elif kind == "sqlserver":
+        position = lsn
+        if event_time is not None:
+            sequence = i64(event_time) + text(lsn or "")
+    elif sort_numbers:
+        sequence = u64(*sort_numbers)
+    elif event_time is not None:
+        sequence = i64(event_time)
+    return op, position, sequence
+
+
 class DatastreamJson(JsonFormat):
     """Decodes ``datastream-json`` lines: one JSON object, one event."""
 
@@ -103,49 +154,11 @@ class DatastreamJson(JsonFormat):
         ssn = _unsigned(m("ssn"), "source_metadata.ssn")
         lsn = _string(m("lsn"), "source_metadata.lsn")
 
-        backfill = "backfill" in read_method or read_method == "oracle_dump"
-        op = "read" if backfill else _OPS.get(change, "other")
+        numbers = _sort_numbers(get("sort_keys"))
+        op, position, sequence = order(read_method, change, event_time, numbers, log_file,
+                                       log_position, scn, rs_id, ssn, lsn)  # fmt: skip
         image = None if payload is None else [(k, render(v)) for k, v in payload.items()]
         before, after = (image, None) if op in ("delete", "update_before") else (None, image)
-
-        kind = read_method.split("-", 1)[0]
-        position = sequence = None
-        if kind == "mysql":
-            if log_file is not None or log_position is not None:
-                position = f"{log_file or ''}:{log_position or 0}"
-            if event_time is not None:
-                sequence = (u64(0 if backfill else 1) + text(log_file or "")
-                            + u64(log_position or 0) + i64(event_time))  # fmt: skip
-        elif kind == "oracle":
-            position = None if scn is None else str(scn)
-            if event_time is not None:
-                sequence = i64(event_time) + u64(scn or 0) + text(rs_id or "") + u64(ssn or 0)
-        elif kind in ("postgres", "postgresql"):
-            position = lsn
-            halves = _LSN.match(lsn) if lsn is not None else None
-            hi, lo = (int(halves.group(1), 16), int(halves.group(2), 16)) if halves else (0, 0)
-            if event_time is not None:
-                sequence = i64(event_time) + u64(hi) + u64(lo)
-        elif kind == "sqlserver":
-            position = lsn
-            if event_time is not None:
-                sequence = i64(event_time) + text(lsn or "")
-        else:
-            sort_keys = get("sort_keys")
-            numbers = None
-            if isinstance(sort_keys, list) and sort_keys:
-                try:
-                    numbers = [_integer(k, "sort_keys") for k in sort_keys]
-                except _Malformed:
-                    numbers = None
-                if numbers is not None and (None in numbers or any(n < 0 for n in numbers)):
-                    numbers = None
-                if numbers is not None and any(type(k) is str for k in sort_keys):
-                    numbers = None
-            if numbers:
-                sequence = u64(*numbers)
-            elif event_time is not None:
-                sequence = i64(event_time)
 
         metadata: dict[str, str] = {}
         for name in ("stream_name", "read_method", "object", "schema_key", "sort_keys"):
