@@ -42,7 +42,7 @@ _SIMPLE = {
     "timestamp_ntz": pa.timestamp("us"),
 }
 
-_TOKEN = re.compile(r"\s*(?:(`(?:[^`]|``)*`)|([A-Za-z_][A-Za-z0-9_]*)|(\d+)|([(),:])|(\S))")
+_TOKEN = re.compile(r"\s*(?:(`(?:[^`]|``)*`)|([A-Za-z_][A-Za-z0-9_]*)|(\d+)|([(),:<>])|(\S))")
 
 
 def _tokens(ddl: str) -> list[tuple[str, str]]:
@@ -58,7 +58,9 @@ def _tokens(ddl: str) -> list[tuple[str, str]]:
         elif punct is not None:
             out.append(("punct", punct))
         elif other is not None:
-            raise ValueError(f"schema {ddl!r}: unexpected character {other!r}")
+            raise ValueError(
+                f"schema {ddl!r}: unexpected character {other!r}; supported types: {SUPPORTED}"
+            )
     return out
 
 

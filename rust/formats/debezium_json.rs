@@ -36,7 +36,7 @@ impl FormatDecoder for DebeziumJson {
             let message = parser.parse(&value)?;
             if let Some(typed) = rows.typed() {
                 if let Some(schema) = message.get_name(&SCHEMA) {
-                    typed.hints = connect_hints(schema);
+                    typed.hints = connect_hints(schema, message.get_name(&PAYLOAD));
                 }
             }
             match Event::read(message)? {
@@ -51,8 +51,16 @@ impl FormatDecoder for DebeziumJson {
 const SCHEMA: Name = Name::new("schema");
 
 /// Typed mode's hints from the message's Connect schema: for each column of the
-/// `before`/`after` structs, how its logical type is written (docs/typed.md).
-fn connect_hints(schema: Value<'_>) -> Hints {
+/// `before`/`after` structs, how its logical type is written (docs/typed.md). A `Decimal`
+/// is base64 bytes only where the payload sends it as a string: with the converter's
+/// `decimal.format=NUMERIC` it is a JSON number, read as decimal text.
+fn connect_hints(schema: Value<'_>, payload: Option<Value<'_>>) -> Hints {
+    let sent_as_number = |column: &str| {
+        let value = |image: &str| payload?.get(image)?.get(column).filter(|v| !v.is_null());
+        value("after")
+            .or_else(|| value("before"))
+            .is_some_and(|v| v.kind() == Kind::Number)
+    };
     let mut hints = Hints::default();
     let text = |v: Option<Value<'_>>| v.and_then(|v| v.as_str()).map(|s| s.text().into_owned());
     let Some(fields) = schema.get("fields").filter(|f| f.kind() == Kind::Array) else {
@@ -79,8 +87,8 @@ fn connect_hints(schema: Value<'_>) -> Hints {
                         .and_then(|p| text(p.get("scale")))
                         .and_then(|s| s.parse().ok());
                     match scale {
-                        Some(scale) => Hint::DecimalBytes(scale),
-                        None => continue,
+                        Some(scale) if !sent_as_number(&field) => Hint::DecimalBytes(scale),
+                        _ => continue,
                     }
                 }
                 "io.debezium.time.Date" | "org.apache.kafka.connect.data.Date" => Hint::Days,
