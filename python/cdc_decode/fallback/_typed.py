@@ -83,7 +83,9 @@ _RANGES = {
 
 
 def parse_int(text: str) -> int | None:
-    if len(text) > 24 or not _INT.match(text):
+    # Leading zeros are allowed (as Rust's parse allows them); the length check keeps
+    # int() away from huge texts.
+    if not _INT.match(text) or len(text.lstrip("+-").lstrip("0")) > 20:
         return None
     value = int(text)
     return value if -(2**63) <= value < 2**63 else None
@@ -146,9 +148,11 @@ def parse_base64(text: str) -> bytes | None:
     if len(text) % 4:
         return None
     try:
-        return base64.b64decode(text, validate=True)
+        raw = base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
         return None
+    # Canonical only, as base64-simd decodes: unused bits of the last symbol are zero.
+    return raw if base64.b64encode(raw).decode() == text else None
 
 
 def parse_hex(text: str) -> bytes | None:
