@@ -42,6 +42,9 @@ pub enum Hint {
     /// Base64 of a big-endian two's complement unscaled value with this scale (Connect
     /// `Decimal`); text that is not base64 is read as decimal text.
     DecimalBytes(i32),
+    /// Debezium's `VariableScaleDecimal`, rendered as `{"scale":2,"value":"BNI="}`: the
+    /// scale and the base64 unscaled bytes.
+    VariableScaleDecimal,
     /// Binary text is lowercase or uppercase hex (Datastream MySQL BLOB/BINARY).
     Hex,
 }
@@ -771,17 +774,49 @@ fn parse_decimal(text: &str, p: u8, s: i8) -> Option<i128> {
 /// A decimal, from decimal text or, with [`Hint::DecimalBytes`], from base64 of the
 /// unscaled big-endian two's complement value (text that is not base64 is read as text).
 fn parse_decimal_hinted(text: &str, p: u8, s: i8, hint: Option<&Hint>) -> Option<i128> {
-    let Some(&Hint::DecimalBytes(scale)) = hint else {
-        return parse_decimal(text, p, s);
-    };
-    let Some(bytes) = parse_base64(text) else {
-        return parse_decimal(text, p, s);
-    };
+    match hint {
+        Some(&Hint::DecimalBytes(scale)) => match parse_base64(text) {
+            Some(bytes) => decimal_from_bytes(&bytes, scale, p, s),
+            None => parse_decimal(text, p, s),
+        },
+        Some(Hint::VariableScaleDecimal) => {
+            let (scale, bytes) = parse_variable_scale(text)?;
+            decimal_from_bytes(&bytes, scale, p, s)
+        }
+        _ => parse_decimal(text, p, s),
+    }
+}
+
+/// `{"scale":N,"value":"base64"}` (either order, compact JSON as generic mode renders a
+/// Connect struct): the scale and the bytes.
+fn parse_variable_scale(text: &str) -> Option<(i32, Vec<u8>)> {
+    let body = text.strip_prefix('{')?.strip_suffix('}')?;
+    let (first, second) = body.split_once(',')?;
+    let mut scale = None;
+    let mut value = None;
+    for member in [first, second] {
+        let (key, v) = member.split_once(':')?;
+        match key {
+            "\"scale\"" if scale.is_none() => {
+                scale = Some(i32::try_from(parse_int(v)?).ok()?);
+            }
+            "\"value\"" if value.is_none() => {
+                let inner = v.strip_prefix('"')?.strip_suffix('"')?;
+                value = Some(parse_base64(inner)?);
+            }
+            _ => return None,
+        }
+    }
+    Some((scale?, value?))
+}
+
+/// A big-endian two's complement unscaled value at `scale`, as a `decimal(p,s)`, exactly.
+fn decimal_from_bytes(bytes: &[u8], scale: i32, p: u8, s: i8) -> Option<i128> {
     if bytes.is_empty() || bytes.len() > 16 {
         return None;
     }
     let mut unscaled: i128 = if bytes[0] & 0x80 != 0 { -1 } else { 0 };
-    for b in bytes {
+    for &b in bytes {
         unscaled = (unscaled << 8) | b as i128;
     }
     let value = rescale(unscaled, scale, s as i32)?;
@@ -790,11 +825,13 @@ fn parse_decimal_hinted(text: &str, p: u8, s: i8, hint: Option<&Hint>) -> Option
 
 /// `unscaled` at scale `from` as an unscaled value at scale `to`, exactly.
 fn rescale(unscaled: i128, from: i32, to: i32) -> Option<i128> {
+    let (from, to) = (i64::from(from), i64::from(to));
     if to >= from {
         let factor = 10i128.checked_pow(u32::try_from(to - from).ok()?)?;
         unscaled.checked_mul(factor)
     } else {
-        let Some(factor) = 10i128.checked_pow(u32::try_from(from - to).ok()?) else {
+        let power = u32::try_from(from - to).ok()?;
+        let Some(factor) = 10i128.checked_pow(power) else {
             return (unscaled == 0).then_some(0);
         };
         (unscaled % factor == 0).then_some(unscaled / factor)
@@ -1032,6 +1069,18 @@ mod tests {
         // -1 as one byte 0xff.
         assert_eq!(parse_decimal_hinted("/w==", 10, 1, Some(&hint)), Some(-1));
         assert_eq!(parse_decimal_hinted("MDk=", 10, 0, Some(&hint)), None);
+        let variable = Hint::VariableScaleDecimal;
+        let text = r#"{"scale":1,"value":"MDk="}"#;
+        assert_eq!(
+            parse_decimal_hinted(text, 10, 2, Some(&variable)),
+            Some(123450)
+        );
+        let text = r#"{"value":"MDk=","scale":3}"#;
+        assert_eq!(
+            parse_decimal_hinted(text, 10, 3, Some(&variable)),
+            Some(12345)
+        );
+        assert_eq!(parse_decimal_hinted("12.5", 10, 2, Some(&variable)), None);
     }
 
     #[test]
@@ -1090,6 +1139,75 @@ mod tests {
         let schema = Arc::new(Schema::new(vec![Field::new("u", DataType::UInt64, true)]));
         let error = TypedSpec::single(&schema).unwrap_err().to_string();
         assert!(error.contains("column 'u' has type UInt64"), "{error}");
+    }
+
+    /// Through the decoder: a message whose value does not convert is one error row and
+    /// leaves no typed row behind; rows are routed to their table's structs.
+    #[test]
+    fn decoder_converts_routes_and_takes_back_failed_messages() {
+        use crate::decoder::{Decoder, Mode};
+        use crate::formats::Options;
+        use arrow_array::{Array, BinaryArray, StringArray};
+        use arrow_schema::Schema;
+
+        let schema = |fields: Vec<Field>| Arc::new(Schema::new(fields));
+        let orders = schema(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("price", DataType::Decimal128(10, 2), true),
+        ]);
+        let users = schema(vec![Field::new("uid", DataType::Int32, true)]);
+        let spec = TypedSpec::tables(vec![("d.t".into(), orders), ("u".into(), users)]).unwrap();
+        let options = Options {
+            typed: Some(Arc::new(spec)),
+            ..Options::default()
+        };
+        let mut decoder =
+            Decoder::with_options("debezium-json", Mode::Permissive, &options).unwrap();
+        let messages: Vec<Option<&[u8]>> = vec![
+            Some(br#"{"op":"c","after":{"id":1,"price":"9.99"},"source":{"db":"d","table":"t"}}"#),
+            Some(br#"{"op":"c","after":{"id":2,"price":"x"},"source":{"db":"d","table":"t"}}"#),
+            Some(br#"{"op":"c","after":{"uid":7},"source":{"db":"d","table":"u"}}"#),
+            Some(br#"{"op":"c","after":{"z":1},"source":{"db":"d","table":"z"}}"#),
+            None,
+        ];
+        let values: arrow_array::ArrayRef = Arc::new(BinaryArray::from(messages));
+        let batch = decoder.decode(&values, None, true).unwrap().batch;
+        let names: Vec<_> = batch
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(
+            names[19..],
+            ["table", "before_0", "after_0", "before_1", "after_1"]
+        );
+        let column = |name: &str| batch.column_by_name(name).unwrap().clone();
+        let table = column("table");
+        let table = table.as_any().downcast_ref::<StringArray>().unwrap();
+        let tables: Vec<_> = table.iter().collect();
+        assert_eq!(tables, [Some("d.t"), None, Some("u"), None, None]);
+        let error = column("error");
+        let error = error.as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(
+            error.value(1),
+            "d.t: after.price: cannot convert \"x\" to decimal(10,2)"
+        );
+        let after = column("after_0");
+        let after = after.as_any().downcast_ref::<StructArray>().unwrap();
+        assert_eq!(after.len(), 5);
+        assert_eq!(after.null_count(), 4);
+        let price = after
+            .column(1)
+            .as_any()
+            .downcast_ref::<Decimal128Array>()
+            .unwrap();
+        assert_eq!(price.value(0), 999);
+        let after_1 = column("after_1");
+        assert_eq!(after_1.null_count(), 4);
+        // The generic map keeps only the row no table claims.
+        let generic = column("after");
+        assert!(generic.is_null(0) && generic.is_null(2) && generic.is_valid(3));
     }
 
     #[test]

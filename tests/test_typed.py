@@ -311,6 +311,7 @@ def test_debezium_connect_logical_types():
         {"field": "ns", "type": "int64", "name": "io.debezium.time.NanoTimestamp"},
         {"field": "z", "type": "string", "name": "io.debezium.time.ZonedTimestamp"},
         {"field": "b", "type": "bytes"},
+        {"field": "vs", "type": "struct", "name": "io.debezium.data.VariableScaleDecimal"},
     ]  # fmt: skip
     after = {
         "d": base64.b64encode((12345).to_bytes(2, "big", signed=True)).decode(),  # 1234.5
@@ -321,10 +322,11 @@ def test_debezium_connect_logical_types():
         "ns": 1714557600123456789,
         "z": "2024-05-01T10:00:00.5+02:00",
         "b": "3q2+7w==",
+        "vs": {"scale": 1, "value": "MDk="},
     }
     ddl = (
         "d decimal(10,2), n decimal(10,2), day date, ms timestamp, us timestamp, "
-        "ns timestamp, z timestamp, b binary"
+        "ns timestamp, z timestamp, b binary, vs decimal(10,2)"
     )
     batch = both([debezium(after, schema=connect_schema(columns))], "debezium-json", schema=ddl)
     assert batch.to_pylist()[0]["after"] == {
@@ -336,6 +338,7 @@ def test_debezium_connect_logical_types():
         "ns": dt.datetime(2024, 5, 1, 10, 0, 0, 123456, tzinfo=UTC),
         "z": dt.datetime(2024, 5, 1, 8, 0, 0, 500000, tzinfo=UTC),
         "b": b"\xde\xad\xbe\xef",
+        "vs": Decimal("1234.50"),
     }
     # The same base64 bytes without the schema are not decimal text.
     rows = both([debezium({"d": after["d"]})], "debezium-json", schema="d decimal(10,2)")

@@ -91,6 +91,7 @@ fn connect_hints(schema: Value<'_>, payload: Option<Value<'_>>) -> Hints {
                         _ => continue,
                     }
                 }
+                "io.debezium.data.VariableScaleDecimal" => Hint::VariableScaleDecimal,
                 "io.debezium.time.Date" | "org.apache.kafka.connect.data.Date" => Hint::Days,
                 "io.debezium.time.Timestamp" | "org.apache.kafka.connect.data.Timestamp" => {
                     Hint::Epoch(Unit::Millis)

@@ -165,14 +165,52 @@ def _decimal_bytes(text: str, precision: int, scale: int, source_scale: int) -> 
     raw = parse_base64(text)
     if raw is None:
         return parse_decimal(text, precision, scale)
+    return _decimal_from_bytes(raw, source_scale, precision, scale)
+
+
+def _variable_scale(text: str) -> tuple[int, bytes] | None:
+    """``{"scale":N,"value":"base64"}``, either order (rust/typed.rs)."""
+    if not (text.startswith("{") and text.endswith("}")):
+        return None
+    first, comma, second = text[1:-1].partition(",")
+    if not comma:
+        return None
+    scale = value = None
+    for member in (first, second):
+        key, colon, v = member.partition(":")
+        if not colon:
+            return None
+        if key == '"scale"' and scale is None:
+            scale = parse_int(v)
+            if scale is None or not -(2**31) <= scale < 2**31:
+                return None
+        elif key == '"value"' and value is None:
+            if len(v) < 2 or not (v.startswith('"') and v.endswith('"')):
+                return None
+            value = parse_base64(v[1:-1])
+            if value is None:
+                return None
+        else:
+            return None
+    if scale is None or value is None:
+        return None
+    return scale, value
+
+
+def _decimal_from_bytes(raw: bytes, source_scale: int, precision: int, scale: int) -> int | None:
     if not 1 <= len(raw) <= 16:
         return None
     unscaled = int.from_bytes(raw, "big", signed=True)
+    # 10**38 is the largest power of ten an i128 holds (rust/typed.rs ``rescale``).
     if scale >= source_scale:
+        if scale - source_scale > 38:
+            return None
         value = unscaled * 10 ** (scale - source_scale)
         if not -(2**127) <= value < 2**127:
             return None
     else:
+        if source_scale - scale > 38:
+            return 0 if unscaled == 0 else None
         factor = 10 ** (source_scale - scale)
         if unscaled % factor:
             return None
@@ -295,6 +333,13 @@ def _converter(data_type: pa.DataType):
         def decimal(text, hint, hints):
             if isinstance(hint, tuple) and hint[0] == "decimal":
                 unscaled = _decimal_bytes(text, precision, scale, hint[1])
+            elif hint == "variable":
+                parts = _variable_scale(text)
+                unscaled = (
+                    None
+                    if parts is None
+                    else _decimal_from_bytes(parts[1], parts[0], precision, scale)
+                )
             else:
                 unscaled = parse_decimal(text, precision, scale)
             if unscaled is None:

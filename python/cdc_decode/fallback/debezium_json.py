@@ -69,6 +69,7 @@ def _image(value: object, where: str) -> list | None:
 
 
 _CONNECT_HINTS = {
+    "io.debezium.data.VariableScaleDecimal": "variable",
     "io.debezium.time.Date": "days",
     "org.apache.kafka.connect.data.Date": "days",
     "io.debezium.time.Timestamp": "ms",
