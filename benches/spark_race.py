@@ -44,7 +44,7 @@ TABLE = "shop.order_items"
 # DDL part-way through the stream).
 COLUMNS = (
     "order_id bigint, line_no int, sku string, qty int, unit_price decimal(10,4), "
-    "cost int, weight_g bigint, gift_wrap int, returned_at timestamp"
+    "cost int, weight_g bigint, gift_wrap boolean, returned_at timestamp"
 )
 # The event columns the race outputs, in this order, for every contender.
 OUTPUT = ["op", "source_db", "source_table", "event_time", "sequence", "before", "after"]
@@ -152,6 +152,8 @@ def decoded(fmt: str, engine: str, typed: bool = True) -> Callable:
     from cdc_decode import spark as cdc_spark
 
     schema = {"schema": COLUMNS} if typed else {}
+    if fmt == "tdsql-json":  # positional images: name them
+        schema["columns"] = {TABLE: [name for name, _ in _fields()]}
 
     def run(df, _source):
         if fmt == "datahub-tuple":
@@ -224,16 +226,20 @@ def _fields() -> list[tuple[str, str]]:
 
 
 def spark_debezium_json(df, _source):
-    """Debezium JSON: from_json over the envelope, casts of each image."""
+    """Debezium JSON, with or without the Connect ``schema``/``payload`` wrapper:
+    from_json over both shapes, casts of each image."""
     from pyspark.sql import functions as F
 
     image = _string_struct()
-    schema = (
-        f"struct<before: {image}, after: {image}, op: string, ts_ms: bigint, "
+    envelope = (
+        f"before: {image}, after: {image}, op: string, ts_ms: bigint, "
         "source: struct<db: string, table: string, ts_ms: bigint, file: string, pos: bigint, "
-        "row: int>>"
+        "row: int>"
     )
-    j = df.select(F.from_json(F.col("value").cast("string"), schema).alias("j")).select("j.*")
+    schema = f"struct<{envelope}, payload: struct<{envelope}>>"
+    j = df.select(F.from_json(F.col("value").cast("string"), schema).alias("j"))
+    names = ["before", "after", "op", "ts_ms", "source"]
+    j = j.select(*[F.coalesce(F.col(f"j.payload.{n}"), F.col(f"j.{n}")).alias(n) for n in names])
 
     def image_sql(side: str) -> str:
         fields = ", ".join(
@@ -353,7 +359,7 @@ def spark_datahub_tuple(df, _source):
                'update_after') ELSE 'other' END AS op""",
         "'shop' AS source_db",
         "'order_items' AS source_table",
-        f"timestamp_seconds(CAST(`{time_col}` AS bigint)) AS event_time",
+        f"timestamp_millis(CAST(`{time_col}` AS bigint)) AS event_time",
         f"CAST(`{seq}` AS bigint) AS sequence",
         f"IF(_operation_type_ = 'D' OR CAST(_before_image_ AS string) IN ('Y', 'true'), "
         f"{row}, NULL) AS before",
@@ -413,6 +419,8 @@ def spark_tencent_dts(df, _source):
             return int
         if kind.startswith("decimal"):
             return Decimal
+        if kind == "boolean":
+            return lambda s: s in ("1", "true")
         if kind == "timestamp":
             return lambda s: dt.datetime.fromisoformat(s).replace(tzinfo=dt.timezone.utc)
         return lambda s: s
@@ -514,6 +522,22 @@ def _time(frame, rounds: int) -> float:
     return best
 
 
+def check(spark, fmt: str, seed: int, tmp: Path) -> str:
+    """Native typed output against the plain-Spark baseline on one stream: the same
+    images for every row they both call a change (a harness check, not a speed run)."""
+    df, source, _ = _input(spark, fmt, 4_000, seed, 1, tmp)
+    ours = decoded(fmt, "native")(df, source).collect()
+    theirs = BASELINES[fmt](df, source).collect()
+    changes = ("insert", "update", "update_before", "update_after", "delete", "read")
+
+    def images(rows):
+        return sorted((repr(r.before), repr(r.after)) for r in rows if r.op in changes)
+
+    a, b = images(ours), images(theirs)
+    same = sum(1 for x, y in zip(a, b, strict=False) if x == y)
+    return f"{fmt}: {len(a)} change rows native, {len(b)} spark, {same} images equal"
+
+
 def session(batch: int):
     from cdc_decode.spark import local_session
 
@@ -557,6 +581,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
+        "--check",
+        action="store_true",
+        help="compare native typed images with the plain-Spark baseline's, then stop",
+    )
+    parser.add_argument(
         "--generic",
         action="store_true",
         help="our contenders output generic map images, not typed structs",
@@ -571,6 +600,12 @@ def main(argv: list[str] | None = None) -> int:
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     spark = session(args.batch)
+    if args.check:
+        with tempfile.TemporaryDirectory(dir=str(ROOT / "target")) as tmp:
+            for fmt in args.formats:
+                print(check(spark, fmt, args.seed, Path(tmp) / fmt), flush=True)
+        spark.stop()
+        return 0
     results: list[Result] = []
     with tempfile.TemporaryDirectory(dir=str(ROOT / "target")) as tmp:
         for fmt in args.formats:
