@@ -152,12 +152,21 @@ def test_old_oracle_dump(engine):
     rows = _rows("avro_file_ut.avro", engine)
     assert len(rows) == 23 and {r["op"] for r in rows} == {"read"}
     image = dict(rows[0]["after"])
-    # Legacy varchar records give their value; a field-level logicalType is ignored.
+    # Legacy varchar records give their value.
     assert image["STREET_ADDRESS"] == "1297 Via Cola di Rie"
     assert image["CITY"] == "Roma" and image["STATE_PROVINCE"] is None
     assert image["LOCATION_ID"] == "1000.0"
     assert image["timestamp_with_tz"] == "2022-10-13T15:30:00.000056+01:00"
-    assert image["update_timestamp_millis"] == "1705320821122571751"
+    # A logicalType written on the field counts as if inside the type. The file's test
+    # value, 1705320821122571751 in all four fields, is in nanoseconds (2024-01-15), not in
+    # the units its fields declare, hence the far years; `time-millis` belongs to `int`, so
+    # on a `long` it is ignored, as it would be inside the type.
+    assert {k: v for k, v in image.items() if k.startswith("update_")} == {
+        "update_timestamp_micros": "+56009-06-19T12:05:22.571751Z",
+        "update_timestamp_millis": "+54041435-07-28T17:36:11.751Z",
+        "update_time_micros": "473700228:05:22.571751",
+        "update_time_millis": "1705320821122571751",
+    }
     assert rows[0]["source_schema"] == "HR" and rows[0]["source_db"] == "XE"
     assert dict(rows[0]["metadata"])["row_id"] == "AAAEALAAEAAAACdAAB"
 
@@ -248,6 +257,37 @@ def test_unified_records_and_logical_types(engine):
         "inf": "infinity", "ninf": "-infinity", "local": "1970-01-01T00:00:00.000000",
         "big": "-1000000000000000000000000000.000", "num": "18446744073709551615",
         "f": "0.1", "nan": "nan", "rec": '{"x":"inf","s":"q\\""}', "e": "B", "fx": "AP8=",
+    }  # fmt: skip
+
+
+def test_field_level_logical_types(engine):
+    """Old files write ``logicalType`` on the field: it counts as if inside the type (with
+    the field's precision and scale), unless the type has its own or is not a primitive."""
+    fields = [
+        {"name": "ts", "type": "long", "logicalType": "timestamp-micros"},
+        {"name": "ms", "type": {"type": "long"}, "logicalType": "timestamp-millis"},
+        {"name": "day", "type": "int", "logicalType": "date"},
+        {"name": "t", "type": "long", "logicalType": "time-micros"},
+        {"name": "dec", "type": "bytes", "logicalType": "decimal", "precision": 6, "scale": 2},
+        # The type's own logical type wins; a union or a type that cannot carry it: ignored.
+        {"name": "own", "type": {"type": "long", "logicalType": "time-micros"},
+         "logicalType": "timestamp-micros"},
+        {"name": "nullable", "type": ["null", "long"], "logicalType": "timestamp-micros"},
+        {"name": "wrong", "type": "string", "logicalType": "date"},
+        {"name": "bad_dec", "type": "bytes", "logicalType": "decimal", "precision": 1,
+         "scale": 2},
+    ]  # fmt: skip
+    payload = {
+        "ts": 1_705_320_821_122_571, "ms": 1_705_320_821_122, "day": 19_737,
+        "t": 29_730_000_001, "dec": (45_612).to_bytes(3, "big", signed=True),
+        "own": 1_000_000, "nullable": 5, "wrong": "x", "bad_dec": b"\x01",
+    }  # fmt: skip
+    (row,) = _decode([_one(fields, payload)], engine).to_pylist()
+    assert row["error"] is None, row["error"]
+    assert dict(row["after"]) == {
+        "ts": "2024-01-15T12:13:41.122571Z", "ms": "2024-01-15T12:13:41.122Z",
+        "day": "2024-01-15", "t": "08:15:30.000001", "dec": "456.12", "own": "00:00:01.000000",
+        "nullable": "5", "wrong": "x", "bad_dec": "AQ==",
     }  # fmt: skip
 
 
