@@ -79,6 +79,7 @@ impl FormatDecoder for DatastreamAvro {
                 }
             };
             let output_limit = OUTPUT_FLOOR.max(value.len().saturating_mul(OUTPUT_RATIO));
+            TEXT_LIMIT.set(output_limit);
             let output_start = rows.output_bytes();
             let mut budget = avro::inflate_limit(value.len());
             let mut index = 0usize;
@@ -99,6 +100,11 @@ impl FormatDecoder for DatastreamAvro {
                 for _ in 0..count {
                     record.read(&plan, &mut datum)?;
                     record.write(&plan, rows);
+                    // Checked per record: a block of tiny records under long field names
+                    // would otherwise write its whole output before the check.
+                    if rows.output_bytes() - output_start > output_limit {
+                        return Err(over_output(output_limit));
+                    }
                 }
                 if datum.remaining() != 0 {
                     return Err(Error::Avro(format!(
@@ -106,17 +112,32 @@ impl FormatDecoder for DatastreamAvro {
                         datum.remaining()
                     )));
                 }
-                if rows.output_bytes() - output_start > output_limit {
-                    return Err(Error::Avro(format!(
-                        "the file's events take more than {output_limit} bytes \
-                         ({OUTPUT_RATIO} times its size)"
-                    )));
-                }
                 index += 1;
             }
             Ok(())
         })
     }
+}
+
+thread_local! {
+    /// The output limit of the file being read: one value's text (an array's compact JSON,
+    /// whose items may repeat long field names or enum symbols) may not pass it either.
+    static TEXT_LIMIT: std::cell::Cell<usize> = const { std::cell::Cell::new(OUTPUT_FLOOR) };
+}
+
+fn over_output(limit: usize) -> Error {
+    Error::Avro(format!(
+        "the file's events take more than {limit} bytes ({OUTPUT_RATIO} times its size)"
+    ))
+}
+
+/// Fails once `out`, an array's text so far, passes the file's output limit.
+fn within_limit(out: &[u8]) -> Result<()> {
+    let limit = TEXT_LIMIT.get();
+    if out.len() > limit {
+        return Err(over_output(limit));
+    }
+    Ok(())
 }
 
 /// What a top-level field is for.
@@ -820,7 +841,8 @@ fn sort_keys(
             Ok(())
         } else {
             *numbers = None;
-            json_value(schema, cur, item, out, depth)
+            json_value(schema, cur, item, out, depth)?;
+            within_limit(out)
         }
     })?;
     out.push(b']');
@@ -1093,7 +1115,8 @@ pub fn json_value(
                     out.push(b',');
                 }
                 first = false;
-                json_value(schema, cur, items, out, depth)
+                json_value(schema, cur, items, out, depth)?;
+                within_limit(out)
             })?;
             out.push(b']');
         }

@@ -602,6 +602,7 @@ class _Renderer:
 
     def __init__(self, records: dict[str, _Node]) -> None:
         self.records = records
+        self.limit = OUTPUT_FLOOR  # the output limit of the file being read
 
     def text(self, node: _Node, value: object) -> str | None:
         kind = node.kind
@@ -678,7 +679,16 @@ class _Renderer:
             return "null"
         if kind == "array":
             items = node.items
-            return "[" + ",".join([self.json(items, v) for v in value]) + "]"
+            parts = []
+            size = 0
+            for v in value:
+                part = self.json(items, v)
+                # Items may repeat long field names or symbols: bounded as the file's events.
+                size += len(part)
+                if size > self.limit:
+                    raise _Malformed(f"the file's events take more than {self.limit} bytes")
+                parts.append(part)
+            return "[" + ",".join(parts) + "]"
         if kind == "record":
             values = _fields(value)
             shape = node.shape
@@ -839,6 +849,7 @@ class DatastreamAvro:
             raise _Malformed(message) from None
         budget = max(INFLATE_FLOOR, len(buf) * INFLATE_RATIO)
         output_limit = max(OUTPUT_FLOOR, len(buf) * OUTPUT_RATIO)
+        plan.renderer.limit = output_limit
         output = 0
         rows: list[tuple] = []
         index = 0
