@@ -743,6 +743,10 @@ pub fn decompress(codec: Codec, data: &[u8], out: &mut Vec<u8>, budget: &mut usi
             if out.len() > *budget {
                 return Err(over(*budget));
             }
+            // One frame and nothing after it (the fallback's zstandard refuses the rest).
+            if !decoder.finish().is_empty() {
+                return Err(err("zstandard: bytes after the frame"));
+            }
         }
     }
     *budget -= out.len();

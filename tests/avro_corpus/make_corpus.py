@@ -131,6 +131,14 @@ def deflate_stored(data: bytes) -> bytes:
     return b"\x01" + n.to_bytes(2, "little") + (n ^ 0xFFFF).to_bytes(2, "little") + data
 
 
+def zstandard_raw(data: bytes) -> bytes:
+    """A zstandard frame of ``data`` (under 256 bytes) as one raw block: magic, a
+    single-segment header with a one-byte content size, a last-block header, the bytes."""
+    assert len(data) < 256
+    block_header = (len(data) << 3 | 1).to_bytes(3, "little")  # last block, raw
+    return b"\x28\xb5\x2f\xfd\x20" + bytes([len(data)]) + block_header + data
+
+
 def controls() -> dict[str, bytes]:
     """Valid files the broken ones are made from, one per codec used: each decodes to two
     events (the test checks it, so a broken file fails for the reason its name says)."""
@@ -140,6 +148,7 @@ def controls() -> dict[str, bytes]:
         "null": good(),
         "deflate": good(codec=b"deflate", data=deflate_stored(data)),
         "snappy": good(codec=b"snappy", data=snappy_literal(data) + crc),
+        "zstandard": good(codec=b"zstandard", data=zstandard_raw(data)),
     }
 
 
@@ -164,6 +173,7 @@ def corpus() -> dict[str, bytes]:
     union_schema = with_payload({"name": "u", "type": ["null", "long"]})
     zeros = 17 << 20  # past the 16 MiB inflate floor
     zeros += (258 - (zeros - 1) % 258) % 258
+    two = record(1) + record(2)
     crc = zlib.crc32(record(1)).to_bytes(4, "big")
     snappy = snappy_literal(record(1))
     # A payload field whose name is 8,000 bytes, over tiny records: the file's events
@@ -261,6 +271,8 @@ def corpus() -> dict[str, bytes]:
         "snappy_length_too_long": good(codec=b"snappy", data=b"\xff\xff\xff\xff\xff\x01" + crc),
         "snappy_shorter_than_checksum": good(codec=b"snappy", data=b"\x01\x02"),
         "zstandard_garbage": good(codec=b"zstandard", data=b"\x28\xb5\x2f\xfd" + b"\xff" * 12),
+        "zstandard_cut_frame": good(codec=b"zstandard", data=zstandard_raw(two)[:-3]),
+        "zstandard_bytes_after_frame": good(codec=b"zstandard", data=zstandard_raw(two) + b"\0"),
     }
     return {f"{name}.avro": value for name, value in cases.items()}
 

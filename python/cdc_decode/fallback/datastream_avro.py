@@ -170,6 +170,13 @@ def _decompress(codec: str, data: bytes, budget: int) -> bytes:
                 break
             chunks.append(chunk)
             total += len(chunk)
+        if total <= budget:
+            # The reader ends quietly on a cut frame; the Rust core's zstd refuses it. Read
+            # again (no more than the budget now) to see the frame end.
+            whole = zstandard.ZstdDecompressor().decompressobj()
+            whole.decompress(data)
+            if not whole.eof:
+                raise _Malformed("zstandard: incomplete frame")
     except zstandard.ZstdError as exc:
         raise _Malformed(f"zstandard: {exc}") from None
     if total > budget:
