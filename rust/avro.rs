@@ -699,10 +699,9 @@ pub fn block<'a>(cursor: &mut Cursor<'a>, sync: &[u8]) -> Result<Option<(i64, &'
     Ok(Some((count, data)))
 }
 
-/// Decompresses a block's data into `out` (cleared first), spending at most `budget`
+/// Decompresses a block's data into `out` (replacing what it held), spending at most `budget`
 /// bytes of output (reduced by what was written).
 pub fn decompress(codec: Codec, data: &[u8], out: &mut Vec<u8>, budget: &mut usize) -> Result<()> {
-    out.clear();
     let over = |limit: usize| {
         err(format!(
             "the file inflates past {limit} bytes (more than {INFLATE_RATIO} times its size)"
@@ -723,6 +722,7 @@ pub fn decompress(codec: Codec, data: &[u8], out: &mut Vec<u8>, budget: &mut usi
             if len > *budget {
                 return Err(over(*budget));
             }
+            out.clear();
             out.resize(len, 0);
             snap::raw::Decoder::new()
                 .decompress(body, out)
@@ -736,6 +736,7 @@ pub fn decompress(codec: Codec, data: &[u8], out: &mut Vec<u8>, budget: &mut usi
             let decoder = zstd::stream::read::Decoder::with_buffer(data)
                 .map_err(|e| err(format!("zstandard: {e}")))?;
             let mut decoder = decoder.single_frame();
+            out.clear();
             (&mut decoder)
                 .take(*budget as u64 + 1)
                 .read_to_end(out)
@@ -765,8 +766,14 @@ fn inflate(data: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), TINFLStat
         let mut state = state.borrow_mut();
         state.init();
         let flags = inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF;
-        out.clear();
-        out.resize(limit.min(data.len().saturating_mul(4).max(4096)), 0);
+        // Not cleared: the inflater writes from the start, and zeroing the buffer again for
+        // every block cost more than a tenth of the inflating.
+        let want = limit.min(data.len().saturating_mul(4).max(4096));
+        if out.len() > limit {
+            out.truncate(limit);
+        } else if out.len() < want {
+            out.resize(want, 0);
+        }
         let (mut read, mut written) = (0, 0);
         loop {
             let (status, used, made) = decompress(&mut state, &data[read..], out, written, flags);
