@@ -3,11 +3,11 @@ on both engines, and the engines' batches are equal apart from the errors' wordi
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 from compare import assert_same_events
+from corpus import assert_files_are_what_the_script_writes, make_corpus
 
 import cdc_decode
 
@@ -16,24 +16,14 @@ CORPUS = Path(__file__).resolve().parent / "avro_corpus"
 FILES = sorted(CORPUS.glob("*.avro"))
 
 
-def _make_corpus():
-    spec = importlib.util.spec_from_file_location("make_avro_corpus", CORPUS / "make_corpus.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_corpus_files_are_what_the_script_writes():
-    expected = _make_corpus().corpus()
-    assert sorted(expected) == [path.name for path in FILES]
-    for path in FILES:
-        assert path.read_bytes() == expected[path.name], path.name
+    assert_files_are_what_the_script_writes("avro_corpus", FILES)
 
 
 def test_the_files_the_corpus_breaks_are_valid(engine):
     """The corpus is made from these files: each decodes to its two events, so a broken
     file fails for the reason its name says."""
-    for codec, value in _make_corpus().controls().items():
+    for codec, value in make_corpus("avro_corpus").controls().items():
         batch = cdc_decode.decode([value], FORMAT, engine=engine)
         assert batch.column("error").to_pylist() == [None, None], codec
         assert [dict(image) for image in batch.column("after").to_pylist()] == [

@@ -1,9 +1,9 @@
 """Writes the bad ``datastream-avro`` files of this folder: each must give one error row.
 
 Every file is written here byte by byte (no Avro library, no compressor whose output could
-change between versions), so the same bytes come out on every run
-(``tests/test_datastream_avro_corpus.py`` checks that the files are what this script
-writes). Run from the repository root::
+change between versions; Avro longs with the generator's encoder), so the same bytes come
+out on every run (``tests/test_datastream_avro_corpus.py`` checks that the files are what
+this script writes). Run from the repository root::
 
     PYTHONPATH=python .venv/bin/python tests/avro_corpus/make_corpus.py
 """
@@ -14,6 +14,8 @@ import json
 import sys
 import zlib
 from pathlib import Path
+
+from cdc_decode.generate.datastream_avro import avro_long as zigzag
 
 HERE = Path(__file__).resolve().parent
 
@@ -40,17 +42,6 @@ def with_payload(*fields: dict) -> dict:
 
 SCHEMA = with_payload({"name": "x", "type": "long"})
 """The schema of the files the broken ones are made from: a payload of one long."""
-
-
-def zigzag(n: int) -> bytes:
-    """An Avro long: zigzag, then a varint."""
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def string(value: bytes | str) -> bytes:
@@ -166,6 +157,9 @@ def corpus() -> dict[str, bytes]:
     # arrays' ends.
     nested = b"\x02\x02" * 70 + b"\x00" + b"\x00" * 70
     deep_record = string(b"u") + zigzag(2) + zigzag(1) + string(b"m") + nested
+    # 5,000 levels: past the limit, and deep enough to overflow a recursive reader's stack
+    # (fastavro recurses in C).
+    very_deep_record = deep_record.replace(nested, b"\x02\x02" * 5000 + b"\x00" * 5001)
     array_schema = with_payload({"name": "a", "type": {"type": "array", "items": "long"}})
     enum_schema = with_payload(
         {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A"]}}
@@ -258,6 +252,7 @@ def corpus() -> dict[str, bytes]:
         + block(1, record(method=b"m")[:-1] + zigzag(2) + zigzag(1)),
         "varint_truncated": head + block(1, record(1)[:-1] + b"\x80"),
         "nested_past_depth_limit": header(deep_schema) + block(1, deep_record),
+        "nested_5000_deep": header(deep_schema) + block(1, very_deep_record),
         "timestamp_out_of_range": head
         + block(1, string(b"u") + zigzag(1 << 62) + zigzag(1) + string(b"m") + zigzag(1)),
         "events_past_output_cap": header(wide) + block(11_000, b"\x01" * 11_000),
