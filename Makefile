@@ -56,6 +56,9 @@ bench: build ## Benchmarks on a release build: criterion (Rust), then native vs 
 		test -f $(BENCH_DATA)/$$f/manifest.json || \
 		$(VENV)/bin/cdc-decode generate $$f --messages 20000 --seed 1 --out $(BENCH_DATA)/$$f; \
 	done
+	test -f $(BENCH_DATA)/datastream-avro-500/manifest.json || \
+		$(VENV)/bin/cdc-decode generate datastream-avro --messages 200 --seed 1 \
+		--tables shop.order_items --rows-per-message 500 --out $(BENCH_DATA)/datastream-avro-500
 	cargo bench --bench decode -- --warm-up-time 1 --measurement-time 5
 	$(PY) -m pytest benches/ --benchmark-only -p no:cacheprovider -s -q
 

@@ -3,6 +3,8 @@
 //! `make bench` generates the streams first (`cdc-decode generate … --out
 //! target/bench-data/<format>`); each is a `values.bin` of u32 little-endian length-prefixed
 //! messages (0xFFFFFFFF for a null). Set `CDC_BENCH_DATA` to read another folder.
+//! `datastream-avro` is also decoded from `datastream-avro-500/`: files of up to 500
+//! events of one table (a "message" is a whole Avro file).
 //!
 //! `datahub-tuple` decodes record batches, not messages: its bench builds a batch of
 //! TUPLE records here (an order-items-like table of every common DataHub type, plus the
@@ -37,12 +39,17 @@ fn read_values(path: &PathBuf) -> Option<BinaryArray> {
 }
 
 fn bench_format(c: &mut Criterion, format: &str) {
+    bench_stream(c, format, format);
+}
+
+/// The stream generated into `target/bench-data/<folder>`, decoded as `format`.
+fn bench_stream(c: &mut Criterion, format: &str, folder: &str) {
     let root = std::env::var_os("CDC_BENCH_DATA")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target/bench-data"))
         });
-    let path = root.join(format).join("values.bin");
+    let path = root.join(folder).join("values.bin");
     let Some(values) = read_values(&path) else {
         eprintln!(
             "skipping {format}: no {} (run `make bench`)",
@@ -58,9 +65,9 @@ fn bench_format(c: &mut Criterion, format: &str) {
         .decode(&values, None, true)
         .unwrap();
     let rows = rows.batch.num_rows();
-    eprintln!("{format}: {messages} messages, {rows} events, {bytes} bytes");
+    eprintln!("{folder}: {messages} messages, {rows} events, {bytes} bytes");
 
-    let mut group = c.benchmark_group(format);
+    let mut group = c.benchmark_group(folder);
     group.sample_size(20);
     for (unit, amount) in [("messages", messages), ("rows", rows), ("bytes", bytes)] {
         group.throughput(if unit == "bytes" {
@@ -201,6 +208,8 @@ fn benches(c: &mut Criterion) {
             bench_format(c, format);
         }
     }
+    // Datastream Avro files as a busy table fills them: one table, up to 500 events each.
+    bench_stream(c, "datastream-avro", "datastream-avro-500");
 }
 
 criterion_group!(decode, benches);

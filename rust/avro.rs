@@ -366,16 +366,7 @@ impl Compiler {
                 "schema: map types are not read (Datastream writes none)",
             )),
             primitive => {
-                let logical = match (primitive, logical.as_deref()) {
-                    ("bytes", Some("decimal")) => decimal(json, None),
-                    ("int", Some("date")) => Logical::Date,
-                    ("int", Some("time-millis")) => Logical::Time { digits: 3 },
-                    ("long", Some("time-micros" | "time-interval-micros")) => {
-                        Logical::Time { digits: 6 }
-                    }
-                    ("long", Some(name)) => timestamp(name),
-                    _ => Logical::None,
-                };
+                let logical = primitive_logical(primitive, logical.as_deref(), json);
                 self.named(primitive, namespace, logical)
             }
         }
@@ -402,7 +393,10 @@ impl Compiler {
             let Some(kind) = field.get("type") else {
                 return Err(err(format!("schema: {full}.{name} without a type")));
             };
-            let node = self.node(kind, &inner)?;
+            let node = match field_logical(field, kind) {
+                Some((primitive, logical)) => self.named(primitive, &inner, logical)?,
+                None => self.node(kind, &inner)?,
+            };
             fields.push(Field { name, node });
         }
         let simple = full.rsplit('.').next().unwrap_or(&full).to_string();
@@ -488,6 +482,37 @@ impl Compiler {
         }
         Ok(())
     }
+}
+
+/// The logical type `name` gives a primitive type, its parameters (a decimal's precision and
+/// scale) read from `props`; one the primitive cannot carry is ignored.
+fn primitive_logical(primitive: &str, name: Option<&str>, props: Value<'_>) -> Logical {
+    match (primitive, name) {
+        ("bytes", Some("decimal")) => decimal(props, None),
+        ("int", Some("date")) => Logical::Date,
+        ("int", Some("time-millis")) => Logical::Time { digits: 3 },
+        ("long", Some("time-micros" | "time-interval-micros")) => Logical::Time { digits: 6 },
+        ("long", Some(name)) => timestamp(name),
+        _ => Logical::None,
+    }
+}
+
+/// A `logicalType` written on a field rather than its type (old Datastream Oracle files:
+/// `{"name": "t", "type": "long", "logicalType": "timestamp-millis"}`) counts as if it
+/// were inside the type, with the field's `precision` and `scale`, when the field's type is
+/// a primitive without a logical type of its own. Returns that primitive and its logical
+/// type; `None` when the field has no such `logicalType` (the type is compiled as usual).
+fn field_logical<'j>(field: Value<'j>, kind: Value<'j>) -> Option<(&'static str, Logical)> {
+    let name = field.get("logicalType")?.as_str()?.text();
+    let primitive = match kind.kind() {
+        JsonKind::String => kind.as_str()?.text(),
+        JsonKind::Object if kind.get("logicalType").and_then(|l| l.as_str()).is_none() => {
+            kind.get("type")?.as_str()?.text()
+        }
+        _ => return None,
+    };
+    let primitive = *PRIMITIVES.iter().find(|p| **p == primitive)?;
+    Some((primitive, primitive_logical(primitive, Some(&name), field)))
 }
 
 /// A named type's full name, and the namespace its inner types inherit.
@@ -674,10 +699,9 @@ pub fn block<'a>(cursor: &mut Cursor<'a>, sync: &[u8]) -> Result<Option<(i64, &'
     Ok(Some((count, data)))
 }
 
-/// Decompresses a block's data into `out` (cleared first), spending at most `budget`
+/// Decompresses a block's data into `out` (replacing what it held), spending at most `budget`
 /// bytes of output (reduced by what was written).
 pub fn decompress(codec: Codec, data: &[u8], out: &mut Vec<u8>, budget: &mut usize) -> Result<()> {
-    out.clear();
     let over = |limit: usize| {
         err(format!(
             "the file inflates past {limit} bytes (more than {INFLATE_RATIO} times its size)"
@@ -698,6 +722,7 @@ pub fn decompress(codec: Codec, data: &[u8], out: &mut Vec<u8>, budget: &mut usi
             if len > *budget {
                 return Err(over(*budget));
             }
+            out.clear();
             out.resize(len, 0);
             snap::raw::Decoder::new()
                 .decompress(body, out)
@@ -711,12 +736,17 @@ pub fn decompress(codec: Codec, data: &[u8], out: &mut Vec<u8>, budget: &mut usi
             let decoder = zstd::stream::read::Decoder::with_buffer(data)
                 .map_err(|e| err(format!("zstandard: {e}")))?;
             let mut decoder = decoder.single_frame();
+            out.clear();
             (&mut decoder)
                 .take(*budget as u64 + 1)
                 .read_to_end(out)
                 .map_err(|e| err(format!("zstandard: {e}")))?;
             if out.len() > *budget {
                 return Err(over(*budget));
+            }
+            // One frame and nothing after it (the fallback's zstandard refuses the rest).
+            if !decoder.finish().is_empty() {
+                return Err(err("zstandard: bytes after the frame"));
             }
         }
     }
@@ -736,8 +766,14 @@ fn inflate(data: &[u8], out: &mut Vec<u8>, limit: usize) -> Result<(), TINFLStat
         let mut state = state.borrow_mut();
         state.init();
         let flags = inflate_flags::TINFL_FLAG_USING_NON_WRAPPING_OUTPUT_BUF;
-        out.clear();
-        out.resize(limit.min(data.len().saturating_mul(4).max(4096)), 0);
+        // Not cleared: the inflater writes from the start, and zeroing the buffer again for
+        // every block cost more than a tenth of the inflating.
+        let want = limit.min(data.len().saturating_mul(4).max(4096));
+        if out.len() > limit {
+            out.truncate(limit);
+        } else if out.len() < want {
+            out.resize(want, 0);
+        }
         let (mut read, mut written) = (0, 0);
         loop {
             let (status, used, made) = decompress(&mut state, &data[read..], out, written, flags);
@@ -828,5 +864,33 @@ mod tests {
         let bad =
             compile(r#"{"type":"bytes","logicalType":"decimal","precision":1,"scale":2}"#).unwrap();
         assert!(matches!(bad.nodes[bad.root], Node::Bytes(Logical::None)));
+    }
+
+    #[test]
+    fn field_level_logical_types_count_as_the_types() {
+        let schema = compile(
+            r#"{"type":"record","name":"r","fields":[
+                {"name":"a","type":"long","logicalType":"timestamp-millis"},
+                {"name":"b","type":{"type":"bytes"},"logicalType":"decimal","precision":4,"scale":2},
+                {"name":"c","type":{"type":"long","logicalType":"date"},"logicalType":"time-micros"},
+                {"name":"d","type":["null","long"],"logicalType":"timestamp-millis"}]}"#,
+        )
+        .unwrap();
+        let Node::Record { fields, .. } = &schema.nodes[schema.root] else {
+            panic!("a record")
+        };
+        let logical = |i: usize| match &schema.nodes[fields[i].node] {
+            Node::Integer { logical, .. } | Node::Bytes(logical) => Some(*logical),
+            _ => None,
+        };
+        let millis = Logical::Timestamp {
+            digits: 3,
+            zoned: true,
+        };
+        assert_eq!(logical(0), Some(millis));
+        assert_eq!(logical(1), Some(Logical::Decimal { scale: 2 }));
+        // The type's own (here one `long` cannot carry) wins; a union takes none.
+        assert_eq!(logical(2), Some(Logical::None));
+        assert_eq!(logical(3), None);
     }
 }

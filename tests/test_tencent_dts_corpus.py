@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+from corpus import assert_files_are_what_the_script_writes
 
 import cdc_decode
 
@@ -13,18 +13,8 @@ CORPUS = Path(__file__).resolve().parent / "dts_corpus"
 FILES = sorted(CORPUS.glob("*.bin"))
 
 
-def _make_corpus():
-    spec = importlib.util.spec_from_file_location("make_corpus", CORPUS / "make_corpus.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_corpus_files_are_what_the_script_writes():
-    expected = _make_corpus().corpus()
-    assert sorted(expected) == [path.name for path in FILES]
-    for path in FILES:
-        assert path.read_bytes() == expected[path.name], path.name
+    assert_files_are_what_the_script_writes("dts_corpus", FILES)
 
 
 @pytest.mark.parametrize("path", FILES, ids=[path.stem for path in FILES])

@@ -6,9 +6,11 @@ It needs ``pyspark`` (and Java) besides ``cdc_decode``. For each format:
 
 1. generates a stream of the same simulated MySQL server (:mod:`cdc_decode.generate`),
    adds a tombstone and a broken message, and stores it as a Parquet file shaped like
-   Spark's Kafka source;
-2. decodes it with :func:`cdc_decode.spark.decode` and shows some events (in full for the
-   first format, briefly for the others);
+   Spark's Kafka source (Datastream Avro: as files in a ``<db>_<table>/yyyy/mm/dd/hh/mm/``
+   tree, the broken one among them);
+2. decodes it with :func:`cdc_decode.spark.decode` (the Avro tree with
+   :func:`cdc_decode.spark.read_datastream`) and shows some events (in full for the first
+   format, briefly for the others);
 3. builds the tables (the latest image per primary key, deleted keys dropped) with a
    window over ``sequence`` in Spark SQL, shows ``shop.orders`` and checks every table
    against the source's final state;
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import io
 import sys
 import tempfile
 import time
@@ -71,6 +74,8 @@ BAD_VALUES = {
     "datahub-tuple": None,
     "debezium-json": b'{"op":"c","source":{"db":"shop","table":"orders","pos":-1}}',
     "datastream-json": b'{"read_method":"mysql-cdc-binlog","source_timestamp":"soon"}',
+    # An Avro file cut short: its header, and no more.
+    "datastream-avro": b"Obj\x01\x04\x14avro.codec\x08null",
 }
 
 
@@ -112,6 +117,28 @@ def kafka_table(values: list[bytes | None]) -> pa.Table:
             "timestampType": pa.array([0] * n, pa.int32()),
         }
     )
+
+
+def datastream_tree(values: list[bytes | None], root: Path) -> int:
+    """Writes Avro files as Datastream lays them out, ``root/<db>_<table>/yyyy/mm/dd/hh/mm/``
+    (the folder named by each file's schema, as Datastream names it; a file that cannot be
+    read goes beside the first). Returns the bytes written."""
+    import fastavro
+
+    size = 0
+    first = None
+    for i, value in enumerate(v for v in values if v is not None):
+        try:
+            table = fastavro.reader(io.BytesIO(value)).writer_schema["name"]
+        except Exception:  # the broken file
+            table = first or "unknown"
+        first = first or table
+        minute = START + dt.timedelta(minutes=i // 50)
+        folder = root / table / minute.strftime("%Y/%m/%d/%H/%M")
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{i:06d}.avro").write_bytes(value)
+        size += len(value)
+    return size
 
 
 def _spark():
@@ -171,6 +198,14 @@ def _demo(spark, format: str, messages: int, engine: str, detailed: bool) -> tup
         print(f"   {len(values):,} records of {stream.options['tables'][0]}, written to {source}")
         decoded = cdc_spark.decode(spark.read.parquet(str(source)), format, engine=engine,
                                    keep=["offset"])  # fmt: skip
+    elif format == "datastream-avro":
+        # Whole files in a Datastream folder tree, each read as one value (binaryFile).
+        source = workdir / "datastream"
+        size = datastream_tree(values, source)
+        files = sum(1 for _ in source.rglob("*.avro"))
+        print(f"   {files:,} Avro files, {size / 1e6:.1f} MB, written under {source}/"
+              "<db>_<table>/yyyy/mm/dd/hh/mm/")  # fmt: skip
+        decoded = cdc_spark.read_datastream(spark, str(source), engine=engine)
     else:
         source = workdir / "kafka.parquet"
         pq.write_table(kafka_table(values), source)
@@ -188,14 +223,17 @@ def _demo(spark, format: str, messages: int, engine: str, detailed: bool) -> tup
     spark_s = time.perf_counter() - start
     rows = events.count()
 
-    print(f"\n== 2. {format} change events (cdc_decode.spark.decode)")
-    shown = events.select("offset", "op", "source_table", "tx_id", "event_id", "after").where(
+    # Where an event came from: its Kafka offset, or its file.
+    origin = "path" if format == "datastream-avro" else "offset"
+    reader = "read_datastream" if format == "datastream-avro" else "decode"
+    print(f"\n== 2. {format} change events (cdc_decode.spark.{reader})")
+    shown = events.select(origin, "op", "source_table", "tx_id", "event_id", "after").where(
         "op <> 'begin' AND op <> 'commit'"
     )
     shown.show(8 if detailed else 3, truncate=not detailed and 60)
     if detailed:
         events.groupBy("op").count().orderBy("op").show()
-    events.where("op = 'error'").select("offset", "error").show(truncate=False)
+    events.where("op = 'error'").select(origin, "error").show(truncate=False)
 
     print(f"== 3. the tables from {format}: latest image per primary key, deleted keys dropped")
     if events.where("primary_key IS NOT NULL").isEmpty():
@@ -231,8 +269,9 @@ def _demo(spark, format: str, messages: int, engine: str, detailed: bool) -> tup
 
     print(f"\n== 4. {format} throughput")
     cores = spark.sparkContext.defaultParallelism
+    where = "a folder tree of files" if format == "datastream-avro" else "one Kafka partition"
     print(
-        f"   Spark mapInArrow ({engine}, local[{cores}], one Kafka partition): "
+        f"   Spark mapInArrow ({engine}, local[{cores}], {where}): "
         f"{_rate(len(values), spark_s)} messages {_rate(rows, spark_s)} rows"
     )
     rates = {}

@@ -42,7 +42,8 @@ const CACHED_SCHEMAS: usize = 64;
 #[derive(Debug, Default)]
 pub struct DatastreamAvro {
     parser: json::Parser,
-    plans: HashMap<Vec<u8>, Arc<Plan>>,
+    /// Compiled schemas by their text's [`schema_key`], with the text (compared on a hit).
+    plans: HashMap<u64, (Vec<u8>, Arc<Plan>)>,
     inflated: Vec<u8>,
     record: Record,
 }
@@ -64,9 +65,10 @@ impl FormatDecoder for DatastreamAvro {
         sink.events(ordinal, &value, |rows| {
             let mut cursor = Cursor::new(&value);
             let header = avro::header(&mut cursor)?;
-            let plan = match plans.get(header.schema) {
-                Some(plan) => plan.clone(),
-                None => {
+            let key = schema_key(header.schema);
+            let plan = match plans.get(&key) {
+                Some((text, plan)) if text.as_slice() == header.schema => plan.clone(),
+                _ => {
                     let json = parser
                         .parse(header.schema)
                         .map_err(|e| Error::Avro(format!("avro.schema: {e}")))?;
@@ -74,11 +76,12 @@ impl FormatDecoder for DatastreamAvro {
                     if plans.len() >= CACHED_SCHEMAS {
                         plans.clear();
                     }
-                    plans.insert(header.schema.to_vec(), plan.clone());
+                    plans.insert(key, (header.schema.to_vec(), plan.clone()));
                     plan
                 }
             };
             let output_limit = OUTPUT_FLOOR.max(value.len().saturating_mul(OUTPUT_RATIO));
+            TEXT_LIMIT.set(output_limit);
             let output_start = rows.output_bytes();
             let mut budget = avro::inflate_limit(value.len());
             let mut index = 0usize;
@@ -99,6 +102,11 @@ impl FormatDecoder for DatastreamAvro {
                 for _ in 0..count {
                     record.read(&plan, &mut datum)?;
                     record.write(&plan, rows);
+                    // Checked per record: a block of tiny records under long field names
+                    // would otherwise write its whole output before the check.
+                    if rows.output_bytes() - output_start > output_limit {
+                        return Err(over_output(output_limit));
+                    }
                 }
                 if datum.remaining() != 0 {
                     return Err(Error::Avro(format!(
@@ -106,17 +114,38 @@ impl FormatDecoder for DatastreamAvro {
                         datum.remaining()
                     )));
                 }
-                if rows.output_bytes() - output_start > output_limit {
-                    return Err(Error::Avro(format!(
-                        "the file's events take more than {output_limit} bytes \
-                         ({OUTPUT_RATIO} times its size)"
-                    )));
-                }
                 index += 1;
             }
             Ok(())
         })
     }
+}
+
+/// A schema text's cache key: its CRC-32 (SIMD, a fraction of SipHash's cost on the few KB
+/// of every file's schema) and its length.
+fn schema_key(text: &[u8]) -> u64 {
+    u64::from(crc32fast::hash(text)) | (text.len() as u64) << 32
+}
+
+thread_local! {
+    /// The output limit of the file being read: one value's text (an array's compact JSON,
+    /// whose items may repeat long field names or enum symbols) may not pass it either.
+    static TEXT_LIMIT: std::cell::Cell<usize> = const { std::cell::Cell::new(OUTPUT_FLOOR) };
+}
+
+fn over_output(limit: usize) -> Error {
+    Error::Avro(format!(
+        "the file's events take more than {limit} bytes ({OUTPUT_RATIO} times its size)"
+    ))
+}
+
+/// Fails once `out`, an array's text so far, passes the file's output limit.
+fn within_limit(out: &[u8]) -> Result<()> {
+    let limit = TEXT_LIMIT.get();
+    if out.len() > limit {
+        return Err(over_output(limit));
+    }
+    Ok(())
 }
 
 /// What a top-level field is for.
@@ -824,7 +853,8 @@ fn sort_keys(
             Ok(())
         } else {
             *numbers = None;
-            json_value(schema, cur, item, out, depth)
+            json_value(schema, cur, item, out, depth)?;
+            within_limit(out)
         }
     })?;
     out.push(b']');
@@ -1097,7 +1127,8 @@ pub fn json_value(
                     out.push(b',');
                 }
                 first = false;
-                json_value(schema, cur, items, out, depth)
+                json_value(schema, cur, items, out, depth)?;
+                within_limit(out)
             })?;
             out.push(b']');
         }

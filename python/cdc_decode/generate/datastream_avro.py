@@ -112,7 +112,8 @@ def render(column: Column, value: Value) -> str | None:
     return str(wire)
 
 
-def _zigzag(n: int) -> bytes:
+def avro_long(n: int) -> bytes:
+    """An Avro ``long`` (or ``int``): zigzag, then a varint."""
     n = (n << 1) ^ (n >> 63)
     out = bytearray()
     while n >= 0x80:
@@ -131,9 +132,9 @@ def _zstandard(null_file: bytes) -> bytes:
 
     schema, _, sync, pos = _header(null_file)
     meta = [(b"avro.schema", schema), (b"avro.codec", b"zstandard")]
-    out = bytearray(b"Obj\x01" + _zigzag(len(meta)))
+    out = bytearray(b"Obj\x01" + avro_long(len(meta)))
     for key, value in meta:
-        out += _zigzag(len(key)) + key + _zigzag(len(value)) + value
+        out += avro_long(len(key)) + key + avro_long(len(value)) + value
     out += b"\x00" + sync
     compressor = zstandard.ZstdCompressor()
     while pos < len(null_file):
@@ -142,7 +143,7 @@ def _zstandard(null_file: bytes) -> bytes:
         data, pos = _take(null_file, pos, size)
         pos += 16
         packed = compressor.compress(data)
-        out += _zigzag(count) + _zigzag(len(packed)) + packed + sync
+        out += avro_long(count) + avro_long(len(packed)) + packed + sync
     return bytes(out)
 
 
