@@ -5,6 +5,7 @@ use crate::error::{Error, Result};
 use crate::events::EventBuilder;
 use crate::formats::{self, FormatDecoder, Options};
 use crate::input::Values;
+use crate::limits::{grouped, OverLimit};
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 
 /// What `takes` says in [`Error::InputKind`]: a format of binary values …
@@ -35,11 +36,15 @@ impl Mode {
     }
 }
 
-/// What a decoder did so far.
+/// What a decoder did so far. Every message seen has one outcome (`docs/events.md`,
+/// "Accounting"): `messages == decoded + errors + pending`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Input values seen.
     pub messages: u64,
+    /// Messages decoded into their events (tombstones included, and every part of a
+    /// completed multi-part set), however many rows each gave (none or many).
+    pub decoded: u64,
     /// Event rows produced (error rows not counted).
     pub events: u64,
     /// Error rows produced, emitted or dropped.
@@ -90,6 +95,7 @@ impl Sink {
                 let added = self.rows.len() - mark;
                 self.ordinals.resize(self.ordinals.len() + added, ordinal);
                 self.stats.events += added as u64;
+                self.stats.decoded += 1;
                 Ok(())
             }
             Err(error) => {
@@ -110,6 +116,12 @@ impl Sink {
             Ok(()) => Ok(()),
             Err(error) => self.error(ordinal, raw, error),
         }
+    }
+
+    /// Counts `messages` more as decoded, whose events an earlier [`Sink::try_events`]
+    /// wrote: the parts before the last of a completed multi-part set.
+    pub fn decoded(&mut self, messages: u64) {
+        self.stats.decoded += messages;
     }
 
     /// Reports a message that did not decode, as the mode says. Fails only in failfast.
@@ -137,6 +149,7 @@ impl Sink {
         self.rows.push_bare("tombstone", None);
         self.ordinals.push(ordinal);
         self.stats.events += 1;
+        self.stats.decoded += 1;
     }
 
     fn finish(self) -> (Output, Stats) {
@@ -156,6 +169,8 @@ pub struct Decoder {
     name: &'static str,
     mode: Mode,
     stats: Stats,
+    /// `Limits::max_message_bytes`, checked here for every format of binary values.
+    max_message_bytes: usize,
 }
 
 impl Decoder {
@@ -173,6 +188,7 @@ impl Decoder {
             name,
             mode,
             stats: Stats::default(),
+            max_message_bytes: options.limits.max_message_bytes,
         })
     }
 
@@ -214,6 +230,16 @@ impl Decoder {
                 sink.tombstone(ordinal);
                 continue;
             };
+            let size = range.len();
+            if size > self.max_message_bytes {
+                let what = format!("message is {} bytes", grouped(size));
+                let error = OverLimit::new(what, "max_message_bytes", self.max_message_bytes);
+                result = sink.error(ordinal, &owner.slice(range)[..], error.into());
+                if result.is_err() {
+                    break;
+                }
+                continue;
+            }
             let key = keys.and_then(|k| k.is_valid(i).then(|| k.value(i)));
             result = self
                 .format
@@ -269,6 +295,7 @@ impl Decoder {
     fn absorb(&mut self, sink: Sink, result: Result<()>) -> Result<Output> {
         let (output, stats) = sink.finish();
         self.stats.events += stats.events;
+        self.stats.decoded += stats.decoded;
         self.stats.errors += stats.errors;
         self.stats.dropped += stats.dropped;
         self.stats.pending = self.format.pending();

@@ -16,6 +16,7 @@ use crate::decoder::{Decoder, Mode, Output};
 use crate::error::Error;
 use crate::events::event_schema;
 use crate::formats::{Options, FORMATS};
+use crate::limits::Limits;
 
 pyo3::import_exception!(cdc_decode._errors, DecodeError);
 
@@ -25,6 +26,7 @@ fn to_py(error: Error) -> PyErr {
         | Error::UnknownMode(_)
         | Error::Keys { .. }
         | Error::Option { .. }
+        | Error::UnknownLimit(_)
         | Error::Columns(_) => PyValueError::new_err(error.to_string()),
         Error::InputType(_) | Error::InputKind { .. } | Error::ColumnType { .. } => {
             PyTypeError::new_err(error.to_string())
@@ -48,14 +50,17 @@ fn output<'py>(py: Python<'py>, out: Output) -> PyResult<(Bound<'py, PyAny>, Bou
 #[pymethods]
 impl NativeDecoder {
     #[new]
-    #[pyo3(signature = (format, mode, columns=None))]
+    #[pyo3(signature = (format, mode, columns=None, limits=None))]
     fn new(
         format: &str,
         mode: &str,
         columns: Option<HashMap<String, Vec<String>>>,
+        limits: Option<HashMap<String, usize>>,
     ) -> PyResult<Self> {
         let mode = Mode::from_name(mode).map_err(to_py)?;
-        let options = Options { columns };
+        let limits = limits.unwrap_or_default();
+        let limits = Limits::with(limits.iter().map(|(k, v)| (k.as_str(), *v))).map_err(to_py)?;
+        let options = Options { columns, limits };
         Ok(Self {
             inner: Decoder::with_options(format, mode, &options).map_err(to_py)?,
         })
@@ -125,6 +130,7 @@ impl NativeDecoder {
         let s = self.inner.stats();
         let dict = PyDict::new(py);
         dict.set_item("messages", s.messages)?;
+        dict.set_item("decoded", s.decoded)?;
         dict.set_item("events", s.events)?;
         dict.set_item("errors", s.errors)?;
         dict.set_item("dropped", s.dropped)?;

@@ -4,6 +4,8 @@
 >>> batch = cdc_decode.decode(kafka_values, "tencent-dts")      # pyarrow.RecordBatch
 >>> batch = cdc_decode.decode(kafka_values, "tencent-dts", engine="python")  # same result
 >>> batch = cdc_decode.decode(tuple_records, "datahub-tuple")  # a pyarrow Table of records
+>>> batch, stats = cdc_decode.decode_with_stats(kafka_values, "tencent-dts")
+>>> batch = cdc_decode.decode(kafka_values, "tencent-dts", limits=cdc_decode.Limits(max_items=1000))
 
 Every format decodes to one schema (:func:`event_schema`, see docs/events.md). The Rust
 engine (``engine="native"``, the default) and the pure-Python fallback
@@ -18,9 +20,18 @@ from typing import Any
 import pyarrow as pa
 
 from ._errors import DecodeError
+from ._limits import Limits, as_limits
 from ._schema import FORMATS, MODES, RECORD_FORMATS, event_schema
 
-__all__ = ["FORMATS", "DecodeError", "Decoder", "decode", "event_schema"]
+__all__ = [
+    "FORMATS",
+    "DecodeError",
+    "Decoder",
+    "Limits",
+    "decode",
+    "decode_with_stats",
+    "event_schema",
+]
 __version__ = "0.1.0"
 
 ENGINES = ("native", "python")
@@ -50,17 +61,20 @@ def _check_columns(format: str, columns: Columns) -> dict[str, list[str]]:
     return checked
 
 
-def _engine_decoder(engine: str, format: str, mode: str, columns: Columns | None):
+def _engine_decoder(
+    engine: str, format: str, mode: str, columns: Columns | None, limits: Limits | None
+):
     if columns is not None:
         columns = _check_columns(format, columns)
+    limits = as_limits(limits)
     if engine == "native":
         from ._native import NativeDecoder
 
-        return NativeDecoder(format, mode, columns)
+        return NativeDecoder(format, mode, columns, limits.as_dict())
     if engine == "python":
         from .fallback import PythonDecoder
 
-        return PythonDecoder(format, mode, columns=columns)
+        return PythonDecoder(format, mode, columns=columns, limits=limits)
     raise ValueError(f"unknown engine {engine!r}: expected one of {', '.join(ENGINES)}")
 
 
@@ -135,6 +149,8 @@ class Decoder:
         columns: ``tdsql-json`` only: ``{"db.table": ["id", "name", ...]}`` names the
             positional values of that table's row images (otherwise keyed ``"0"``,
             ``"1"``, ...).
+        limits: the resource limits (:class:`Limits`): message size, nesting, items,
+            multi-part sets, decompression and output. ``None``: the defaults.
 
     Example:
         >>> decoder = cdc_decode.Decoder("tencent-dts")
@@ -142,7 +158,8 @@ class Decoder:
         ...     events = decoder.decode(values)
         >>> leftovers = decoder.finish()   # error rows for incomplete multi-part sets
         >>> decoder.stats()
-        {'messages': 10000, 'events': 98000, 'errors': 0, 'dropped': 0, 'pending': 0}
+        {'messages': 10000, 'decoded': 10000, 'events': 98000, 'errors': 0, 'dropped': 0,
+         'pending': 0}
     """
 
     def __init__(
@@ -152,6 +169,7 @@ class Decoder:
         mode: str = "permissive",
         engine: str = "native",
         columns: Columns | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if format not in FORMATS:
             raise ValueError(f"unknown format {format!r}: expected one of {', '.join(FORMATS)}")
@@ -160,7 +178,7 @@ class Decoder:
         self.format = format
         self.mode = mode
         self.engine = engine
-        self._inner = _engine_decoder(engine, format, mode, columns)
+        self._inner = _engine_decoder(engine, format, mode, columns, limits)
 
     def decode(self, values: Any, *, keys: Any = None) -> pa.RecordBatch:
         """Decode a batch of messages.
@@ -220,7 +238,17 @@ class Decoder:
         return self._inner.finish()
 
     def stats(self) -> dict[str, int]:
-        """What this decoder did so far: messages, events, errors, dropped, pending."""
+        """What this decoder did so far, counted across all its calls (docs/events.md,
+        "Accounting"). The difference of two calls' results is what the calls between did.
+
+        Returns:
+            ``messages`` (input values seen), ``decoded`` (messages decoded into their
+            events, tombstones and every part of a completed multi-part set included),
+            ``events`` (event rows, tombstone rows included, error rows not), ``errors``
+            (error rows, emitted or dropped), ``dropped`` (error rows dropped in
+            ``dropmalformed``) and ``pending`` (multi-part parts buffered now). Every
+            message has one outcome: ``messages == decoded + errors + pending``.
+        """
         return dict(self._inner.stats())
 
 
@@ -232,8 +260,11 @@ def decode(
     engine: str = "native",
     keys: Sequence[Any] | Iterable[Any] | pa.Array | None = None,
     columns: Columns | None = None,
+    limits: Limits | None = None,
 ) -> pa.RecordBatch:
     """Decode messages of one format into change events, in one shot.
+
+    :func:`decode_with_stats` takes the same arguments and also says what the call did.
 
     Args:
         values: a pyarrow binary/string Array or ChunkedArray, or a sequence of
@@ -244,6 +275,8 @@ def decode(
         engine: ``"native"`` (default) or ``"python"``.
         keys: optional multi-part reassembly keys, one per value.
         columns: ``tdsql-json`` only: the column names of each ``"db.table"``.
+        limits: the resource limits (:class:`Limits`); ``None``: the defaults. A message
+            over a limit gives an error row naming the limit.
 
     Returns:
         A ``pyarrow.RecordBatch`` of :func:`event_schema`. Multi-part sets still
@@ -259,7 +292,39 @@ def decode(
         >>> batch = cdc_decode.decode(kafka_values, "tencent-dts")
         >>> batch.to_pandas()[["op", "source_table", "after"]]
     """
-    decoder = Decoder(format, mode=mode, engine=engine, columns=columns)
+    return decode_with_stats(
+        values, format, mode=mode, engine=engine, keys=keys, columns=columns, limits=limits
+    )[0]
+
+
+def decode_with_stats(
+    values: Any,
+    format: str,
+    *,
+    mode: str = "permissive",
+    engine: str = "native",
+    keys: Sequence[Any] | Iterable[Any] | pa.Array | None = None,
+    columns: Columns | None = None,
+    limits: Limits | None = None,
+) -> tuple[pa.RecordBatch, dict[str, int]]:
+    """Like :func:`decode`, also returning what the call did.
+
+    Returns:
+        The batch :func:`decode` returns, and the counts :meth:`Decoder.stats` returns
+        for it: ``messages``, ``decoded``, ``events``, ``errors``, ``dropped``,
+        ``pending``. The input is all there is, so ``pending`` is 0 and ``messages ==
+        decoded + errors``.
+
+    Raises:
+        DecodeError: in ``failfast`` mode, as :func:`decode` (no counts then).
+
+    Example:
+        >>> batch, stats = cdc_decode.decode_with_stats(values, "debezium-json")
+        >>> stats
+        {'messages': 3, 'decoded': 2, 'events': 2, 'errors': 1, 'dropped': 0, 'pending': 0}
+    """
+    decoder = Decoder(format, mode=mode, engine=engine, columns=columns, limits=limits)
     batch, _ = decoder.decode_indexed(values, keys=keys)
     rest, _ = decoder.finish_indexed()
-    return pa.concat_batches([batch, rest]) if rest.num_rows else batch
+    batch = pa.concat_batches([batch, rest]) if rest.num_rows else batch
+    return batch, decoder.stats()

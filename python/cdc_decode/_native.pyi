@@ -8,8 +8,14 @@ class NativeDecoder:
     """A stateful decoder for one stream; :class:`cdc_decode.Decoder` wraps it."""
 
     def __init__(
-        self, format: str, mode: str, columns: dict[str, list[str]] | None = None
-    ) -> None: ...
+        self,
+        format: str,
+        mode: str,
+        columns: dict[str, list[str]] | None = None,
+        limits: dict[str, int] | None = None,
+    ) -> None:
+        """``limits``: ``cdc_decode.Limits`` fields by name (the rest keep their
+        defaults); an unknown name is a ``ValueError``."""
     def decode(
         self, values: pa.Array, keys: pa.Array | None = None, last: bool = False
     ) -> tuple[pa.RecordBatch, pa.Int64Array]:
@@ -30,7 +36,7 @@ class NativeDecoder:
         """End of input: error rows for incomplete multi-part sets."""
 
     def stats(self) -> dict[str, int]:
-        """messages, events, errors, dropped, pending."""
+        """messages, decoded, events, errors, dropped, pending."""
 
 def event_schema_native() -> pa.Schema:
     """The change-event schema as the Rust core builds it."""

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
+use crate::limits::Limits;
 use crate::sequence::OrderKey;
 
 /// The format's name.
@@ -20,6 +21,15 @@ pub const FORMAT: &str = "debezium-json";
 #[derive(Debug, Default)]
 pub struct DebeziumJson {
     parser: json::Parser,
+}
+
+impl DebeziumJson {
+    /// A decoder whose messages are held to `limits`.
+    pub fn new(limits: &Limits) -> Self {
+        Self {
+            parser: json::Parser::default().limited(limits),
+        }
+    }
 }
 
 impl FormatDecoder for DebeziumJson {

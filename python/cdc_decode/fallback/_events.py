@@ -40,8 +40,8 @@ class EventSink:
     Args:
         format: the format name, for error and tombstone rows.
         mode: ``permissive``, ``dropmalformed`` or ``failfast``.
-        stats: the decoder's counters, updated in place (``events``, ``errors``,
-            ``dropped``).
+        stats: the decoder's counters, updated in place (``decoded``, ``events``,
+            ``errors``, ``dropped``).
     """
 
     __slots__ = ("_format", "_mode", "_stats", "rows", "ordinals")
@@ -53,8 +53,10 @@ class EventSink:
         self.rows: list[tuple] = []
         self.ordinals: list[int] = []
 
-    def events(self, rows: list[tuple], ordinal: int) -> None:
-        """Adds the event rows of the message at ``ordinal``."""
+    def events(self, rows: list[tuple], ordinal: int, messages: int = 1) -> None:
+        """Adds the event rows (none or many) of the message at ``ordinal``, decoded from
+        ``messages`` input values (the parts of a multi-part set)."""
+        self._stats["decoded"] += messages
         if rows:
             self.rows.extend(rows)
             self.ordinals.extend([ordinal] * len(rows))
@@ -65,6 +67,19 @@ class EventSink:
         self.rows.append(tombstone_row(self._format))
         self.ordinals.append(ordinal)
         self._stats["events"] += 1
+        self._stats["decoded"] += 1
+
+    def errors(self, messages: list[tuple[int, bytes]], cause: str) -> None:
+        """Reports every ``(ordinal, raw)`` message as bad with one cause. In ``failfast``
+        mode every one is still counted, and the first one's :class:`DecodeError` raised."""
+        first = None
+        for ordinal, raw in messages:
+            try:
+                self.error(ordinal, raw, cause)
+            except DecodeError as exc:
+                first = first or exc
+        if first is not None:
+            raise first
 
     def error(self, ordinal: int, raw: bytes, cause: str) -> None:
         """Reports the message at ``ordinal`` as bad, as the mode says.

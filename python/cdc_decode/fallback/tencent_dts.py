@@ -17,6 +17,8 @@ from functools import partial
 from google.protobuf.message import DecodeError as ProtoError
 
 from .. import _proto
+from .._errors import DecodeError
+from .._limits import DEFAULT, Limits, over
 from ._events import EventSink
 
 FORMAT = "tencent-dts"
@@ -215,10 +217,13 @@ def _add(metadata: dict[str, str], pairs) -> None:
             metadata[key] = pair.value
 
 
-def _entry_rows(entry, envelope_properties, rows: list[tuple]) -> None:
+def _entry_rows(entry, envelope_properties, rows: list[tuple], max_items: int) -> None:
     """Appends the events of one ``Entry`` to ``rows``."""
     header = entry.header
     event = entry.event
+    row_count = len(event.dmlEvent.rows)
+    if row_count > max_items:
+        raise _Malformed(over(f"DMLEvent has {row_count:,} rows", "max_items", max_items))
     message_type = header.messageType
     seq_id = header.seqId
     source_db = header.schemaName or None
@@ -327,13 +332,16 @@ def _entry_rows(entry, envelope_properties, rows: list[tuple]) -> None:
         )  # fmt: skip
 
 
-def _events(data: bytes, envelope_properties: list[tuple[str, str]]) -> list[tuple]:
+def _events(data: bytes, envelope_properties: list[tuple[str, str]], max_items: int) -> list[tuple]:
     """The event rows of one serialized ``Entries``: all of them, or :class:`_Malformed`."""
     entries = _parse(_proto.Entries, data, "Entries")
+    if len(entries.items) > max_items:
+        what = f"Entries has more than {max_items:,} items"
+        raise _Malformed(over(what, "max_items", max_items))
     rows: list[tuple] = []
     for i, entry in enumerate(entries.items):
         try:
-            _entry_rows(entry, envelope_properties, rows)
+            _entry_rows(entry, envelope_properties, rows, max_items)
         except _Malformed as exc:
             raise _Malformed(f"Entries.items[{i}]: {exc}") from None
     return rows
@@ -341,6 +349,21 @@ def _events(data: bytes, envelope_properties: list[tuple[str, str]]) -> list[tup
 
 # ---------------------------------------------------------------------------------------
 # Envelopes and multi-part sets
+
+
+def _all(*calls: Callable[[], None] | None) -> None:
+    """Runs every call (``None``: none), then raises the first :class:`DecodeError` one
+    raised (failfast), so that every message is reported before the first error is."""
+    first = None
+    for call in calls:
+        if call is None:
+            continue
+        try:
+            call()
+        except DecodeError as exc:
+            first = first or exc
+    if first is not None:
+        raise first
 
 
 class _PartSet:
@@ -359,10 +382,12 @@ class TencentDts:
 
     name = FORMAT
 
-    def __init__(self) -> None:
+    def __init__(self, *, limits: Limits = DEFAULT) -> None:
         # key -> open set; dict order is the order the sets were opened in.
         self._sets: dict[str | None, _PartSet] = {}
         self._pending = 0
+        self._pending_bytes = 0  # bytes of the parts held (whole values), max_pending_bytes
+        self._limits = limits
 
     @property
     def pending(self) -> int:
@@ -386,6 +411,10 @@ class TencentDts:
             index = envelope.index
             if index >= total:
                 raise _Malformed(f"part index {index} is not below total {total}")
+            max_parts = self._limits.max_parts
+            if total > max_parts:
+                what = f"a multi-part envelope of {total:,} parts"
+                raise _Malformed(over(what, "max_parts", max_parts))
         except _Malformed as exc:
             sink.error(ordinal, raw, str(exc))
             return
@@ -393,15 +422,24 @@ class TencentDts:
             self._emit(sink, envelope.data, _pairs(envelope.properties), [(ordinal, raw, b"")])
             return
 
+        # In failfast, a failed set's parts and this message are all reported before the
+        # first error is raised: every message seen is accounted for (docs/events.md).
         open_set = self._sets.get(key)
         if index == 0:
+            superseded = None
             if open_set is not None:
                 self._close(key)
-                self._fail(sink, open_set, "superseded by a new part 0")
+                superseded = partial(self._fail, sink, open_set, "superseded by a new part 0")
+            too_much = self._over_pending(len(raw))
+            if too_much:
+                _all(superseded, partial(sink.error, ordinal, raw, too_much))
+                return
             part_set = _PartSet(total, _pairs(envelope.properties))
             part_set.parts.append((ordinal, raw, envelope.data))
             self._sets[key] = part_set
             self._pending += 1
+            self._pending_bytes += len(raw)
+            _all(superseded)
             return
         if open_set is None:
             sink.error(ordinal, raw, f"part {index} of {total} without a part 0 before it")
@@ -409,8 +447,18 @@ class TencentDts:
         expected = len(open_set.parts)
         if total == open_set.total:
             if index == expected:
+                too_much = self._over_pending(len(raw))
+                if too_much:
+                    self._close(key)
+                    reason = f"part {index} is over max_pending_bytes"
+                    _all(
+                        partial(self._fail, sink, open_set, reason),
+                        partial(sink.error, ordinal, raw, too_much),
+                    )
+                    return
                 open_set.parts.append((ordinal, raw, envelope.data))
                 self._pending += 1
+                self._pending_bytes += len(raw)
                 if index == total - 1:
                     self._close(key)
                     data = b"".join(part[2] for part in open_set.parts)
@@ -421,41 +469,50 @@ class TencentDts:
                 return
         self._close(key)
         reason = f"expected part {expected} of {open_set.total}, got part {index} of {total}"
-        self._fail(sink, open_set, reason)
-        sink.error(ordinal, raw, f"multi-part envelope out of order: {reason}")
+        _all(
+            partial(self._fail, sink, open_set, reason),
+            partial(sink.error, ordinal, raw, f"multi-part envelope out of order: {reason}"),
+        )
 
     def finish(self, sink: EventSink) -> None:
         """End of input: every part of every open set becomes an error row."""
         sets = self._sets
         self._sets = {}
         self._pending = 0
-        for part_set in sets.values():
-            self._fail(sink, part_set, "the input ended")
+        self._pending_bytes = 0
+        _all(*(partial(self._fail, sink, s, "the input ended") for s in sets.values()))
 
     def _close(self, key: str | None) -> None:
-        self._pending -= len(self._sets.pop(key).parts)
+        part_set = self._sets.pop(key)
+        self._pending -= len(part_set.parts)
+        self._pending_bytes -= sum(len(part[1]) for part in part_set.parts)
+
+    def _over_pending(self, more: int) -> str | None:
+        """The error text when buffering ``more`` bytes would go over max_pending_bytes."""
+        limit = self._limits.max_pending_bytes
+        total = self._pending_bytes + more
+        if total <= limit:
+            return None
+        what = f"buffering this part would hold {total:,} bytes of multi-part envelopes"
+        return over(what, "max_pending_bytes", limit)
 
     @staticmethod
     def _fail(sink: EventSink, part_set: _PartSet, reason: str) -> None:
         received = len(part_set.parts)
-        for ordinal, raw, _ in part_set.parts:
-            sink.error(
-                ordinal,
-                raw,
-                f"incomplete multi-part envelope: {received} of {part_set.total} parts"
-                f" received, {reason}",
-            )
+        cause = (
+            f"incomplete multi-part envelope: {received} of {part_set.total} parts"
+            f" received, {reason}"
+        )
+        sink.errors([(ordinal, raw) for ordinal, raw, _ in part_set.parts], cause)
 
-    @staticmethod
-    def _emit(sink: EventSink, data: bytes, properties, parts) -> None:
+    def _emit(self, sink: EventSink, data: bytes, properties, parts) -> None:
         """Events of one whole Entries at the last part's place, or every part an error."""
         try:
-            rows = _events(data, properties)
+            rows = _events(data, properties, self._limits.max_items)
         except _Malformed as exc:
             cause = str(exc)
             if len(parts) > 1:
                 cause = f"multi-part envelope of {len(parts)} parts: {cause}"
-            for ordinal, raw, _ in parts:
-                sink.error(ordinal, raw, cause)
+            sink.errors([(ordinal, raw) for ordinal, raw, _ in parts], cause)
             return
-        sink.events(rows, parts[-1][0])
+        sink.events(rows, parts[-1][0], messages=len(parts))
