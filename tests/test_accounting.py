@@ -7,8 +7,17 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from test_datastream_avro import _valid as avro_file
-from test_tencent_dts_rules import BEGIN, COMMIT, INSERT, dml, entries_bytes, entry, envelope
-from test_tencent_dts_rules import split, text
+from test_tencent_dts_rules import (
+    BEGIN,
+    COMMIT,
+    INSERT,
+    dml,
+    entries_bytes,
+    entry,
+    envelope,
+    split,
+    text,
+)
 
 import cdc_decode
 from cdc_decode import Limits
