@@ -12,11 +12,12 @@ pub struct Limits {
     /// Most levels of nested JSON objects and arrays (the top value is level 1): JSON
     /// messages, and the schema of an Avro file.
     pub max_json_depth: usize,
-    /// Most levels of nested records, arrays and maps in an Avro datum.
+    /// Most levels of nested records and arrays in an Avro datum.
     pub max_avro_depth: usize,
-    /// Most items of one collection: members of a JSON object or array, items of an Avro
-    /// array or map (all blocks together) and records of an Avro file, entries of a
-    /// Tencent DTS `Entries` and rows of one `DMLEvent`.
+    /// Most items of one collection: members of a JSON object or array (duplicates
+    /// included), records of an Avro file (all blocks together), entries of a Tencent DTS
+    /// `Entries`, rows and columns of one `DMLEvent`. (Items of Avro arrays and maps take a
+    /// byte each at least: their bytes bound them.)
     pub max_items: usize,
     /// Most parts of one Tencent DTS multi-part set (`Envelope.total`).
     pub max_parts: usize,
@@ -26,7 +27,8 @@ pub struct Limits {
     pub max_inflate_ratio: usize,
     /// … or to this many bytes, if more.
     pub inflate_floor_bytes: usize,
-    /// The events of one Avro file may take this many times its size in output columns …
+    /// The keys and values (`before`, `after`, `metadata`) of one Avro file's events may
+    /// take this many times its size …
     pub max_output_ratio: usize,
     /// … or this many bytes, if more.
     pub output_floor_bytes: usize,

@@ -198,6 +198,12 @@ def test_dts_entries_and_rows():
     assert errors(both([envelope(dml(INSERT, ["a"], rows))], "tencent-dts", limits)) == [None] * 4
     rows.append(([], [text("4")]))
     over_in_both([envelope(dml(INSERT, ["a"], rows))], "tencent-dts", limits, "max_items", "4")
+    names = ["a", "b", "c", "d"]
+    four = envelope(dml(INSERT, names, [([], [text(n) for n in names])]))
+    assert errors(both([four], "tencent-dts", limits)) == [None]
+    names.append("e")
+    five = envelope(dml(INSERT, names, [([], [text(n) for n in names])]))
+    over_in_both([five], "tencent-dts", limits, "max_items", "4")
 
 
 @pytest.mark.parametrize("limit", [100_000, 3])

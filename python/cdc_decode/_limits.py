@@ -26,7 +26,7 @@ class Limits:
         max_avro_depth: most levels of nested records and arrays in an Avro datum.
         max_items: most items of one collection: members of a JSON object or array
             (duplicates included), records of an Avro file, entries of a Tencent DTS
-            ``Entries`` and rows of one ``DMLEvent``.
+            ``Entries``, rows and columns of one ``DMLEvent``.
         max_parts: most parts of one Tencent DTS multi-part set (``Envelope.total``).
         max_pending_bytes: most bytes of multi-part envelopes one decoder buffers, all
             open sets together.

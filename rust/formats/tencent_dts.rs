@@ -900,9 +900,14 @@ fn write_entry(
             _ => {}
         }
     }
-    if event.dml.rows.len() > max_items {
-        let what = format!("DMLEvent has {} rows", grouped(event.dml.rows.len()));
-        return Err(OverLimit::new(what, "max_items", max_items).into());
+    for (count, noun) in [
+        (event.dml.rows.len(), "rows"),
+        (event.dml.columns.len(), "columns"),
+    ] {
+        if count > max_items {
+            let what = format!("DMLEvent has {} {noun}", grouped(count));
+            return Err(OverLimit::new(what, "max_items", max_items).into());
+        }
     }
     let mut texts = [(); 5].map(|()| itoa::Buffer::new());
     let [seq_id, position, version, server_id, event_index] = &mut texts;

@@ -221,9 +221,12 @@ def _entry_rows(entry, envelope_properties, rows: list[tuple], max_items: int) -
     """Appends the events of one ``Entry`` to ``rows``."""
     header = entry.header
     event = entry.event
-    row_count = len(event.dmlEvent.rows)
-    if row_count > max_items:
-        raise _Malformed(over(f"DMLEvent has {row_count:,} rows", "max_items", max_items))
+    for count, noun in (
+        (len(event.dmlEvent.rows), "rows"),
+        (len(event.dmlEvent.columns), "columns"),
+    ):
+        if count > max_items:
+            raise _Malformed(over(f"DMLEvent has {count:,} {noun}", "max_items", max_items))
     message_type = header.messageType
     seq_id = header.seqId
     source_db = header.schemaName or None
