@@ -87,8 +87,8 @@ def test_one_call_accounts_for_every_message(format, mode):
     values = STREAMS[format]()
     results = {}
     for engine in ("native", "python"):
-        batch, stats = cdc_decode.decode_with_stats(
-            values, format, mode=mode, engine=engine, limits=FORMAT_LIMITS[format]
+        batch, stats = cdc_decode.decode(
+            values, format, mode=mode, engine=engine, limits=FORMAT_LIMITS[format], stats=True
         )
         results[engine] = stats
         assert_balanced(stats)
@@ -107,7 +107,7 @@ def test_one_call_accounts_for_every_message(format, mode):
 
 def test_the_dts_stream_outcomes():
     """The DTS stream, message by message: what each one's outcome is."""
-    batch, stats = cdc_decode.decode_with_stats(dts_stream(), "tencent-dts", limits=LIMITS)
+    batch, stats = cdc_decode.decode(dts_stream(), "tencent-dts", limits=LIMITS, stats=True)
     assert stats == {
         # 15 messages; decoded: the insert, the tombstone, the empty Entries and the 3
         # parts of the completed set; errors: the bad bytes, the superseded part 0, the
@@ -184,7 +184,7 @@ def test_datahub_tuple_records(engine):
 
     bad = SEED.to_pylist()[0] | {"_operation_type_": "X"}
     records = pa.Table.from_pylist([*SEED.to_pylist(), bad], schema=SEED.schema)
-    batch, stats = cdc_decode.decode_with_stats(records, "datahub-tuple", engine=engine)
+    batch, stats = cdc_decode.decode(records, "datahub-tuple", engine=engine, stats=True)
     assert_balanced(stats)
     assert stats["messages"] == records.num_rows and stats["errors"] == 1
     assert stats["events"] == batch.num_rows - 1
@@ -223,8 +223,8 @@ def test_spark_job_totals(spark, engine, mode):
     # What each partition's own decoder says, added up.
     expected = dict.fromkeys(cdc_spark.STATS, 0)
     for part in df.rdd.glom().collect():
-        _, stats = cdc_decode.decode_with_stats(
-            [r["value"] for r in part], "tencent-dts", mode=mode, limits=LIMITS
+        _, stats = cdc_decode.decode(
+            [r["value"] for r in part], "tencent-dts", mode=mode, limits=LIMITS, stats=True
         )
         for name in expected:
             expected[name] += stats[name]

@@ -4,7 +4,7 @@
 >>> batch = cdc_decode.decode(kafka_values, "tencent-dts")      # pyarrow.RecordBatch
 >>> batch = cdc_decode.decode(kafka_values, "tencent-dts", engine="python")  # same result
 >>> batch = cdc_decode.decode(tuple_records, "datahub-tuple")  # a pyarrow Table of records
->>> batch, stats = cdc_decode.decode_with_stats(kafka_values, "tencent-dts")
+>>> batch, stats = cdc_decode.decode(kafka_values, "tencent-dts", stats=True)
 >>> batch = cdc_decode.decode(kafka_values, "tencent-dts", limits=cdc_decode.Limits(max_items=1000))
 
 Every format decodes to one schema (:func:`event_schema`, see docs/events.md). The Rust
@@ -15,7 +15,7 @@ engine (``engine="native"``, the default) and the pure-Python fallback
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import pyarrow as pa
 
@@ -29,7 +29,6 @@ __all__ = [
     "Decoder",
     "Limits",
     "decode",
-    "decode_with_stats",
     "event_schema",
 ]
 __version__ = "0.1.0"
@@ -252,6 +251,34 @@ class Decoder:
         return dict(self._inner.stats())
 
 
+@overload
+def decode(
+    values: Any,
+    format: str,
+    *,
+    mode: str = ...,
+    engine: str = ...,
+    keys: Sequence[Any] | Iterable[Any] | pa.Array | None = ...,
+    columns: Columns | None = ...,
+    limits: Limits | None = ...,
+    stats: Literal[False] = ...,
+) -> pa.RecordBatch: ...
+
+
+@overload
+def decode(
+    values: Any,
+    format: str,
+    *,
+    mode: str = ...,
+    engine: str = ...,
+    keys: Sequence[Any] | Iterable[Any] | pa.Array | None = ...,
+    columns: Columns | None = ...,
+    limits: Limits | None = ...,
+    stats: Literal[True],
+) -> tuple[pa.RecordBatch, dict[str, int]]: ...
+
+
 def decode(
     values: Any,
     format: str,
@@ -261,10 +288,9 @@ def decode(
     keys: Sequence[Any] | Iterable[Any] | pa.Array | None = None,
     columns: Columns | None = None,
     limits: Limits | None = None,
-) -> pa.RecordBatch:
+    stats: bool = False,
+) -> pa.RecordBatch | tuple[pa.RecordBatch, dict[str, int]]:
     """Decode messages of one format into change events, in one shot.
-
-    :func:`decode_with_stats` takes the same arguments and also says what the call did.
 
     Args:
         values: a pyarrow binary/string Array or ChunkedArray, or a sequence of
@@ -277,13 +303,18 @@ def decode(
         columns: ``tdsql-json`` only: the column names of each ``"db.table"``.
         limits: the resource limits (:class:`Limits`); ``None``: the defaults. A message
             over a limit gives an error row naming the limit.
+        stats: also return what the call did (docs/events.md, "Accounting").
 
     Returns:
         A ``pyarrow.RecordBatch`` of :func:`event_schema`. Multi-part sets still
-        incomplete at the end become error rows.
+        incomplete at the end become error rows. With ``stats=True``, a tuple of the
+        batch and the counts :meth:`Decoder.stats` gives for this call: ``messages``,
+        ``decoded``, ``events``, ``errors``, ``dropped``, ``pending`` (0: the call ends
+        the input, so ``messages == decoded + errors``).
 
     Raises:
-        DecodeError: in ``failfast`` mode, naming the first bad message's index.
+        DecodeError: in ``failfast`` mode, naming the first bad message's index (no
+            counts then).
         TypeError: input of the wrong kind (records for a bytes format or the other way
             round), or a ``datahub-tuple`` column of a type it does not read.
         ValueError: ``datahub-tuple`` records without a required meta column.
@@ -291,40 +322,12 @@ def decode(
     Example:
         >>> batch = cdc_decode.decode(kafka_values, "tencent-dts")
         >>> batch.to_pandas()[["op", "source_table", "after"]]
-    """
-    return decode_with_stats(
-        values, format, mode=mode, engine=engine, keys=keys, columns=columns, limits=limits
-    )[0]
-
-
-def decode_with_stats(
-    values: Any,
-    format: str,
-    *,
-    mode: str = "permissive",
-    engine: str = "native",
-    keys: Sequence[Any] | Iterable[Any] | pa.Array | None = None,
-    columns: Columns | None = None,
-    limits: Limits | None = None,
-) -> tuple[pa.RecordBatch, dict[str, int]]:
-    """Like :func:`decode`, also returning what the call did.
-
-    Returns:
-        The batch :func:`decode` returns, and the counts :meth:`Decoder.stats` returns
-        for it: ``messages``, ``decoded``, ``events``, ``errors``, ``dropped``,
-        ``pending``. The input is all there is, so ``pending`` is 0 and ``messages ==
-        decoded + errors``.
-
-    Raises:
-        DecodeError: in ``failfast`` mode, as :func:`decode` (no counts then).
-
-    Example:
-        >>> batch, stats = cdc_decode.decode_with_stats(values, "debezium-json")
+        >>> batch, stats = cdc_decode.decode(kafka_values, "tencent-dts", stats=True)
         >>> stats
-        {'messages': 3, 'decoded': 2, 'events': 2, 'errors': 1, 'dropped': 0, 'pending': 0}
+        {'messages': 3, 'decoded': 2, 'events': 5, 'errors': 1, 'dropped': 0, 'pending': 0}
     """
     decoder = Decoder(format, mode=mode, engine=engine, columns=columns, limits=limits)
     batch, _ = decoder.decode_indexed(values, keys=keys)
     rest, _ = decoder.finish_indexed()
     batch = pa.concat_batches([batch, rest]) if rest.num_rows else batch
-    return batch, decoder.stats()
+    return (batch, decoder.stats()) if stats else batch
