@@ -13,6 +13,9 @@ and hands them to an :class:`EventSink`, which applies the mode, keeps the count
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import pyarrow as pa
 
 from .._errors import DecodeError
@@ -32,6 +35,21 @@ def tombstone_row(format: str) -> tuple:
 def error_row(format: str, cause: str, raw: bytes) -> tuple:
     """The one row of a message that cannot be decoded: ``error`` and ``raw`` set."""
     return (format, "error", *_NULLS_BEFORE_ERROR, cause, raw)
+
+
+def report_all(*calls: Callable[[], None] | None) -> None:
+    """Runs every call (``None``: none), then raises the first :class:`DecodeError` one
+    raised (failfast): every message is reported before the first error is."""
+    first = None
+    for call in calls:
+        if call is None:
+            continue
+        try:
+            call()
+        except DecodeError as exc:
+            first = first or exc
+    if first is not None:
+        raise first
 
 
 class EventSink:
@@ -72,14 +90,7 @@ class EventSink:
     def errors(self, messages: list[tuple[int, bytes]], cause: str) -> None:
         """Reports every ``(ordinal, raw)`` message as bad with one cause. In ``failfast``
         mode every one is still counted, and the first one's :class:`DecodeError` raised."""
-        first = None
-        for ordinal, raw in messages:
-            try:
-                self.error(ordinal, raw, cause)
-            except DecodeError as exc:
-                first = first or exc
-        if first is not None:
-            raise first
+        report_all(*(partial(self.error, ordinal, raw, cause) for ordinal, raw in messages))
 
     def error(self, ordinal: int, raw: bytes, cause: str) -> None:
         """Reports the message at ``ordinal`` as bad, as the mode says.

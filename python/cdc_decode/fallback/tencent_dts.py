@@ -17,9 +17,8 @@ from functools import partial
 from google.protobuf.message import DecodeError as ProtoError
 
 from .. import _proto
-from .._errors import DecodeError
 from .._limits import DEFAULT, Limits, over
-from ._events import EventSink
+from ._events import EventSink, report_all
 
 FORMAT = "tencent-dts"
 
@@ -354,21 +353,6 @@ def _events(data: bytes, envelope_properties: list[tuple[str, str]], max_items: 
 # Envelopes and multi-part sets
 
 
-def _all(*calls: Callable[[], None] | None) -> None:
-    """Runs every call (``None``: none), then raises the first :class:`DecodeError` one
-    raised (failfast), so that every message is reported before the first error is."""
-    first = None
-    for call in calls:
-        if call is None:
-            continue
-        try:
-            call()
-        except DecodeError as exc:
-            first = first or exc
-    if first is not None:
-        raise first
-
-
 class _PartSet:
     """The parts received so far of one multi-part Entries, all under one key."""
 
@@ -435,14 +419,14 @@ class TencentDts:
                 superseded = partial(self._fail, sink, open_set, "superseded by a new part 0")
             too_much = self._over_pending(len(raw))
             if too_much:
-                _all(superseded, partial(sink.error, ordinal, raw, too_much))
+                report_all(superseded, partial(sink.error, ordinal, raw, too_much))
                 return
             part_set = _PartSet(total, _pairs(envelope.properties))
             part_set.parts.append((ordinal, raw, envelope.data))
             self._sets[key] = part_set
             self._pending += 1
             self._pending_bytes += len(raw)
-            _all(superseded)
+            report_all(superseded)
             return
         if open_set is None:
             sink.error(ordinal, raw, f"part {index} of {total} without a part 0 before it")
@@ -454,7 +438,7 @@ class TencentDts:
                 if too_much:
                     self._close(key)
                     reason = f"part {index} is over max_pending_bytes"
-                    _all(
+                    report_all(
                         partial(self._fail, sink, open_set, reason),
                         partial(sink.error, ordinal, raw, too_much),
                     )
@@ -472,7 +456,7 @@ class TencentDts:
                 return
         self._close(key)
         reason = f"expected part {expected} of {open_set.total}, got part {index} of {total}"
-        _all(
+        report_all(
             partial(self._fail, sink, open_set, reason),
             partial(sink.error, ordinal, raw, f"multi-part envelope out of order: {reason}"),
         )
@@ -483,7 +467,7 @@ class TencentDts:
         self._sets = {}
         self._pending = 0
         self._pending_bytes = 0
-        _all(*(partial(self._fail, sink, s, "the input ended") for s in sets.values()))
+        report_all(*(partial(self._fail, sink, s, "the input ended") for s in sets.values()))
 
     def _close(self, key: str | None) -> None:
         part_set = self._sets.pop(key)
