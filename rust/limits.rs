@@ -27,8 +27,8 @@ pub struct Limits {
     pub max_inflate_ratio: usize,
     /// … or to this many bytes, if more.
     pub inflate_floor_bytes: usize,
-    /// The keys and values (`before`, `after`, `metadata`) of one Avro file's events may
-    /// take this many times its size …
+    /// The keys and values (`before`, `after`, `metadata`) of the events of one Avro file,
+    /// or of one Tencent DTS `Entries`, may take this many times its size …
     pub max_output_ratio: usize,
     /// … or this many bytes, if more.
     pub output_floor_bytes: usize,

@@ -248,6 +248,41 @@ def test_dts_max_pending_bytes():
     assert "max_pending_bytes" in errors(native)[1]
 
 
+def _amplifier(rows: int, pad: int) -> bytes:
+    """A DMLEvent of ``rows`` tiny rows under event properties of ``pad`` bytes, which every
+    row's metadata repeats: output many times the message's size."""
+    changes = [([], [text("x")])] * rows
+    return envelope(dml(INSERT, ["a"], changes, event_properties=[("p", "y" * pad)]))
+
+
+def test_dts_output_limits_changed():
+    value = _amplifier(300, 1000)
+    output = _output_bytes(both([value], "tencent-dts"))
+    assert output > 300_000 > 20 * len(value)
+    fits = Limits(max_output_ratio=1, output_floor_bytes=output)
+    assert errors(both([value], "tencent-dts", fits)) == [None] * 300
+    tight = Limits(max_output_ratio=1, output_floor_bytes=output - 1)
+    over_in_both([value], "tencent-dts", tight, "max_output_ratio", "1")
+    # The same through a multi-part set: every part is an error row.
+    parts = split(_entries(value), 4)
+    batch = both(parts, "tencent-dts", tight)
+    assert batch.column("op").to_pylist() == ["error"] * 4
+    assert batch.column("raw").to_pylist() == parts
+
+
+def test_dts_output_over_its_default():
+    # 5,000 rows of 16 KiB metadata each: 82 MB of output from 91 KB, over 64 MiB.
+    value = _amplifier(5_000, 16_384)
+    assert 256 * len(value) < 64 * MiB
+    over_in_both([value], "tencent-dts", None, "max_output_ratio", "256")
+
+
+def _entries(envelope_bytes: bytes) -> bytes:
+    from cdc_decode import _proto
+
+    return _proto.Envelope.FromString(envelope_bytes).data
+
+
 # ---------------------------------------------------------------------------------------
 # datastream-avro: records, nesting, inflation, output
 

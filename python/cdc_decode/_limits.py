@@ -32,8 +32,9 @@ class Limits:
             open sets together.
         max_inflate_ratio: an Avro file may decompress to this many times its size ...
         inflate_floor_bytes: ... or to this many bytes, if more.
-        max_output_ratio: the keys and values of one Avro file's events may take this
-            many times its size ...
+        max_output_ratio: the keys and values (``before``, ``after``, ``metadata``) of the
+            events of one Avro file, or of one Tencent DTS ``Entries``, may take this many
+            times its size ...
         output_floor_bytes: ... or this many bytes, if more.
 
     Example:

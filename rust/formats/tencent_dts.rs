@@ -127,7 +127,7 @@ impl FormatDecoder for TencentDts {
             let error = OverLimit::new(what, "max_parts", max_parts);
             return sink.error(ordinal, &value, error.into());
         }
-        let max_items = self.limits.max_items;
+        let limits = &self.limits;
         if total == 1 {
             return sink.events(ordinal, &value, |rows| {
                 write_entries(
@@ -135,7 +135,7 @@ impl FormatDecoder for TencentDts {
                     envelope.data,
                     &envelope.properties,
                     &mut self.columns,
-                    max_items,
+                    limits,
                 )
             });
         }
@@ -188,7 +188,7 @@ impl FormatDecoder for TencentDts {
             self.pending_bytes += value.len();
             if index == total - 1 {
                 let set = self.close(at);
-                return complete(sink, set, &mut self.columns, max_items);
+                return complete(sink, set, &mut self.columns, &self.limits);
             }
             return Ok(());
         }
@@ -248,7 +248,7 @@ fn complete(
     sink: &mut Sink,
     set: OpenSet,
     columns: &mut ColumnCache,
-    max_items: usize,
+    limits: &Limits,
 ) -> Result<()> {
     let mut data = BytesMut::with_capacity(set.parts.iter().map(|p| p.data.len()).sum());
     for part in &set.parts {
@@ -262,7 +262,7 @@ fn complete(
     let last = set.parts.last().map_or(0, |p| p.ordinal);
     let parts = set.parts.len() as u64;
     match sink.try_events(last, |rows| {
-        write_entries(rows, &data, &properties, columns, max_items)
+        write_entries(rows, &data, &properties, columns, limits)
     }) {
         Ok(()) => {
             // The parts before the last decoded too (`try_events` counted the last).
@@ -853,14 +853,45 @@ fn write_images<'a>(
 // Events
 // ---------------------------------------------------------------------------------------
 
+/// What the events of one `Entries` may take: `Limits::max_items` per collection, and
+/// output bytes (`before`, `after`, `metadata`) as `Limits::output_limit` of its size.
+struct Bounds {
+    max_items: usize,
+    max_output_ratio: usize,
+    output_start: usize,
+    output_limit: usize,
+}
+
+impl Bounds {
+    /// Fails when the rows written since these bounds were made take too many bytes.
+    fn check_output(&self, rows: &EventBuilder) -> Result<()> {
+        if rows.output_bytes() - self.output_start > self.output_limit {
+            let what = format!(
+                "the message's events take more than {} bytes (max_output_ratio times its \
+                 size, or output_floor_bytes if more)",
+                grouped(self.output_limit)
+            );
+            return Err(OverLimit::new(what, "max_output_ratio", self.max_output_ratio).into());
+        }
+        Ok(())
+    }
+}
+
 /// The events of one serialized `Entries`.
 fn write_entries(
     rows: &mut EventBuilder,
     data: &[u8],
     envelope: &[Kv],
     columns: &mut ColumnCache,
-    max_items: usize,
+    limits: &Limits,
 ) -> Result<()> {
+    let max_items = limits.max_items;
+    let bounds = Bounds {
+        max_items,
+        max_output_ratio: limits.max_output_ratio,
+        output_start: rows.output_bytes(),
+        output_limit: limits.output_limit(data.len()),
+    };
     let on_error = invalid("Entries (Envelope.data)");
     let mut reader = Reader::new(data, 0).map_err(&on_error)?;
     let mut index = 0;
@@ -870,7 +901,7 @@ fn write_entries(
                 let what = format!("Entries has more than {} items", grouped(max_items));
                 return Err(OverLimit::new(what, "max_items", max_items).into());
             }
-            write_entry(rows, item, envelope, columns, max_items).map_err(|source| {
+            write_entry(rows, item, envelope, columns, &bounds).map_err(|source| {
                 Error::InEntry {
                     index,
                     source: Box::new(source),
@@ -887,8 +918,9 @@ fn write_entry(
     bytes: &[u8],
     envelope: &[Kv],
     columns: &mut ColumnCache,
-    max_items: usize,
+    bounds: &Bounds,
 ) -> Result<()> {
+    let max_items = bounds.max_items;
     let mut header = HeaderView::default();
     let mut event = EventView::default();
     let on_error = invalid("Entry");
@@ -922,7 +954,7 @@ fn write_entry(
         envelope,
     };
     match MessageType::try_from(header.message_type) {
-        Ok(MessageType::Dml) => write_dml(rows, &context),
+        Ok(MessageType::Dml) => write_dml(rows, &context, bounds),
         Ok(kind) => {
             check_rows(&event.dml)?;
             let op = match kind {
@@ -935,13 +967,13 @@ fn write_entry(
                 MessageType::Dml => unreachable!("handled above"),
             };
             write_control(rows, &context, op, kind.as_str_name());
-            Ok(())
+            bounds.check_output(rows)
         }
         Err(_) => {
             check_rows(&event.dml)?;
             let number = itoa::Buffer::new().format(header.message_type).to_string();
             write_control(rows, &context, "other", &number);
-            Ok(())
+            bounds.check_output(rows)
         }
     }
 }
@@ -1109,7 +1141,7 @@ fn write_control(rows: &mut EventBuilder, context: &Context, op: &str, source_op
 }
 
 /// One event per `RowChange`.
-fn write_dml(rows: &mut EventBuilder, context: &Context) -> Result<()> {
+fn write_dml(rows: &mut EventBuilder, context: &Context, bounds: &Bounds) -> Result<()> {
     let dml = &context.event.dml;
     let (op, source_op) = match DmlType::try_from(dml.dml_event_type) {
         Ok(DmlType::Insert) => ("insert", "INSERT"),
@@ -1151,6 +1183,7 @@ fn write_dml(rows: &mut EventBuilder, context: &Context) -> Result<()> {
         rows.error.push_null();
         rows.raw.push_null();
         rows.end_row();
+        bounds.check_output(rows)?;
     }
     Ok(())
 }

@@ -334,18 +334,60 @@ def _entry_rows(entry, envelope_properties, rows: list[tuple], max_items: int) -
         )  # fmt: skip
 
 
-def _events(data: bytes, envelope_properties: list[tuple[str, str]], max_items: int) -> list[tuple]:
-    """The event rows of one serialized ``Entries``: all of them, or :class:`_Malformed`."""
+def _map_bytes(items) -> int:
+    """The UTF-8 bytes of a map's keys and values, as the Rust core counts its output."""
+    if not items:
+        return 0
+    return sum(len(k.encode()) + (len(v.encode()) if v is not None else 0) for k, v in items)
+
+
+def _row_bytes(row: tuple) -> int:
+    """The output bytes of one event row: its ``before``, ``after`` and ``metadata``."""
+    return _map_bytes(row[13]) + _map_bytes(row[14]) + _map_bytes(row[16])
+
+
+def _events(data: bytes, envelope_properties: list[tuple[str, str]], limits: Limits) -> list[tuple]:
+    """The event rows of one serialized ``Entries``: all of them, or :class:`_Malformed`.
+
+    Their output bytes are held to ``limits.output_limit(len(data))``. Counting them
+    exactly costs a pass over every key and value, so an upper bound comes first, per
+    entry: rows times (the column names twice and the first row's metadata), plus 4 times
+    the entry's wire size (a value's text takes at most 3 UTF-8 bytes per byte sent, row
+    properties 1). Only past the limit is every row counted, as the Rust core does.
+    """
+    max_items = limits.max_items
     entries = _parse(_proto.Entries, data, "Entries")
     if len(entries.items) > max_items:
         what = f"Entries has more than {max_items:,} items"
         raise _Malformed(over(what, "max_items", max_items))
+    output_limit = limits.output_limit(len(data))
+    bound = 0
+    exact = None  # the output bytes of the rows so far, once the bound is past the limit
     rows: list[tuple] = []
     for i, entry in enumerate(entries.items):
+        start = len(rows)
         try:
             _entry_rows(entry, envelope_properties, rows, max_items)
         except _Malformed as exc:
             raise _Malformed(f"Entries.items[{i}]: {exc}") from None
+        added = len(rows) - start
+        if not added:
+            continue
+        if exact is None:
+            names = sum(len(c.name.encode()) for c in entry.event.dmlEvent.columns)
+            per_row = 2 * names + _map_bytes(rows[start][16])
+            bound += added * per_row + 4 * entry.ByteSize()
+            if bound > output_limit:
+                exact = sum(_row_bytes(row) for row in rows[:start])
+        if exact is not None:
+            exact += sum(_row_bytes(row) for row in rows[start:])
+            if exact > output_limit:
+                what = (
+                    f"the message's events take more than {output_limit:,} bytes "
+                    "(max_output_ratio times its size, or output_floor_bytes if more)"
+                )
+                cause = over(what, "max_output_ratio", limits.max_output_ratio)
+                raise _Malformed(f"Entries.items[{i}]: {cause}")
     return rows
 
 
@@ -495,7 +537,7 @@ class TencentDts:
     def _emit(self, sink: EventSink, data: bytes, properties, parts) -> None:
         """Events of one whole Entries at the last part's place, or every part an error."""
         try:
-            rows = _events(data, properties, self._limits.max_items)
+            rows = _events(data, properties, self._limits)
         except _Malformed as exc:
             cause = str(exc)
             if len(parts) > 1:
