@@ -7,7 +7,7 @@
 //! - a length below zero or beyond the bytes left, a block count beyond the bytes left
 //!   in its block, and bytes left over after a block's records are errors, checked before
 //!   anything is allocated for them;
-//! - the bytes a file inflates to are capped ([`inflate_limit`]).
+//! - the bytes a file inflates to are capped ([`crate::limits::Limits::inflate_limit`]).
 //!
 //! The schema is compiled into a graph of [`Node`]s (named types referring back to
 //! themselves make cycles: PostgreSQL arrays).
@@ -19,19 +19,7 @@ use miniz_oxide::inflate::TINFLStatus;
 
 use crate::error::{Error, Result};
 use crate::json::{Kind as JsonKind, Value};
-
-/// Records, arrays and maps nested deeper than this in a datum are an error.
-pub const MAX_DEPTH: usize = 64;
-
-/// A file may inflate to this many bytes, or [`INFLATE_RATIO`] times its own size if more.
-pub const INFLATE_FLOOR: usize = 16 << 20;
-/// See [`INFLATE_FLOOR`].
-pub const INFLATE_RATIO: usize = 64;
-
-/// The most bytes a file of `len` bytes may decompress to, all blocks together.
-pub fn inflate_limit(len: usize) -> usize {
-    INFLATE_FLOOR.max(len.saturating_mul(INFLATE_RATIO))
-}
+use crate::limits::{grouped, Limits, OverLimit};
 
 fn err(text: impl Into<String>) -> Error {
     Error::Avro(text.into())
@@ -196,6 +184,9 @@ pub struct Schema {
     pub nodes: Vec<Node>,
     /// The top-level type.
     pub root: usize,
+    /// Records and arrays nested deeper than this in a datum are an error
+    /// (`Limits::max_avro_depth`).
+    pub max_depth: usize,
 }
 
 const PRIMITIVES: [&str; 8] = [
@@ -218,6 +209,7 @@ impl Schema {
         let mut schema = Self {
             nodes: compiler.nodes,
             root,
+            max_depth: crate::limits::Limits::default().max_avro_depth,
         };
         schema.check_arrays()?;
         Ok(schema)
@@ -700,12 +692,26 @@ pub fn block<'a>(cursor: &mut Cursor<'a>, sync: &[u8]) -> Result<Option<(i64, &'
 }
 
 /// Decompresses a block's data into `out` (replacing what it held), spending at most `budget`
-/// bytes of output (reduced by what was written).
-pub fn decompress(codec: Codec, data: &[u8], out: &mut Vec<u8>, budget: &mut usize) -> Result<()> {
-    let over = |limit: usize| {
-        err(format!(
-            "the file inflates past {limit} bytes (more than {INFLATE_RATIO} times its size)"
-        ))
+/// bytes of output (reduced by what was written); `limits` names the limit when it is
+/// spent.
+pub fn decompress(
+    codec: Codec,
+    data: &[u8],
+    out: &mut Vec<u8>,
+    budget: &mut usize,
+    limits: &Limits,
+) -> Result<()> {
+    let over = |limit: usize| -> Error {
+        OverLimit::new(
+            format!(
+                "the file inflates past {} bytes (max_inflate_ratio times its size, or \
+                 inflate_floor_bytes if more)",
+                grouped(limit)
+            ),
+            "max_inflate_ratio",
+            limits.max_inflate_ratio,
+        )
+        .into()
     };
     match codec {
         Codec::Null => unreachable!("null blocks are read in place"),

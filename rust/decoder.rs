@@ -7,6 +7,7 @@ use crate::formats::{self, FormatDecoder, Options};
 use crate::input::Values;
 use std::sync::Arc;
 
+use crate::limits::{grouped, OverLimit};
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
 
 use crate::typed::TypedSpec;
@@ -39,11 +40,15 @@ impl Mode {
     }
 }
 
-/// What a decoder did so far.
+/// What a decoder did so far. Every message seen has one outcome (`docs/events.md`,
+/// "Accounting"): `messages == decoded + errors + pending`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
     /// Input values seen.
     pub messages: u64,
+    /// Messages decoded into their events (tombstones included, and every part of a
+    /// completed multi-part set), however many rows each gave (none or many).
+    pub decoded: u64,
     /// Event rows produced (error rows not counted).
     pub events: u64,
     /// Error rows produced, emitted or dropped.
@@ -101,6 +106,7 @@ impl Sink {
                 let added = self.rows.len() - mark;
                 self.ordinals.resize(self.ordinals.len() + added, ordinal);
                 self.stats.events += added as u64;
+                self.stats.decoded += 1;
                 Ok(())
             }
             Err(error) => {
@@ -121,6 +127,12 @@ impl Sink {
             Ok(()) => Ok(()),
             Err(error) => self.error(ordinal, raw, error),
         }
+    }
+
+    /// Counts `messages` more as decoded, whose events an earlier [`Sink::try_events`]
+    /// wrote: the parts before the last of a completed multi-part set.
+    pub fn decoded(&mut self, messages: u64) {
+        self.stats.decoded += messages;
     }
 
     /// Reports a message that did not decode, as the mode says. Fails only in failfast.
@@ -148,6 +160,7 @@ impl Sink {
         self.rows.push_bare("tombstone", None);
         self.ordinals.push(ordinal);
         self.stats.events += 1;
+        self.stats.decoded += 1;
     }
 
     fn finish(self) -> (Output, Stats) {
@@ -168,6 +181,8 @@ pub struct Decoder {
     mode: Mode,
     stats: Stats,
     typed: Option<Arc<TypedSpec>>,
+    /// `Limits::max_message_bytes`, checked here for every format of binary values.
+    max_message_bytes: usize,
 }
 
 impl Decoder {
@@ -186,6 +201,7 @@ impl Decoder {
             mode,
             stats: Stats::default(),
             typed: options.typed.clone(),
+            max_message_bytes: options.limits.max_message_bytes,
         })
     }
 
@@ -227,6 +243,16 @@ impl Decoder {
                 sink.tombstone(ordinal);
                 continue;
             };
+            let size = range.len();
+            if size > self.max_message_bytes {
+                let what = format!("message is {} bytes", grouped(size));
+                let error = OverLimit::new(what, "max_message_bytes", self.max_message_bytes);
+                result = sink.error(ordinal, &owner.slice(range)[..], error.into());
+                if result.is_err() {
+                    break;
+                }
+                continue;
+            }
             let key = keys.and_then(|k| k.is_valid(i).then(|| k.value(i)));
             result = self
                 .format
@@ -282,6 +308,7 @@ impl Decoder {
     fn absorb(&mut self, sink: Sink, result: Result<()>) -> Result<Output> {
         let (output, stats) = sink.finish();
         self.stats.events += stats.events;
+        self.stats.decoded += stats.decoded;
         self.stats.errors += stats.errors;
         self.stats.dropped += stats.dropped;
         self.stats.pending = self.format.pending();

@@ -35,6 +35,9 @@ pub enum Error {
     /// A `Data.dataType` the schema does not define.
     #[error("unknown DataType {number} for column '{column}'")]
     UnknownDataType { number: i32, column: String },
+    /// A message over one of the decoder's [`crate::limits::Limits`].
+    #[error(transparent)]
+    Limit(#[from] crate::limits::OverLimit),
     /// A `Data.charset` this project does not decode.
     #[error("unsupported charset '{charset}' for column '{column}'")]
     UnsupportedCharset { charset: String, column: String },
@@ -70,6 +73,13 @@ pub enum Error {
         option: &'static str,
         format: String,
     },
+    /// A limit name that is not a field of [`crate::limits::Limits`].
+    #[error(
+        "unknown limit '{0}': expected one of max_message_bytes, max_json_depth, \
+         max_avro_depth, max_items, max_parts, max_pending_bytes, max_inflate_ratio, \
+         inflate_floor_bytes, max_output_ratio, output_floor_bytes"
+    )]
+    UnknownLimit(String),
     /// Reassembly keys that do not line up with the values.
     #[error("keys must be a string array as long as the values ({values}), got {keys}")]
     Keys { values: usize, keys: String },

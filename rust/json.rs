@@ -25,7 +25,10 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 
-/// Most levels of nested objects and arrays a message may have (the top value is level 1).
+use crate::limits::{grouped, Limits, OverLimit};
+
+/// Most levels of nested objects and arrays a message may have (the top value is level 1),
+/// unless [`Parser::limited`] says otherwise.
 pub const MAX_DEPTH: usize = 128;
 
 /// Members an object may have before duplicate keys are found with a hash set instead of
@@ -44,9 +47,10 @@ pub enum JsonError {
     /// A `\uD800`-`\uDFFF` escape that is not half of a high-low pair.
     #[error("invalid JSON: a \\u escape is a lone surrogate at byte {0}")]
     LoneSurrogate(usize),
-    /// More than [`MAX_DEPTH`] levels of nesting.
-    #[error("JSON nested deeper than {MAX_DEPTH} levels")]
-    TooDeep,
+    /// More levels of nesting, or more members or items in one object or array, than the
+    /// parser's [`Limits`] allow.
+    #[error(transparent)]
+    Limit(#[from] OverLimit),
     /// A message the tape's 32-bit offsets cannot address.
     #[error("a JSON message of {0} bytes is too large (at most 4 GiB)")]
     TooLarge(usize),
@@ -93,14 +97,20 @@ pub struct Parser {
     /// [`Value`], whose lifetime is the message's (see [`Parser::parse`]).
     src: *const u8,
     src_len: usize,
+    /// `Limits::max_json_depth` and `Limits::max_items`.
+    max_depth: usize,
+    max_items: usize,
 }
 
 impl Default for Parser {
     fn default() -> Self {
+        let limits = Limits::default();
         Self {
             nodes: Vec::new(),
             stack: Vec::new(),
             skip: &[],
+            max_depth: limits.max_json_depth,
+            max_items: limits.max_items,
             src: std::ptr::null(),
             src_len: 0,
         }
@@ -120,6 +130,8 @@ struct Open {
     node: u32,
     /// Members or items so far, written to the node when it closes.
     count: u32,
+    /// Commas so far (items - 1), counted in skipped containers too, for `max_items`.
+    commas: usize,
     object: bool,
 }
 
@@ -133,6 +145,13 @@ impl Parser {
             skip,
             ..Self::default()
         }
+    }
+
+    /// This parser with the nesting depth and items per container of `limits`.
+    pub fn limited(mut self, limits: &Limits) -> Self {
+        self.max_depth = limits.max_json_depth;
+        self.max_items = limits.max_items;
+        self
     }
 
     /// Checks `src` whole and returns its top value.
@@ -152,6 +171,8 @@ impl Parser {
             nodes: &mut self.nodes,
             stack: &mut self.stack,
             skip: self.skip,
+            max_depth: self.max_depth,
+            max_items: self.max_items,
             under: None,
             skip_next: false,
             skipping: 0,
@@ -172,6 +193,8 @@ struct Scanner<'s> {
     nodes: &'s mut Vec<Node>,
     stack: &'s mut Vec<Open>,
     skip: &'static [(&'static str, &'static str)],
+    max_depth: usize,
+    max_items: usize,
     /// The member to skip within the value of the current top-level key.
     under: Option<&'static str>,
     /// The value about to start is to be skipped.
@@ -404,8 +427,13 @@ impl Scanner<'_> {
             let skip = std::mem::take(&mut self.skip_next);
             match b {
                 b'{' | b'[' => {
-                    if self.stack.len() >= MAX_DEPTH {
-                        return Err(JsonError::TooDeep);
+                    if self.stack.len() >= self.max_depth {
+                        return Err(OverLimit::new(
+                            format!("JSON nested more than {} levels deep", self.max_depth),
+                            "max_json_depth",
+                            self.max_depth,
+                        )
+                        .into());
                     }
                     let object = b == b'{';
                     let node = if self.skipping > 0 {
@@ -422,6 +450,7 @@ impl Scanner<'_> {
                     self.stack.push(Open {
                         node,
                         count: 0,
+                        commas: 0,
                         object,
                     });
                     if skip {
@@ -480,6 +509,7 @@ impl Scanner<'_> {
                 let close = if top.object { b'}' } else { b']' };
                 match src.get(pos) {
                     Some(&b',') => {
+                        self.comma(top.object)?;
                         pos = self.skip_ws(pos + 1);
                         if top.object {
                             pos = self.key(pos)?;
@@ -504,6 +534,31 @@ impl Scanner<'_> {
                 }
             }
         }
+    }
+
+    /// Counts a comma in the open container: one more member or item than `max_items`
+    /// allows is an error.
+    #[inline(always)]
+    fn comma(&mut self, object: bool) -> Result<()> {
+        let max_items = self.max_items;
+        if let Some(open) = self.stack.last_mut() {
+            open.commas += 1;
+            if open.commas >= max_items {
+                let what = if object {
+                    "an object of more than"
+                } else {
+                    "an array of more than"
+                };
+                let noun = if object { "members" } else { "items" };
+                return Err(OverLimit::new(
+                    format!("{what} {} {noun}", grouped(max_items)),
+                    "max_items",
+                    max_items,
+                )
+                .into());
+            }
+        }
+        Ok(())
     }
 
     /// A value or a container (counted as a member or item of the open container).
@@ -846,7 +901,7 @@ impl<'a> Value<'a> {
 
     /// Appends the value as compact JSON: no whitespace, first-wins objects, number tokens
     /// as sent, strings escaped as serde_json's `to_string` does. Recursion is bounded by
-    /// [`MAX_DEPTH`].
+    /// the parser's depth limit.
     pub fn compact_into(&self, out: &mut Vec<u8>) {
         match self.node().tag {
             Tag::Null => out.extend_from_slice(b"null"),
@@ -1385,8 +1440,13 @@ mod tests {
         assert_eq!(parse(b"\"\xed\xa0\x80\""), Err(JsonError::Utf8(1)));
         let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
         assert!(parse(deep(128).as_bytes()).is_ok());
-        assert_eq!(parse(deep(129).as_bytes()), Err(JsonError::TooDeep));
-        assert_eq!(parse(deep(1_000_000).as_bytes()), Err(JsonError::TooDeep));
+        let too_deep = Err(JsonError::Limit(OverLimit::new(
+            "JSON nested more than 128 levels deep",
+            "max_json_depth",
+            128,
+        )));
+        assert_eq!(parse(deep(129).as_bytes()), too_deep);
+        assert_eq!(parse(deep(1_000_000).as_bytes()), too_deep);
         assert_eq!(parse(br#""[[[[""#).unwrap(), r#""[[[[""#);
     }
 
@@ -1439,9 +1499,34 @@ mod tests {
         assert!(parser.parse(deep.as_bytes()).is_ok());
         let deeper = deep.replacen('[', "[[", 1).replacen(']', "]]", 1);
         assert_eq!(
-            parser.parse(deeper.as_bytes()).err(),
-            Some(JsonError::TooDeep)
+            parser.parse(deeper.as_bytes()).err().map(|e| e.to_string()),
+            Some(
+                "JSON nested more than 128 levels deep, over max_json_depth = 128 \
+                 (Decoder(limits=cdc_decode.Limits(...)))"
+                    .to_string()
+            )
         );
+    }
+
+    #[test]
+    fn depth_and_items_follow_the_limits() {
+        let limits = Limits {
+            max_json_depth: 3,
+            max_items: 4,
+            ..Limits::default()
+        };
+        let mut parser = Parser::default().limited(&limits);
+        assert!(parser.parse(b"[[[]]]").is_ok());
+        assert!(parser.parse(b"[[[[]]]]").is_err());
+        assert!(parser.parse(br#"[1,2,3,4]"#).is_ok());
+        assert!(parser.parse(br#"{"a":1,"b":2,"c":3,"d":4}"#).is_ok());
+        let over = parser.parse(br#"[1,2,3,4,5]"#).unwrap_err().to_string();
+        assert!(over.starts_with("an array of more than 4 items, over max_items = 4 "));
+        assert!(parser.parse(br#"{"a":1,"b":2,"c":3,"d":4,"a":5}"#).is_err());
+        // Skipped containers count too, and commas in strings do not.
+        let mut skipping = Parser::skipping(&[("s", "d")]).limited(&limits);
+        assert!(skipping.parse(br#"{"s":{"d":[1,2,3,4,5]}}"#).is_err());
+        assert!(skipping.parse(br#"{"s":{"d":[",,,,,,"]}}"#).is_ok());
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! - [`text`]: value rendering (charsets, base64); [`sequence`]: ordering keys;
 //! - [`typed`]: typed mode, the text images converted to structs of a table's columns;
 //! - [`error`]: the one error type; [`input`]: reading the input array;
+//! - [`limits`]: the resource limits ([`limits::Limits`]) every decoder enforces;
 //! - [`avro`]: Avro object-container files read with bounds, for `datastream-avro`;
 //! - [`json`]: a strict JSON parser with a reusable tape, for the JSON formats;
 //! - [`wire`]: a borrowing ProtoBuf reader with upb's rules; [`proto`]: the Tencent DTS
@@ -20,6 +21,7 @@ pub mod events;
 pub mod formats;
 pub mod input;
 pub mod json;
+pub mod limits;
 pub mod proto;
 #[cfg(feature = "python")]
 mod python;

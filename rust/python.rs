@@ -17,6 +17,7 @@ use crate::decoder::{Decoder, Mode, Output};
 use crate::error::Error;
 use crate::events::event_schema;
 use crate::formats::{Options, FORMATS};
+use crate::limits::Limits;
 use crate::typed::TypedSpec;
 
 pyo3::import_exception!(cdc_decode._errors, DecodeError);
@@ -27,6 +28,7 @@ fn to_py(error: Error) -> PyErr {
         | Error::UnknownMode(_)
         | Error::Keys { .. }
         | Error::Option { .. }
+        | Error::UnknownLimit(_)
         | Error::Columns(_)
         | Error::Schema(_) => PyValueError::new_err(error.to_string()),
         Error::InputType(_) | Error::InputKind { .. } | Error::ColumnType { .. } => {
@@ -53,13 +55,14 @@ impl NativeDecoder {
     /// `schema`: a pyarrow schema (typed mode); `tables`: a list of (name, pyarrow schema)
     /// pairs (multi-table typed mode).
     #[new]
-    #[pyo3(signature = (format, mode, columns=None, schema=None, tables=None))]
+    #[pyo3(signature = (format, mode, columns=None, schema=None, tables=None, limits=None))]
     fn new(
         format: &str,
         mode: &str,
         columns: Option<HashMap<String, Vec<String>>>,
         schema: Option<&Bound<'_, PyAny>>,
         tables: Option<Vec<(String, Bound<'_, PyAny>)>>,
+        limits: Option<HashMap<String, usize>>,
     ) -> PyResult<Self> {
         let mode = Mode::from_name(mode).map_err(to_py)?;
         let typed = match (schema, tables) {
@@ -79,7 +82,13 @@ impl NativeDecoder {
             }
             (None, None) => None,
         };
-        let options = Options { columns, typed };
+        let limits = limits.unwrap_or_default();
+        let limits = Limits::with(limits.iter().map(|(k, v)| (k.as_str(), *v))).map_err(to_py)?;
+        let options = Options {
+            columns,
+            typed,
+            limits,
+        };
         Ok(Self {
             inner: Decoder::with_options(format, mode, &options).map_err(to_py)?,
         })
@@ -149,6 +158,7 @@ impl NativeDecoder {
         let s = self.inner.stats();
         let dict = PyDict::new(py);
         dict.set_item("messages", s.messages)?;
+        dict.set_item("decoded", s.decoded)?;
         dict.set_item("events", s.events)?;
         dict.set_item("errors", s.errors)?;
         dict.set_item("dropped", s.dropped)?;

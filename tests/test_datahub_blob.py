@@ -523,7 +523,7 @@ def test_modes():
     out, ordinals = dropping.decode(values, None)
     assert out.column("op").to_pylist() == ["insert"] and ordinals.to_pylist() == [0]
     assert dropping.stats() == {
-        "messages": 3, "events": 1, "errors": 2, "dropped": 2, "pending": 0
+        "messages": 3, "decoded": 1, "events": 1, "errors": 2, "dropped": 2, "pending": 0
     }  # fmt: skip
     failing = decoder("failfast")
     with pytest.raises(cdc_decode.DecodeError, match="message 1: invalid JSON"):

@@ -183,6 +183,7 @@ def test_ordinals_count_records_across_calls_and_batches(engine):
     assert decoder.finish().num_rows == 0
     assert decoder.stats() == {
         "messages": 6,
+        "decoded": 6,
         "events": 6,
         "errors": 0,
         "dropped": 0,
@@ -369,6 +370,7 @@ def test_dropmalformed_counts_the_dropped(engine):
     assert ordinals.to_pylist() == [0, 2]
     assert decoder.stats() == {
         "messages": 3,
+        "decoded": 2,
         "events": 2,
         "errors": 1,
         "dropped": 1,

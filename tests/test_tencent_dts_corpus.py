@@ -28,4 +28,6 @@ def test_corpus_file_gives_one_error_row(engine, path):
     row = rows[0]
     assert (row["format"], row["op"], row["raw"]) == ("tencent-dts", "error", raw)
     assert row["error"]
-    assert decoder.stats() == {"messages": 1, "events": 0, "errors": 1, "dropped": 0, "pending": 0}
+    assert decoder.stats() == {
+        "messages": 1, "decoded": 0, "events": 0, "errors": 1, "dropped": 0, "pending": 0
+    }  # fmt: skip

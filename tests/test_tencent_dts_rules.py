@@ -496,7 +496,7 @@ def test_empty_entries_give_no_rows(engine):
     decoder = cdc_decode.Decoder(FORMAT, engine=engine)
     assert decoder.decode([envelope(), envelope(data=b"")]).num_rows == 0
     assert decoder.stats() == {
-        "messages": 2, "events": 0, "errors": 0, "dropped": 0, "pending": 0,
+        "messages": 2, "decoded": 2, "events": 0, "errors": 0, "dropped": 0, "pending": 0,
     }  # fmt: skip
 
 
@@ -548,7 +548,9 @@ def test_ordinals_across_calls_and_chunks(engine):
     chunked = pa.chunked_array([pa.array([None], pa.binary()), pa.array([two])])
     batch, ordinals = decoder.decode_indexed(chunked)
     assert ordinals.to_pylist() == [3, 4, 4]
-    assert decoder.stats() == {"messages": 5, "events": 6, "errors": 1, "dropped": 0, "pending": 0}
+    assert decoder.stats() == {
+        "messages": 5, "decoded": 4, "events": 6, "errors": 1, "dropped": 0, "pending": 0
+    }  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------
@@ -575,7 +577,9 @@ def test_multi_part_set_completes_across_two_calls(engine):
     assert ordinals.to_pylist() == [3, 3, 3]
     assert rows[0]["metadata"] == [("sourceType", "MYSQL"), ("seqId", "100"), ("p", "first")]
     assert decoder.finish().num_rows == 0
-    assert decoder.stats() == {"messages": 4, "events": 4, "errors": 0, "dropped": 0, "pending": 0}
+    assert decoder.stats() == {
+        "messages": 4, "decoded": 4, "events": 4, "errors": 0, "dropped": 0, "pending": 0
+    }  # fmt: skip
 
 
 def test_multi_part_properties_come_from_the_first_part(engine):
@@ -734,7 +738,9 @@ def test_incomplete_sets_at_the_end(engine):
     assert ordinals.to_pylist() == [1, 2, 3]
     for row, raw in zip(rows, [a[0], a[1], b[0]], strict=True):
         assert_error(row, raw, "incomplete")
-    assert decoder.stats() == {"messages": 4, "events": 0, "errors": 4, "dropped": 0, "pending": 0}
+    assert decoder.stats() == {
+        "messages": 4, "decoded": 0, "events": 0, "errors": 4, "dropped": 0, "pending": 0
+    }  # fmt: skip
     assert decoder.finish().num_rows == 0  # the state is cleared
     # One-shot decode() ends the input itself.
     rows = decode(a[:2], engine)
@@ -754,7 +760,9 @@ def test_dropmalformed_counts_what_it_drops(engine):
     assert batch.column("op").to_pylist() == ["begin", "tombstone", "insert"]
     assert ordinals.to_pylist() == [0, 2, 4]
     assert decoder.finish().num_rows == 0
-    assert decoder.stats() == {"messages": 6, "events": 3, "errors": 2, "dropped": 2, "pending": 0}
+    assert decoder.stats() == {
+        "messages": 6, "decoded": 4, "events": 3, "errors": 2, "dropped": 2, "pending": 0
+    }  # fmt: skip
 
 
 def test_failfast_names_the_message(engine):

@@ -4,6 +4,8 @@
 >>> batch = cdc_decode.decode(kafka_values, "tencent-dts")      # pyarrow.RecordBatch
 >>> batch = cdc_decode.decode(kafka_values, "tencent-dts", engine="python")  # same result
 >>> batch = cdc_decode.decode(tuple_records, "datahub-tuple")  # a pyarrow Table of records
+>>> batch, stats = cdc_decode.decode(kafka_values, "tencent-dts", stats=True)
+>>> batch = cdc_decode.decode(kafka_values, "tencent-dts", limits=cdc_decode.Limits(max_items=1000))
 
 Every format decodes to one schema (:func:`event_schema`, see docs/events.md). The Rust
 engine (``engine="native"``, the default) and the pure-Python fallback
@@ -13,11 +15,12 @@ engine (``engine="native"``, the default) and the pure-Python fallback
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, overload
 
 import pyarrow as pa
 
 from ._errors import DecodeError
+from ._limits import Limits, as_limits
 from ._schema import FORMATS, MODES, RECORD_FORMATS, event_schema
 from ._typed import (
     TableSchema,
@@ -33,6 +36,7 @@ __all__ = [
     "FORMATS",
     "DecodeError",
     "Decoder",
+    "Limits",
     "decode",
     "event_schema",
     "multi_event_schema",
@@ -45,6 +49,9 @@ __version__ = "0.1.0"
 ENGINES = ("native", "python")
 
 _INPUT_TYPES = (pa.binary(), pa.large_binary(), pa.string(), pa.large_string())
+
+Decoded = pa.RecordBatch | dict[str | None, pa.RecordBatch]
+"""What :func:`decode` returns: one batch, or with ``tables=`` one per table."""
 
 Columns = Mapping[str, Sequence[str]]
 """``{"db.table": ["id", "name", ...]}``: the column names of positional row images."""
@@ -76,17 +83,21 @@ def _engine_decoder(
     columns: Columns | None,
     schema: pa.Schema | None = None,
     tables: list[tuple[str, pa.Schema]] | None = None,
+    limits: Limits | None = None,
 ):
     if columns is not None:
         columns = _check_columns(format, columns)
+    limits = as_limits(limits)
     if engine == "native":
         from ._native import NativeDecoder
 
-        return NativeDecoder(format, mode, columns, schema, tables)
+        return NativeDecoder(format, mode, columns, schema, tables, limits.as_dict())
     if engine == "python":
         from .fallback import PythonDecoder
 
-        return PythonDecoder(format, mode, columns=columns, schema=schema, tables=tables)
+        return PythonDecoder(
+            format, mode, columns=columns, schema=schema, tables=tables, limits=limits
+        )
     raise ValueError(f"unknown engine {engine!r}: expected one of {', '.join(ENGINES)}")
 
 
@@ -171,6 +182,8 @@ class Decoder:
             claims), a ``table`` column naming the table a row belongs to, and
             ``before_<i>``/``after_<i>`` structs for the i-th table;
             :func:`split_tables` makes one typed batch per table of it.
+        limits: the resource limits (:class:`Limits`): message size, nesting, items,
+            multi-part sets, decompression and output. ``None``: the defaults.
 
     Example:
         >>> decoder = cdc_decode.Decoder("tencent-dts")
@@ -178,7 +191,8 @@ class Decoder:
         ...     events = decoder.decode(values)
         >>> leftovers = decoder.finish()   # error rows for incomplete multi-part sets
         >>> decoder.stats()
-        {'messages': 10000, 'events': 98000, 'errors': 0, 'dropped': 0, 'pending': 0}
+        {'messages': 10000, 'decoded': 10000, 'events': 98000, 'errors': 0, 'dropped': 0,
+         'pending': 0}
     """
 
     def __init__(
@@ -190,6 +204,7 @@ class Decoder:
         columns: Columns | None = None,
         schema: TableSchema | None = None,
         tables: Mapping[str, TableSchema] | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if format not in FORMATS:
             raise ValueError(f"unknown format {format!r}: expected one of {', '.join(FORMATS)}")
@@ -202,7 +217,9 @@ class Decoder:
             raise ValueError("give schema= (one table) or tables= (many), not both")
         self.schema = None if schema is None else as_schema(schema)
         self.tables = None if tables is None else as_tables(tables)
-        self._inner = _engine_decoder(engine, format, mode, columns, self.schema, self.tables)
+        self._inner = _engine_decoder(
+            engine, format, mode, columns, self.schema, self.tables, limits
+        )
 
     def decode(self, values: Any, *, keys: Any = None) -> pa.RecordBatch:
         """Decode a batch of messages.
@@ -262,8 +279,50 @@ class Decoder:
         return self._inner.finish()
 
     def stats(self) -> dict[str, int]:
-        """What this decoder did so far: messages, events, errors, dropped, pending."""
+        """What this decoder did so far, counted across all its calls (docs/events.md,
+        "Accounting"). The difference of two calls' results is what the calls between did.
+
+        Returns:
+            ``messages`` (input values seen), ``decoded`` (messages decoded into their
+            events, tombstones and every part of a completed multi-part set included),
+            ``events`` (event rows, tombstone rows included, error rows not), ``errors``
+            (error rows, emitted or dropped), ``dropped`` (error rows dropped in
+            ``dropmalformed``) and ``pending`` (multi-part parts buffered now). Every
+            message has one outcome: ``messages == decoded + errors + pending``.
+        """
         return dict(self._inner.stats())
+
+
+@overload
+def decode(
+    values: Any,
+    format: str,
+    *,
+    mode: str = ...,
+    engine: str = ...,
+    keys: Sequence[Any] | Iterable[Any] | pa.Array | None = ...,
+    columns: Columns | None = ...,
+    schema: TableSchema | None = ...,
+    tables: Mapping[str, TableSchema] | None = ...,
+    limits: Limits | None = ...,
+    stats: Literal[False] = ...,
+) -> Decoded: ...
+
+
+@overload
+def decode(
+    values: Any,
+    format: str,
+    *,
+    mode: str = ...,
+    engine: str = ...,
+    keys: Sequence[Any] | Iterable[Any] | pa.Array | None = ...,
+    columns: Columns | None = ...,
+    schema: TableSchema | None = ...,
+    tables: Mapping[str, TableSchema] | None = ...,
+    limits: Limits | None = ...,
+    stats: Literal[True],
+) -> tuple[Decoded, dict[str, int]]: ...
 
 
 def decode(
@@ -276,7 +335,9 @@ def decode(
     columns: Columns | None = None,
     schema: TableSchema | None = None,
     tables: Mapping[str, TableSchema] | None = None,
-) -> pa.RecordBatch | dict[str | None, pa.RecordBatch]:
+    limits: Limits | None = None,
+    stats: bool = False,
+) -> Decoded | tuple[Decoded, dict[str, int]]:
     """Decode messages of one format into change events, in one shot.
 
     Args:
@@ -292,16 +353,23 @@ def decode(
             (see :class:`Decoder` and docs/typed.md).
         tables: multi-table typed mode: ``{"shop.orders": schema_or_ddl, ...}``, decoded
             in one pass.
+        limits: the resource limits (:class:`Limits`); ``None``: the defaults. A message
+            over a limit gives an error row naming the limit.
+        stats: also return what the call did (docs/events.md, "Accounting").
 
     Returns:
         A ``pyarrow.RecordBatch`` of :func:`event_schema` (with ``schema=``, ``before`` and
         ``after`` as structs of its fields). Multi-part sets still incomplete at the end
         become error rows. With ``tables=``, a dict of one typed batch per table name,
         plus under the key ``None`` the rows no table claims (other tables, control
-        events without a table, error rows) as generic events.
+        events without a table, error rows) as generic events. With ``stats=True``, a
+        tuple of that and the counts :meth:`Decoder.stats` gives for this call:
+        ``messages``, ``decoded``, ``events``, ``errors``, ``dropped``, ``pending`` (0: the
+        call ends the input, so ``messages == decoded + errors``).
 
     Raises:
-        DecodeError: in ``failfast`` mode, naming the first bad message's index.
+        DecodeError: in ``failfast`` mode, naming the first bad message's index (no
+            counts then).
         TypeError: input of the wrong kind (records for a bytes format or the other way
             round), or a ``datahub-tuple`` column of a type it does not read.
         ValueError: ``datahub-tuple`` records without a required meta column.
@@ -309,14 +377,22 @@ def decode(
     Example:
         >>> batch = cdc_decode.decode(kafka_values, "tencent-dts")
         >>> batch.to_pandas()[["op", "source_table", "after"]]
+        >>> batch, stats = cdc_decode.decode(kafka_values, "tencent-dts", stats=True)
+        >>> stats
+        {'messages': 3, 'decoded': 2, 'events': 5, 'errors': 1, 'dropped': 0, 'pending': 0}
     """
     decoder = Decoder(
-        format, mode=mode, engine=engine, columns=columns, schema=schema, tables=tables
+        format,
+        mode=mode,
+        engine=engine,
+        columns=columns,
+        schema=schema,
+        tables=tables,
+        limits=limits,
     )
     batch, _ = decoder.decode_indexed(values, keys=keys)
     rest, _ = decoder.finish_indexed()
     if rest.num_rows:
         batch = pa.concat_batches([batch, rest])
-    if decoder.tables is not None:
-        return split_tables(batch, decoder.tables)
-    return batch
+    result = batch if decoder.tables is None else split_tables(batch, decoder.tables)
+    return (result, decoder.stats()) if stats else result

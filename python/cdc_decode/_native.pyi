@@ -14,9 +14,12 @@ class NativeDecoder:
         columns: dict[str, list[str]] | None = None,
         schema: pa.Schema | None = None,
         tables: list[tuple[str, pa.Schema]] | None = None,
+        limits: dict[str, int] | None = None,
     ) -> None:
         """``schema``: typed mode's checked columns; ``tables``: multi-table typed mode's
-        (name, schema) pairs (docs/typed.md). ``ValueError`` for an unsupported type."""
+        (name, schema) pairs (docs/typed.md). ``ValueError`` for an unsupported type.
+        ``limits``: ``cdc_decode.Limits`` fields by name (the rest keep their defaults); an
+        unknown name is a ``ValueError``."""
     def decode(
         self, values: pa.Array, keys: pa.Array | None = None, last: bool = False
     ) -> tuple[pa.RecordBatch, pa.Int64Array]:
@@ -37,7 +40,7 @@ class NativeDecoder:
         """End of input: error rows for incomplete multi-part sets."""
 
     def stats(self) -> dict[str, int]:
-        """messages, events, errors, dropped, pending."""
+        """messages, decoded, events, errors, dropped, pending."""
 
 def event_schema_native() -> pa.Schema:
     """The change-event schema as the Rust core builds it."""

@@ -3,6 +3,11 @@
 >>> from cdc_decode import spark as cdc_spark
 >>> events = cdc_spark.decode(kafka_df, "tencent-dts")
 >>> events = cdc_spark.decode(tuple_df, "datahub-tuple")   # the records' own columns
+>>> accounting = cdc_spark.DecodeAccounting(spark)
+>>> events = cdc_spark.decode(kafka_df, "tencent-dts", accounting=accounting)
+>>> events.write.parquet("out")                  # an action
+>>> accounting.value()                          # the job's totals
+{'messages': 10000, 'decoded': 9990, 'events': 98000, 'errors': 10, 'dropped': 0, 'pending': 0}
 
 The decoding runs on the executors in the Python worker that serves ``mapInArrow``; the
 executors' Python (``PYSPARK_PYTHON``) must have ``cdc_decode`` and ``pyarrow`` installed.
@@ -13,13 +18,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._limits import Limits, as_limits
 from ._schema import FORMATS, MODES, RECORD_FORMATS, event_schema
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
-__all__ = ["KAFKA_COLUMNS", "decode", "local_session", "read_datastream", "spark_event_schema"]
+__all__ = [
+    "KAFKA_COLUMNS",
+    "DecodeAccounting",
+    "decode",
+    "local_session",
+    "read_datastream",
+    "spark_event_schema",
+]
+
+STATS: tuple[str, ...] = ("messages", "decoded", "events", "errors", "dropped", "pending")
+"""The counters of ``Decoder.stats()``, which :class:`DecodeAccounting` totals."""
 
 KAFKA_COLUMNS: tuple[str, ...] = ("topic", "partition", "offset", "timestamp")
 """The Kafka source columns kept beside the events by default, where the input has them."""
@@ -74,6 +90,102 @@ def local_session(app: str = "cdc-decode", *, master: str = "local[*]", **config
     return session
 
 
+class _LatestPerPartition:
+    """The accumulator's arithmetic: a dict ``{(decode call, partition): stats}`` where a
+    partition reported again replaces its earlier report instead of adding to it."""
+
+    def zero(self, value: dict) -> dict:
+        return {}
+
+    def addInPlace(self, value1: dict, value2: dict) -> dict:  # noqa: N802 (Spark's name)
+        value1.update(value2)
+        return value1
+
+
+class DecodeAccounting:
+    """What :func:`decode` did over a whole Spark job: the ``Decoder.stats()`` of every
+    partition's decoder, added up on the driver.
+
+    Pass it to :func:`decode` (``accounting=``); each partition's decoder reports its
+    counts to a Spark accumulator when the partition ends, and :meth:`value` reads the
+    totals on the driver after an action. docs/events.md, "Accounting", defines the
+    counters; every message has one outcome, so ``messages == decoded + errors + pending``
+    holds for the totals as for each decoder.
+
+    Retries and recomputation: Spark adds a transformation's accumulator updates again
+    each time a task runs (a retried task, a speculative copy, a stage recomputed after a
+    lost executor, a second action on an uncached DataFrame). Here each partition's report
+    is kept by ``(decode call, partition)`` and a later report of the same partition
+    replaces the earlier one, so the totals count every partition once however often it
+    ran, and say what its last run did. Failed task attempts report nothing (Spark drops
+    their updates).
+
+    Streaming: a streaming query runs the same plan once per micro-batch, and each
+    micro-batch's partitions replace the last one's. For per-micro-batch totals call
+    :meth:`reset` at the start of ``foreachBatch`` and :meth:`value` after the batch is
+    written; for running totals, add the values up on the driver. Multi-part sets do
+    not span micro-batches (each partition's decoder ends with its micro-batch).
+
+    Args:
+        spark: the SparkSession (its SparkContext holds the accumulator).
+
+    Example:
+        >>> accounting = cdc_spark.DecodeAccounting(spark)
+        >>> events = cdc_spark.decode(kafka_df, "tencent-dts", accounting=accounting)
+        >>> events.write.parquet("out")
+        >>> accounting.value()["errors"]
+        3
+    """
+
+    def __init__(self, spark: Any) -> None:
+        self._accumulator = spark.sparkContext.accumulator({}, _LatestPerPartition())
+
+    def value(self) -> dict[str, int]:
+        """The totals of every partition reported so far (driver only).
+
+        Returns:
+            ``{"messages", "decoded", "events", "errors", "dropped", "pending"}``, each
+            summed over the partitions; ``pending`` counts the multi-part parts still held
+            when a partition ended (0 unless its output was not read to the end).
+        """
+        totals = dict.fromkeys(STATS, 0)
+        for stats in self._accumulator.value.values():
+            for name in STATS:
+                totals[name] += stats[name]
+        return totals
+
+    def partitions(self) -> int:
+        """How many partitions have reported (driver only)."""
+        return len(self._accumulator.value)
+
+    def reset(self) -> None:
+        """Forgets every report (driver only): for per-micro-batch totals."""
+        self._accumulator.value = {}
+
+    def _reporter(self) -> _Reporter:
+        """What a decode call's partitions report to: the accumulator and the call."""
+        import uuid
+
+        return _Reporter(self._accumulator, uuid.uuid4().hex)
+
+
+class _Reporter:
+    """The picklable part of a :class:`DecodeAccounting` that one :func:`decode` call
+    sends to the executors."""
+
+    def __init__(self, accumulator: Any, call: str) -> None:
+        self.accumulator = accumulator
+        self.call = call
+
+    def report(self, stats: dict[str, int]) -> None:
+        """On an executor: this partition's stats, replacing an earlier run's."""
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else -1
+        self.accumulator.add({(self.call, partition): {n: stats[n] for n in STATS}})
+
+
 def spark_event_schema(schema: pa.Schema | None = None):
     """The change-event schema as a Spark ``StructType`` (``op`` is non-nullable).
 
@@ -104,6 +216,8 @@ def decode(
     columns: Mapping[str, Sequence[str]] | None = None,
     schema: Any = None,
     tables: Mapping[str, Any] | None = None,
+    limits: Limits | None = None,
+    accounting: DecodeAccounting | None = None,
 ) -> DataFrame | dict[str | None, DataFrame]:
     """Decode a DataFrame of CDC messages into a DataFrame of change events.
 
@@ -148,6 +262,10 @@ def decode(
             per table); each table's DataFrame is a cheap filter and select of it. Persist
             the result or write every table in one ``foreachBatch`` so the decode is not
             recomputed per table (docs/typed.md).
+        limits: the resource limits (:class:`cdc_decode.Limits`) of every partition's
+            decoder; ``None``: the defaults.
+        accounting: a :class:`DecodeAccounting` that totals what every partition's
+            decoder did, readable on the driver after an action.
 
     Returns:
         A DataFrame with the kept columns followed by the columns of
@@ -193,9 +311,26 @@ def decode(
 
         columns = _check_columns(format, columns)
     typed = _Typed(schema, tables)
+    limits = as_limits(limits)
+    if accounting is not None and not isinstance(accounting, DecodeAccounting):
+        raise TypeError(
+            f"accounting must be a cdc_spark.DecodeAccounting, not {type(accounting).__name__}"
+        )
+    reporter = None if accounting is None else accounting._reporter()
     fields = {f.name: f for f in df.schema.fields}
     if format in RECORD_FORMATS:
-        combined, kept = _decode_records(df, format, fields, value_col, keep, mode, engine, typed)
+        combined, kept = _decode_records(
+            df,
+            format,
+            fields,
+            value_col,
+            keep,
+            mode,
+            engine,
+            typed,
+            limits=limits,
+            reporter=reporter,
+        )
         return typed.split(combined, kept)
     if value_col is None:
         value_col = "value"
@@ -233,6 +368,8 @@ def decode(
         columns=columns,
         schema=typed.schema,
         tables=typed.tables,
+        limits=limits,
+        reporter=reporter,
     )
     return typed.split(df.select(*needed).mapInArrow(fn, out_schema), keep)
 
@@ -244,6 +381,8 @@ def read_datastream(
     format: str = "datastream-avro",
     mode: str = "permissive",
     engine: str = "native",
+    limits: Limits | None = None,
+    accounting: DecodeAccounting | None = None,
 ) -> DataFrame:
     """Read Google Cloud Datastream output as users find it: a tree of files under
     ``path`` (``gs://bucket/prefix/schema_table/yyyy/mm/dd/hh/mm/``, or any folder above
@@ -259,6 +398,8 @@ def read_datastream(
         format: ``"datastream-avro"`` (the default) or ``"datastream-json"``.
         mode: as :func:`decode`.
         engine: as :func:`decode`.
+        limits: as :func:`decode`; ``max_message_bytes`` bounds an Avro file's size.
+        accounting: as :func:`decode`.
 
     Returns:
         The change events, with ``path`` (the file each came from) before the event
@@ -267,10 +408,21 @@ def read_datastream(
     reader = spark.read.option("recursiveFileLookup", "true")
     if format == "datastream-avro":
         files = reader.format("binaryFile").option("pathGlobFilter", "*.avro").load(path)
-        return decode(files, format, value_col="content", keep=["path"], mode=mode, engine=engine)
+        return decode(
+            files,
+            format,
+            value_col="content",
+            keep=["path"],
+            mode=mode,
+            engine=engine,
+            limits=limits,
+            accounting=accounting,
+        )
     if format == "datastream-json":
         lines = reader.text(path)
-        return decode(lines, format, keep=[], mode=mode, engine=engine)
+        return decode(
+            lines, format, keep=[], mode=mode, engine=engine, limits=limits, accounting=accounting
+        )
     raise ValueError(f"read_datastream reads datastream-avro or datastream-json, not {format!r}")
 
 
@@ -303,6 +455,9 @@ def _decode_records(
     mode: str,
     engine: str,
     typed: _Typed,
+    *,
+    limits: Limits,
+    reporter: _Reporter | None,
 ) -> DataFrame:
     """``datahub-tuple``: the columns not kept are the records."""
     from pyspark.sql.types import StructType
@@ -333,6 +488,8 @@ def _decode_records(
         records=records,
         schema=typed.schema,
         tables=typed.tables,
+        limits=limits,
+        reporter=reporter,
     )
     return df.mapInArrow(fn, out_schema), keep
 
@@ -393,16 +550,18 @@ def _partition_decoder(
     columns: dict[str, list[str]] | None = None,
     schema: pa.Schema | None = None,
     tables: list[tuple[str, pa.Schema]] | None = None,
+    limits: Limits | None = None,
+    reporter: _Reporter | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function ``mapInArrow`` runs on the executors, closed over plain values only.
+    """The function ``mapInArrow`` runs on the executors, closed over plain values only
+    (and the accumulator of ``reporter``, which reports the decoder's stats when the
+    partition ends, or when Spark stops reading it early).
 
     The decoder gets the ``value_col`` column of each batch or, for a format of records
     (``records`` given), the batch's ``records`` columns.
     """
 
     def decode_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow as pa
-
         import cdc_decode
 
         decoder = cdc_decode.Decoder(
@@ -412,26 +571,48 @@ def _partition_decoder(
             columns=columns,
             schema=schema,
             tables=None if tables is None else dict(tables),
+            limits=limits,
         )
-        carry = _Carry(keep)
-        start = 0  # ordinal of the current batch's first row
-        for batch in batches:
-            if records is not None:
-                events, ordinals = decoder.decode_indexed(batch.select(records))
-            else:
-                keys = _reassembly_keys(batch, has_topic, has_headers)
-                events, ordinals = decoder.decode_indexed(batch.column(value_col), keys=keys)
-            kept = batch.select(keep)
-            if events.num_rows:
-                yield _join(carry.take(ordinals, kept, start), events)
-            carry.update(kept, start, ordinals, decoder.stats()["pending"])
-            start += batch.num_rows
-        events, ordinals = decoder.finish_indexed()
-        if events.num_rows:
-            empty = pa.RecordBatch.from_pylist([], schema=carry.schema) if carry.schema else None
-            yield _join(carry.take(ordinals, empty, start), events)
+        try:
+            yield from _decode_batches(
+                decoder, batches, keep, value_col, records, has_topic, has_headers
+            )
+        finally:
+            if reporter is not None:
+                reporter.report(decoder.stats())
 
     return decode_partition
+
+
+def _decode_batches(
+    decoder: Any,
+    batches: Iterator[pa.RecordBatch],
+    keep: list[str],
+    value_col: str | None,
+    records: list[str] | None,
+    has_topic: bool,
+    has_headers: bool,
+) -> Iterator[pa.RecordBatch]:
+    """One partition's batches through its decoder, the kept columns beside the events."""
+    import pyarrow as pa
+
+    carry = _Carry(keep)
+    start = 0  # ordinal of the current batch's first row
+    for batch in batches:
+        if records is not None:
+            events, ordinals = decoder.decode_indexed(batch.select(records))
+        else:
+            keys = _reassembly_keys(batch, has_topic, has_headers)
+            events, ordinals = decoder.decode_indexed(batch.column(value_col), keys=keys)
+        kept = batch.select(keep)
+        if events.num_rows:
+            yield _join(carry.take(ordinals, kept, start), events)
+        carry.update(kept, start, ordinals, decoder.stats()["pending"])
+        start += batch.num_rows
+    events, ordinals = decoder.finish_indexed()
+    if events.num_rows:
+        empty = pa.RecordBatch.from_pylist([], schema=carry.schema) if carry.schema else None
+        yield _join(carry.take(ordinals, empty, start), events)
 
 
 def _join(kept: pa.RecordBatch, events: pa.RecordBatch) -> pa.RecordBatch:

@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
+use crate::limits::Limits;
 use crate::sequence::OrderKey;
 
 /// The format's name.
@@ -27,10 +28,17 @@ pub struct DatahubBlob {
 
 impl Default for DatahubBlob {
     fn default() -> Self {
+        Self::new(&Limits::default())
+    }
+}
+
+impl DatahubBlob {
+    /// A decoder whose messages are held to `limits`.
+    pub fn new(limits: &Limits) -> Self {
         // The column list is a third of a typical message and generic mode never reads
         // it: checked, not recorded.
         Self {
-            parser: json::Parser::skipping(&[("schema", "dataColumn")]),
+            parser: json::Parser::skipping(&[("schema", "dataColumn")]).limited(limits),
         }
     }
 }

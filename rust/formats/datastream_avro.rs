@@ -12,13 +12,14 @@ use std::sync::Arc;
 use arrow_schema::TimeUnit;
 use bytes::Bytes;
 
-use crate::avro::{self, Codec, Cursor, Logical, Node, Schema, Shape, MAX_DEPTH};
+use crate::avro::{self, Codec, Cursor, Logical, Node, Schema, Shape};
 use crate::decoder::Sink;
 use crate::error::{Error, Result};
 use crate::events::EventBuilder;
 use crate::formats::datastream_json::lsn_halves;
 use crate::formats::FormatDecoder;
 use crate::json;
+use crate::limits::{grouped, Limits, OverLimit};
 use crate::sequence::OrderKey;
 use crate::text;
 
@@ -28,12 +29,6 @@ pub const FORMAT: &str = "datastream-avro";
 /// PostgreSQL's `infinity` and `-infinity` as the JDBC driver writes timestamps.
 const INFINITY: i64 = 9_223_372_036_825_200_000;
 const NEG_INFINITY: i64 = -9_223_372_036_832_400_000;
-
-/// A file's events may take this many bytes of keys and values (`before`, `after`,
-/// `metadata`), or [`OUTPUT_RATIO`] times the file's size if more.
-pub const OUTPUT_FLOOR: usize = 64 << 20;
-/// See [`OUTPUT_FLOOR`].
-pub const OUTPUT_RATIO: usize = 256;
 
 /// Compiled schemas kept, by their JSON text (files of one table share one).
 const CACHED_SCHEMAS: usize = 64;
@@ -46,6 +41,18 @@ pub struct DatastreamAvro {
     plans: HashMap<u64, (Vec<u8>, Arc<Plan>)>,
     inflated: Vec<u8>,
     record: Record,
+    limits: Limits,
+}
+
+impl DatastreamAvro {
+    /// A decoder whose files are held to `limits`.
+    pub fn new(limits: &Limits) -> Self {
+        Self {
+            parser: json::Parser::default().limited(limits),
+            limits: *limits,
+            ..Self::default()
+        }
+    }
 }
 
 impl FormatDecoder for DatastreamAvro {
@@ -61,6 +68,7 @@ impl FormatDecoder for DatastreamAvro {
             plans,
             inflated,
             record,
+            limits,
         } = self;
         sink.events(ordinal, &value, |rows| {
             let mut cursor = Cursor::new(&value);
@@ -72,7 +80,9 @@ impl FormatDecoder for DatastreamAvro {
                     let json = parser
                         .parse(header.schema)
                         .map_err(|e| Error::Avro(format!("avro.schema: {e}")))?;
-                    let plan = Arc::new(Plan::compile(Schema::compile(json)?)?);
+                    let mut schema = Schema::compile(json)?;
+                    schema.max_depth = limits.max_avro_depth;
+                    let plan = Arc::new(Plan::compile(schema)?);
                     if plans.len() >= CACHED_SCHEMAS {
                         plans.clear();
                     }
@@ -80,16 +90,17 @@ impl FormatDecoder for DatastreamAvro {
                     plan
                 }
             };
-            let output_limit = OUTPUT_FLOOR.max(value.len().saturating_mul(OUTPUT_RATIO));
-            TEXT_LIMIT.set(output_limit);
+            let output_limit = limits.output_limit(value.len());
+            TEXT_LIMIT.set((output_limit, limits.max_output_ratio));
             let output_start = rows.output_bytes();
-            let mut budget = avro::inflate_limit(value.len());
+            let mut budget = limits.inflate_limit(value.len());
             let mut index = 0usize;
+            let mut records = 0usize;
             while let Some((count, data)) = avro::block(&mut cursor, header.sync)? {
                 let data = if header.codec == Codec::Null {
                     data
                 } else {
-                    avro::decompress(header.codec, data, inflated, &mut budget)?;
+                    avro::decompress(header.codec, data, inflated, &mut budget, limits)?;
                     &inflated[..]
                 };
                 if count as u64 > data.len() as u64 {
@@ -98,6 +109,18 @@ impl FormatDecoder for DatastreamAvro {
                         data.len()
                     )));
                 }
+                records = records.saturating_add(count as usize);
+                if records > limits.max_items {
+                    return Err(OverLimit::new(
+                        format!(
+                            "the file has more than {} records",
+                            grouped(limits.max_items)
+                        ),
+                        "max_items",
+                        limits.max_items,
+                    )
+                    .into());
+                }
                 let mut datum = Cursor::new(data);
                 for _ in 0..count {
                     record.read(&plan, &mut datum)?;
@@ -105,7 +128,7 @@ impl FormatDecoder for DatastreamAvro {
                     // Checked per record: a block of tiny records under long field names
                     // would otherwise write its whole output before the check.
                     if rows.output_bytes() - output_start > output_limit {
-                        return Err(over_output(output_limit));
+                        return Err(over_output(output_limit, limits.max_output_ratio));
                     }
                 }
                 if datum.remaining() != 0 {
@@ -128,22 +151,32 @@ fn schema_key(text: &[u8]) -> u64 {
 }
 
 thread_local! {
-    /// The output limit of the file being read: one value's text (an array's compact JSON,
-    /// whose items may repeat long field names or enum symbols) may not pass it either.
-    static TEXT_LIMIT: std::cell::Cell<usize> = const { std::cell::Cell::new(OUTPUT_FLOOR) };
+    /// The output limit of the file being read, and the `max_output_ratio` it comes from
+    /// (set for each file before its records are read): one value's text (an array's
+    /// compact JSON, whose items may repeat long field names or enum symbols) may not pass
+    /// it either.
+    static TEXT_LIMIT: std::cell::Cell<(usize, usize)> =
+        const { std::cell::Cell::new((usize::MAX, 0)) };
 }
 
-fn over_output(limit: usize) -> Error {
-    Error::Avro(format!(
-        "the file's events take more than {limit} bytes ({OUTPUT_RATIO} times its size)"
-    ))
+fn over_output(limit: usize, ratio: usize) -> Error {
+    OverLimit::new(
+        format!(
+            "the file's events take more than {} bytes (max_output_ratio times its size, or \
+             output_floor_bytes if more)",
+            grouped(limit)
+        ),
+        "max_output_ratio",
+        ratio,
+    )
+    .into()
 }
 
 /// Fails once `out`, an array's text so far, passes the file's output limit.
 fn within_limit(out: &[u8]) -> Result<()> {
-    let limit = TEXT_LIMIT.get();
+    let (limit, ratio) = TEXT_LIMIT.get();
     if out.len() > limit {
-        return Err(over_output(limit));
+        return Err(over_output(limit, ratio));
     }
     Ok(())
 }
@@ -807,11 +840,17 @@ fn array_items(cur: &mut Cursor, mut item: impl FnMut(&mut Cursor) -> Result<()>
     }
 }
 
-fn deeper(depth: usize, at: usize) -> Result<usize> {
-    if depth >= MAX_DEPTH {
-        return Err(Error::Avro(format!(
-            "values nested deeper than {MAX_DEPTH} records and arrays at byte {at}"
-        )));
+fn deeper(schema: &Schema, depth: usize, at: usize) -> Result<usize> {
+    if depth >= schema.max_depth {
+        return Err(OverLimit::new(
+            format!(
+                "values nested more than {} records and arrays deep at byte {at}",
+                schema.max_depth
+            ),
+            "max_avro_depth",
+            schema.max_depth,
+        )
+        .into());
     }
     Ok(depth + 1)
 }
@@ -830,7 +869,7 @@ fn sort_keys(
         return json_value(schema, cur, resolved, out, 1);
     };
     let items = *items;
-    let depth = deeper(1, cur.position())?;
+    let depth = deeper(schema, 1, cur.position())?;
     out.push(b'[');
     let mut first = true;
     array_items(cur, |cur| {
@@ -919,7 +958,7 @@ pub fn text_value(
             return text_value(schema, cur, b, out, depth);
         }
         Node::Record { shape, fields, .. } => {
-            let depth = deeper(depth, cur.position())?;
+            let depth = deeper(schema, depth, cur.position())?;
             return match shape {
                 Shape::Plain => {
                     json_record(schema, cur, fields, out, depth)?;
@@ -1119,7 +1158,7 @@ pub fn json_value(
         }
         Node::Array(items) => {
             let items = *items;
-            let depth = deeper(depth, cur.position())?;
+            let depth = deeper(schema, depth, cur.position())?;
             out.push(b'[');
             let mut first = true;
             array_items(cur, |cur| {
@@ -1138,15 +1177,15 @@ pub fn json_value(
         }
         Node::Record { shape, fields, .. } => match shape {
             Shape::Plain => {
-                let depth = deeper(depth, cur.position())?;
+                let depth = deeper(schema, depth, cur.position())?;
                 json_record(schema, cur, fields, out, depth)?;
             }
             Shape::PgArray { nested, element } => {
-                let depth = deeper(depth, cur.position())?;
+                let depth = deeper(schema, depth, cur.position())?;
                 pg_array(schema, cur, fields, *nested, *element, out, depth, true)?;
             }
             Shape::Varchar { value } => {
-                let depth = deeper(depth, cur.position())?;
+                let depth = deeper(schema, depth, cur.position())?;
                 let start = out.len();
                 let mut kept = start..start;
                 for (i, f) in fields.iter().enumerate() {

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
+use crate::limits::Limits;
 use crate::sequence::OrderKey;
 
 /// The format's name.
@@ -18,6 +19,15 @@ pub const FORMAT: &str = "datastream-json";
 #[derive(Debug, Default)]
 pub struct DatastreamJson {
     parser: json::Parser,
+}
+
+impl DatastreamJson {
+    /// A decoder whose messages are held to `limits`.
+    pub fn new(limits: &Limits) -> Self {
+        Self {
+            parser: json::Parser::default().limited(limits),
+        }
+    }
 }
 
 impl FormatDecoder for DatastreamJson {

@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
+use crate::limits::Limits;
 use crate::sequence::OrderKey;
 use crate::typed::{Hint, Hints, Unit};
 
@@ -21,6 +22,15 @@ pub const FORMAT: &str = "debezium-json";
 #[derive(Debug, Default)]
 pub struct DebeziumJson {
     parser: json::Parser,
+}
+
+impl DebeziumJson {
+    /// A decoder whose messages are held to `limits`.
+    pub fn new(limits: &Limits) -> Self {
+        Self {
+            parser: json::Parser::default().limited(limits),
+        }
+    }
 }
 
 impl FormatDecoder for DebeziumJson {

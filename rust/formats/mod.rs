@@ -7,6 +7,7 @@ use bytes::Bytes;
 
 use crate::decoder::Sink;
 use crate::error::{Error, Result};
+use crate::limits::Limits;
 
 pub mod datahub_blob;
 pub mod datahub_tuple;
@@ -82,6 +83,8 @@ pub struct Options {
     /// Typed mode (`docs/typed.md`): `before`/`after` as structs of one schema's columns,
     /// or of each table's. Every format takes it.
     pub typed: Option<std::sync::Arc<crate::typed::TypedSpec>>,
+    /// The resource limits, every format.
+    pub limits: Limits,
 }
 
 /// The decoder for a format name, with the name as a `'static` string.
@@ -95,27 +98,31 @@ pub fn new_decoder(
             format: format.to_string(),
         });
     }
+    let limits = &options.limits;
     match format {
-        "tencent-dts" => Ok(("tencent-dts", Box::new(tencent_dts::TencentDts::default()))),
+        "tencent-dts" => Ok((
+            "tencent-dts",
+            Box::new(tencent_dts::TencentDts::new(limits)),
+        )),
         "datahub-blob" => Ok((
             datahub_blob::FORMAT,
-            Box::new(datahub_blob::DatahubBlob::default()),
+            Box::new(datahub_blob::DatahubBlob::new(limits)),
         )),
         "debezium-json" => Ok((
             debezium_json::FORMAT,
-            Box::new(debezium_json::DebeziumJson::default()),
+            Box::new(debezium_json::DebeziumJson::new(limits)),
         )),
         "datastream-json" => Ok((
             datastream_json::FORMAT,
-            Box::new(datastream_json::DatastreamJson::default()),
+            Box::new(datastream_json::DatastreamJson::new(limits)),
         )),
         "datastream-avro" => Ok((
             datastream_avro::FORMAT,
-            Box::new(datastream_avro::DatastreamAvro::default()),
+            Box::new(datastream_avro::DatastreamAvro::new(limits)),
         )),
         "tdsql-json" => Ok((
             tdsql_json::FORMAT,
-            Box::new(tdsql_json::TdsqlJson::new(options.columns.clone())?),
+            Box::new(tdsql_json::TdsqlJson::new(options.columns.clone(), limits)?),
         )),
         "datahub-tuple" => Ok(("datahub-tuple", Box::new(datahub_tuple::DatahubTuple))),
         other => Err(Error::UnknownFormat(other.to_string(), FORMATS.join(", "))),

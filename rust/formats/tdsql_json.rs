@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
+use crate::limits::Limits;
 use crate::sequence::OrderKey;
 
 /// The format's name.
@@ -72,7 +73,8 @@ impl Names {
 
 impl TdsqlJson {
     /// A decoder naming the images of each `db.table` in `columns`.
-    pub fn new(columns: Option<HashMap<String, Vec<String>>>) -> Result<Self> {
+    /// Messages are held to `limits`.
+    pub fn new(columns: Option<HashMap<String, Vec<String>>>, limits: &Limits) -> Result<Self> {
         let columns = columns.unwrap_or_default();
         for (table, names) in &columns {
             let mut seen = std::collections::HashSet::new();
@@ -87,6 +89,7 @@ impl TdsqlJson {
                 .into_iter()
                 .map(|(table, names)| (table, Names::new(names)))
                 .collect(),
+            parser: json::Parser::default().limited(limits),
             ..Self::default()
         })
     }

@@ -14,6 +14,7 @@ use crate::decoder::Sink;
 use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
+use crate::limits::{grouped, Limits, OverLimit};
 use crate::proto::{DataType, DmlType, MessageType, SourceType};
 use crate::sequence::OrderKey;
 use crate::text::{base64_into, Charset};
@@ -32,6 +33,44 @@ pub struct TencentDts {
     // In the order the sets were opened; few keys at a time, so a Vec beats a map.
     open: Vec<OpenSet>,
     columns: ColumnCache,
+    limits: Limits,
+    /// Bytes of the parts in `open` (their whole input values), for `max_pending_bytes`.
+    pending_bytes: usize,
+}
+
+impl TencentDts {
+    /// A decoder whose messages and multi-part sets are held to `limits`.
+    pub fn new(limits: &Limits) -> Self {
+        Self {
+            limits: *limits,
+            ..Self::default()
+        }
+    }
+
+    /// Removes the open set at `at`, no longer counting its bytes.
+    fn close(&mut self, at: usize) -> OpenSet {
+        let set = self.open.remove(at);
+        self.pending_bytes -= set.parts.iter().map(|p| p.raw.len()).sum::<usize>();
+        set
+    }
+
+    /// An error when buffering `more` bytes would take the open sets over
+    /// `max_pending_bytes`.
+    fn over_pending(&self, more: usize) -> Option<Error> {
+        let limit = self.limits.max_pending_bytes;
+        let total = self.pending_bytes.saturating_add(more);
+        (total > limit).then(|| {
+            OverLimit::new(
+                format!(
+                    "buffering this part would hold {} bytes of multi-part envelopes",
+                    grouped(total)
+                ),
+                "max_pending_bytes",
+                limit,
+            )
+            .into()
+        })
+    }
 }
 
 struct OpenSet {
@@ -82,23 +121,43 @@ impl FormatDecoder for TencentDts {
         if index >= total {
             return sink.error(ordinal, &value, Error::PartIndex { index, total });
         }
+        let max_parts = self.limits.max_parts;
+        if total as usize > max_parts {
+            let what = format!("a multi-part envelope of {} parts", grouped(total as usize));
+            let error = OverLimit::new(what, "max_parts", max_parts);
+            return sink.error(ordinal, &value, error.into());
+        }
+        let limits = &self.limits;
         if total == 1 {
             return sink.events(ordinal, &value, |rows| {
-                write_entries(rows, envelope.data, &envelope.properties, &mut self.columns)
+                write_entries(
+                    rows,
+                    envelope.data,
+                    &envelope.properties,
+                    &mut self.columns,
+                    limits,
+                )
             });
         }
 
+        // In failfast, a failed set's parts and this message are all reported, and the first
+        // error returned: every message seen is accounted for (docs/events.md).
         let open = self.open.iter().position(|set| set.key.as_deref() == key);
         if index == 0 {
+            let mut superseded = Ok(());
             if let Some(at) = open {
-                let set = self.open.remove(at);
+                let set = self.close(at);
                 let reason = format!(
                     "got {} of {} parts, then a new set started",
                     set.parts.len(),
                     set.total
                 );
-                fail_set(sink, set, &reason)?;
+                superseded = fail_set(sink, set, &reason);
             }
+            if let Some(error) = self.over_pending(value.len()) {
+                return superseded.and(sink.error(ordinal, &value, error));
+            }
+            self.pending_bytes += value.len();
             self.open.push(OpenSet {
                 key: key.map(str::to_string),
                 total,
@@ -109,19 +168,27 @@ impl FormatDecoder for TencentDts {
                     .collect(),
                 parts: vec![Part::new(ordinal, &value, envelope.data)],
             });
-            return Ok(());
+            return superseded;
         }
         let Some(at) = open else {
             let error = format!("part {index} of {total} arrived without the parts before it");
             return sink.error(ordinal, &value, Error::Multipart(error));
         };
+        let over = self.over_pending(value.len());
         let set = &mut self.open[at];
         let next = set.parts.len() as u32;
         if set.total == total && index == next {
+            if let Some(error) = over {
+                let set = self.close(at);
+                let reason = format!("part {index} of {total} is over max_pending_bytes");
+                let failed = fail_set(sink, set, &reason);
+                return failed.and(sink.error(ordinal, &value, error));
+            }
             set.parts.push(Part::new(ordinal, &value, envelope.data));
+            self.pending_bytes += value.len();
             if index == total - 1 {
-                let set = self.open.remove(at);
-                return complete(sink, set, &mut self.columns);
+                let set = self.close(at);
+                return complete(sink, set, &mut self.columns, &self.limits);
             }
             return Ok(());
         }
@@ -129,30 +196,29 @@ impl FormatDecoder for TencentDts {
             let error = format!("duplicate part {index} of {total}");
             return sink.error(ordinal, &value, Error::Multipart(error));
         }
-        let set = self.open.remove(at);
+        let set = self.close(at);
         let reason = format!(
             "part {index} of {total} does not follow part {} of {}",
             next - 1,
             set.total
         );
-        fail_set(sink, set, &reason)?;
-        sink.error(
-            ordinal,
-            &value,
-            Error::Multipart(format!("out-of-order multi-part envelope: {reason}")),
-        )
+        let failed = fail_set(sink, set, &reason);
+        let error = Error::Multipart(format!("out-of-order multi-part envelope: {reason}"));
+        failed.and(sink.error(ordinal, &value, error))
     }
 
     fn finish(&mut self, sink: &mut Sink) -> Result<()> {
+        self.pending_bytes = 0;
+        let mut result = Ok(());
         for set in std::mem::take(&mut self.open) {
             let reason = format!(
                 "input ended after {} of {} parts",
                 set.parts.len(),
                 set.total
             );
-            fail_set(sink, set, &reason)?;
+            result = result.and(fail_set(sink, set, &reason));
         }
-        Ok(())
+        result
     }
 
     fn pending(&self) -> u64 {
@@ -163,14 +229,27 @@ impl FormatDecoder for TencentDts {
 /// Every part of a set that will not complete becomes an error row.
 fn fail_set(sink: &mut Sink, set: OpenSet, reason: &str) -> Result<()> {
     let error = format!("incomplete multi-part envelope: {reason}");
-    for part in set.parts {
-        sink.error(part.ordinal, &part.raw, Error::Multipart(error.clone()))?;
+    fail_parts(sink, set.parts, &error)
+}
+
+/// Reports every part as an error; in failfast, every part is still counted, and the first
+/// error is returned.
+fn fail_parts(sink: &mut Sink, parts: Vec<Part>, error: &str) -> Result<()> {
+    let mut result = Ok(());
+    for part in parts {
+        let reported = sink.error(part.ordinal, &part.raw, Error::Multipart(error.to_string()));
+        result = result.and(reported);
     }
-    Ok(())
+    result
 }
 
 /// A complete set: its events at the last part's place, or an error row for every part.
-fn complete(sink: &mut Sink, set: OpenSet, columns: &mut ColumnCache) -> Result<()> {
+fn complete(
+    sink: &mut Sink,
+    set: OpenSet,
+    columns: &mut ColumnCache,
+    limits: &Limits,
+) -> Result<()> {
     let mut data = BytesMut::with_capacity(set.parts.iter().map(|p| p.data.len()).sum());
     for part in &set.parts {
         data.extend_from_slice(&part.data);
@@ -181,16 +260,18 @@ fn complete(sink: &mut Sink, set: OpenSet, columns: &mut ColumnCache) -> Result<
         .map(|(k, v)| (k.as_str(), v.as_str()))
         .collect();
     let last = set.parts.last().map_or(0, |p| p.ordinal);
+    let parts = set.parts.len() as u64;
     match sink.try_events(last, |rows| {
-        write_entries(rows, &data, &properties, columns)
+        write_entries(rows, &data, &properties, columns, limits)
     }) {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            // The parts before the last decoded too (`try_events` counted the last).
+            sink.decoded(parts - 1);
+            Ok(())
+        }
         Err(error) => {
             let error = format!("multi-part envelope of {} parts: {error}", set.total);
-            for part in set.parts {
-                sink.error(part.ordinal, &part.raw, Error::Multipart(error.clone()))?;
-            }
-            Ok(())
+            fail_parts(sink, set.parts, &error)
         }
     }
 }
@@ -772,21 +853,59 @@ fn write_images<'a>(
 // Events
 // ---------------------------------------------------------------------------------------
 
+/// What the events of one `Entries` may take: `Limits::max_items` per collection, and
+/// output bytes (`before`, `after`, `metadata`) as `Limits::output_limit` of its size.
+struct Bounds {
+    max_items: usize,
+    max_output_ratio: usize,
+    output_start: usize,
+    output_limit: usize,
+}
+
+impl Bounds {
+    /// Fails when the rows written since these bounds were made take too many bytes.
+    fn check_output(&self, rows: &EventBuilder) -> Result<()> {
+        if rows.output_bytes() - self.output_start > self.output_limit {
+            let what = format!(
+                "the message's events take more than {} bytes (max_output_ratio times its \
+                 size, or output_floor_bytes if more)",
+                grouped(self.output_limit)
+            );
+            return Err(OverLimit::new(what, "max_output_ratio", self.max_output_ratio).into());
+        }
+        Ok(())
+    }
+}
+
 /// The events of one serialized `Entries`.
 fn write_entries(
     rows: &mut EventBuilder,
     data: &[u8],
     envelope: &[Kv],
     columns: &mut ColumnCache,
+    limits: &Limits,
 ) -> Result<()> {
+    let max_items = limits.max_items;
+    let bounds = Bounds {
+        max_items,
+        max_output_ratio: limits.max_output_ratio,
+        output_start: rows.output_bytes(),
+        output_limit: limits.output_limit(data.len()),
+    };
     let on_error = invalid("Entries (Envelope.data)");
     let mut reader = Reader::new(data, 0).map_err(&on_error)?;
     let mut index = 0;
     while let Some((number, value)) = reader.next().map_err(&on_error)? {
         if let (1, Value::Len(item)) = (number, value) {
-            write_entry(rows, item, envelope, columns).map_err(|source| Error::InEntry {
-                index,
-                source: Box::new(source),
+            if index >= max_items {
+                let what = format!("Entries has more than {} items", grouped(max_items));
+                return Err(OverLimit::new(what, "max_items", max_items).into());
+            }
+            write_entry(rows, item, envelope, columns, &bounds).map_err(|source| {
+                Error::InEntry {
+                    index,
+                    source: Box::new(source),
+                }
             })?;
             index += 1;
         }
@@ -799,7 +918,9 @@ fn write_entry(
     bytes: &[u8],
     envelope: &[Kv],
     columns: &mut ColumnCache,
+    bounds: &Bounds,
 ) -> Result<()> {
+    let max_items = bounds.max_items;
     let mut header = HeaderView::default();
     let mut event = EventView::default();
     let on_error = invalid("Entry");
@@ -809,6 +930,15 @@ fn write_entry(
             (1, Value::Len(b)) => header.merge(2, b)?,
             (2, Value::Len(b)) => event.merge(2, b, columns)?,
             _ => {}
+        }
+    }
+    for (count, noun) in [
+        (event.dml.rows.len(), "rows"),
+        (event.dml.columns.len(), "columns"),
+    ] {
+        if count > max_items {
+            let what = format!("DMLEvent has {} {noun}", grouped(count));
+            return Err(OverLimit::new(what, "max_items", max_items).into());
         }
     }
     let mut texts = [(); 5].map(|()| itoa::Buffer::new());
@@ -824,7 +954,7 @@ fn write_entry(
         envelope,
     };
     match MessageType::try_from(header.message_type) {
-        Ok(MessageType::Dml) => write_dml(rows, &context),
+        Ok(MessageType::Dml) => write_dml(rows, &context, bounds),
         Ok(kind) => {
             check_rows(&event.dml)?;
             let op = match kind {
@@ -837,13 +967,13 @@ fn write_entry(
                 MessageType::Dml => unreachable!("handled above"),
             };
             write_control(rows, &context, op, kind.as_str_name());
-            Ok(())
+            bounds.check_output(rows)
         }
         Err(_) => {
             check_rows(&event.dml)?;
             let number = itoa::Buffer::new().format(header.message_type).to_string();
             write_control(rows, &context, "other", &number);
-            Ok(())
+            bounds.check_output(rows)
         }
     }
 }
@@ -1011,7 +1141,7 @@ fn write_control(rows: &mut EventBuilder, context: &Context, op: &str, source_op
 }
 
 /// One event per `RowChange`.
-fn write_dml(rows: &mut EventBuilder, context: &Context) -> Result<()> {
+fn write_dml(rows: &mut EventBuilder, context: &Context, bounds: &Bounds) -> Result<()> {
     let dml = &context.event.dml;
     let (op, source_op) = match DmlType::try_from(dml.dml_event_type) {
         Ok(DmlType::Insert) => ("insert", "INSERT"),
@@ -1053,6 +1183,7 @@ fn write_dml(rows: &mut EventBuilder, context: &Context) -> Result<()> {
         rows.error.push_null();
         rows.raw.push_null();
         rows.end_row();
+        bounds.check_output(rows)?;
     }
     Ok(())
 }

@@ -18,7 +18,8 @@ The four JSON formats derive from :class:`._json.JsonFormat` and read their mess
 docs/formats/datahub-blob.md), as the Rust ones use ``rust/json.rs``.
 
 A format class takes the decoder's options as keyword arguments (only those given:
-``columns`` for ``tdsql-json``) and has ``decode(raw, key, ordinal, sink)`` (one
+``columns`` for ``tdsql-json``; ``limits``, a ``cdc_decode.Limits``, for every format of
+binary values) and has ``decode(raw, key, ordinal, sink)`` (one
 non-null input value), ``finish(sink)`` (end of input) and ``pending`` (parts buffered).
 A format of records sets ``records = True`` and has ``prepare(batch)`` instead of
 ``decode``: it checks the batch's columns and returns an object whose
@@ -32,6 +33,7 @@ from importlib import import_module
 
 import pyarrow as pa
 
+from .._limits import Limits, as_limits, over
 from .._schema import MODES
 from ._events import EventSink
 from ._typed import Typed
@@ -66,6 +68,7 @@ class PythonDecoder:
         columns: ``tdsql-json`` only: ``{"db.table": [column names]}``.
         schema: typed mode: a checked pyarrow schema (``cdc_decode._typed.as_schema``).
         tables: multi-table typed mode: (name, checked schema) pairs.
+        limits: the resource limits (``cdc_decode.Limits``; the defaults for ``None``).
 
     Raises:
         ValueError: for an unknown format or mode, or an option the format does not take.
@@ -79,6 +82,7 @@ class PythonDecoder:
         columns: dict | None = None,
         schema: pa.Schema | None = None,
         tables: list | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if format not in _FORMATS:
             raise ValueError(f"the python engine has no decoder for format {format!r}")
@@ -88,11 +92,15 @@ class PythonDecoder:
         self._mode = mode
         if columns is not None and format != "tdsql-json":
             raise ValueError(f"the columns option applies to tdsql-json only, not {format}")
-        options = {} if columns is None else {"columns": columns}
+        self._limits = as_limits(limits)
+        options: dict = {} if columns is None else {"columns": columns}
         module, cls = _FORMATS[format]
-        self._decoder = getattr(import_module(f".{module}", __name__), cls)(**options)
+        cls = getattr(import_module(f".{module}", __name__), cls)
+        if not getattr(cls, "records", False):
+            options["limits"] = self._limits
+        self._decoder = cls(**options)
         self._takes_records = getattr(self._decoder, "records", False)
-        self._stats = {"messages": 0, "events": 0, "errors": 0, "dropped": 0}
+        self._stats = {"messages": 0, "decoded": 0, "events": 0, "errors": 0, "dropped": 0}
         if schema is not None and tables is not None:
             raise ValueError("give schema or tables, not both")
         typed = schema is not None or tables is not None
@@ -127,6 +135,7 @@ class PythonDecoder:
         decode_one = self._decoder.decode
         first = self._stats["messages"]
         done = 0
+        max_bytes = self._limits.max_message_bytes
         # The rows are acyclic tuples and lists: the cyclic garbage collector, triggered
         # over and over by their allocations, would only rescan them (half the time spent).
         gc_was_enabled = gc.isenabled()
@@ -136,6 +145,9 @@ class PythonDecoder:
                 done += 1
                 if raw is None:
                     sink.tombstone(ordinal)
+                elif len(raw) > max_bytes:
+                    what = f"message is {len(raw):,} bytes"
+                    sink.error(ordinal, raw, over(what, "max_message_bytes", max_bytes))
                 else:
                     decode_one(raw, key, ordinal, sink)
         finally:
@@ -195,8 +207,9 @@ class PythonDecoder:
         """What this decoder did so far (docs/events.md).
 
         Returns:
-            ``messages`` (input values seen), ``events`` (event rows, error rows not
-            counted), ``errors`` (error rows, emitted or dropped), ``dropped`` and
-            ``pending`` (multi-part parts buffered now).
+            ``messages`` (input values seen), ``decoded`` (messages decoded into their
+            events), ``events`` (event rows, error rows not counted), ``errors`` (error
+            rows, emitted or dropped), ``dropped`` and ``pending`` (multi-part parts
+            buffered now): ``messages == decoded + errors + pending``.
         """
         return {**self._stats, "pending": self._decoder.pending}

@@ -13,6 +13,9 @@ and hands them to an :class:`EventSink`, which applies the mode, keeps the count
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import pyarrow as pa
 
 from .._errors import DecodeError
@@ -34,14 +37,29 @@ def error_row(format: str, cause: str, raw: bytes) -> tuple:
     return (format, "error", *_NULLS_BEFORE_ERROR, cause, raw)
 
 
+def report_all(*calls: Callable[[], None] | None) -> None:
+    """Runs every call (``None``: none), then raises the first :class:`DecodeError` one
+    raised (failfast): every message is reported before the first error is."""
+    first = None
+    for call in calls:
+        if call is None:
+            continue
+        try:
+            call()
+        except DecodeError as exc:
+            first = first or exc
+    if first is not None:
+        raise first
+
+
 class EventSink:
     """Collects the rows of one ``decode``/``finish`` call and counts them.
 
     Args:
         format: the format name, for error and tombstone rows.
         mode: ``permissive``, ``dropmalformed`` or ``failfast``.
-        stats: the decoder's counters, updated in place (``events``, ``errors``,
-            ``dropped``).
+        stats: the decoder's counters, updated in place (``decoded``, ``events``,
+            ``errors``, ``dropped``).
     """
 
     __slots__ = ("_format", "_mode", "_stats", "rows", "ordinals", "typed")
@@ -70,8 +88,10 @@ class EventSink:
             return rows
         return self.typed.convert(rows, hints)
 
-    def events(self, rows: list[tuple], ordinal: int) -> None:
-        """Adds the event rows of the message at ``ordinal``."""
+    def events(self, rows: list[tuple], ordinal: int, messages: int = 1) -> None:
+        """Adds the event rows (none or many) of the message at ``ordinal``, decoded from
+        ``messages`` input values (the parts of a multi-part set)."""
+        self._stats["decoded"] += messages
         if rows:
             self.rows.extend(rows)
             self.ordinals.extend([ordinal] * len(rows))
@@ -82,6 +102,12 @@ class EventSink:
         self.rows.append(tombstone_row(self._format))
         self.ordinals.append(ordinal)
         self._stats["events"] += 1
+        self._stats["decoded"] += 1
+
+    def errors(self, messages: list[tuple[int, bytes]], cause: str) -> None:
+        """Reports every ``(ordinal, raw)`` message as bad with one cause. In ``failfast``
+        mode every one is still counted, and the first one's :class:`DecodeError` raised."""
+        report_all(*(partial(self.error, ordinal, raw, cause) for ordinal, raw in messages))
 
     def error(self, ordinal: int, raw: bytes, cause: str) -> None:
         """Reports the message at ``ordinal`` as bad, as the mode says.

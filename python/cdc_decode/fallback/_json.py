@@ -3,7 +3,8 @@
 
 docs/formats/datahub-blob.md, "JSON accepted" and "Field types", is the contract: strict
 UTF-8 without a byte order mark, RFC 8259 grammar, no lone surrogate escapes, at most
-:data:`MAX_DEPTH` levels of nesting, the first of duplicate keys wins, number tokens kept as
+``Limits.max_json_depth`` levels of nesting and ``Limits.max_items`` members or items in one
+object or array, the first of duplicate keys wins, number tokens kept as
 the text that was sent (:class:`_Number`), the top value an object (each format checks).
 Values render to generic text (:func:`render`) as that page's "Row images" says.
 :class:`JsonFormat` is the decoder the four formats derive from: one message, one row or
@@ -16,11 +17,9 @@ import json
 import re
 from itertools import accumulate
 
+from .._limits import DEFAULT, Limits, over
 from ._events import EventSink
 from ._typed import Hints, Unconvertible
-
-MAX_DEPTH = 128
-"""Most levels of nested objects and arrays a message may have (the top object is 1)."""
 
 _SIGN = 1 << 63
 
@@ -30,6 +29,7 @@ _STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
 # In a valid JSON text every backslash starts an escape: left to right, these are its escapes.
 _ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|.)", re.DOTALL)
 _NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_NOT_BRACKET_OR_COMMA = re.compile(r"[^\[\]{},]+")
 _DEPTH_STEP = str.maketrans({"[": "\x01", "{": "\x01", "]": "\x02", "}": "\x02"})
 
 
@@ -75,6 +75,23 @@ def _depth(text: str) -> int:
     return max(accumulate(steps), default=0)
 
 
+def _widest(text: str, max_items: int) -> str | None:
+    """``"array"`` or ``"object"`` when an array or object in ``text`` (a JSON text; commas
+    inside strings do not count) has more than ``max_items`` items or members, else None."""
+    stack: list[list] = []  # [bracket, commas] of each open container
+    for c in _NOT_BRACKET_OR_COMMA.sub("", _STRING.sub("", text)):
+        if c == ",":
+            if stack:
+                stack[-1][1] += 1
+                if stack[-1][1] >= max_items:
+                    return "object" if stack[-1][0] == "{" else "array"
+        elif c in "[{":
+            stack.append([c, 0])
+        elif stack:
+            stack.pop()
+    return None
+
+
 def _has_lone_surrogate(text: str) -> bool:
     """True when a ``\\u`` escape of a surrogate in ``text`` (a valid JSON text) is not half
     of a high-low pair. Read off the text, not the parsed value, so that dropped duplicate
@@ -94,20 +111,31 @@ def _has_lone_surrogate(text: str) -> bool:
     return high_ends_at is not None
 
 
-def parse(raw: bytes) -> object:
+def parse(raw: bytes, limits: Limits = DEFAULT) -> object:
     """One message as a JSON value: objects as dicts (first duplicate key wins), number
     tokens as :class:`_Number` text.
 
     Raises:
-        _Malformed: for anything docs/formats/datahub-blob.md rejects.
+        _Malformed: for anything docs/formats/datahub-blob.md rejects, or a text over
+            ``limits.max_json_depth`` or ``limits.max_items`` (checked before parsing).
     """
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise _Malformed(f"invalid UTF-8 at byte {exc.start}") from None
-    # Cheap bound first: the nesting cannot exceed the number of opening brackets.
-    if text.count("[") + text.count("{") > MAX_DEPTH and _depth(text) > MAX_DEPTH:
-        raise _Malformed(f"JSON nested deeper than {MAX_DEPTH} levels")
+    # Cheap bounds first: the nesting cannot exceed the number of opening brackets, nor
+    # the items of one container the number of commas plus one.
+    max_depth = limits.max_json_depth
+    if text.count("[") + text.count("{") > max_depth and _depth(text) > max_depth:
+        what = f"JSON nested more than {max_depth} levels deep"
+        raise _Malformed(over(what, "max_json_depth", max_depth))
+    max_items = limits.max_items
+    if text.count(",") >= max_items:
+        widest = _widest(text, max_items)
+        if widest is not None:
+            noun = "members" if widest == "object" else "items"
+            what = f"an {widest} of more than {max_items:,} {noun}"
+            raise _Malformed(over(what, "max_items", max_items))
     try:
         value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
@@ -139,7 +167,7 @@ _escape = json.encoder.encode_basestring  # serde_json's escaping (docs: "Nested
 
 
 def _compact(value: object) -> str:
-    # Recursion is bounded: parse() rejects anything deeper than MAX_DEPTH.
+    # Recursion is bounded: parse() rejects anything deeper than Limits.max_json_depth.
     if type(value) is str:
         return _escape(value)
     if type(value) is _Number:
@@ -219,6 +247,9 @@ class JsonFormat:
     name: str
     pending = 0
 
+    def __init__(self, *, limits: Limits = DEFAULT) -> None:
+        self._limits = limits
+
     def decode(self, raw: bytes, key: str | None, ordinal: int, sink: EventSink) -> None:
         """Decodes one message into ``sink``.
 
@@ -229,7 +260,7 @@ class JsonFormat:
             sink: where rows go.
         """
         try:
-            message = parse(raw)
+            message = parse(raw, self._limits)
             row = self._event(message)
             if row is not None:
                 rows = sink.convert([row], self._hints(message) if sink.typed else None)

@@ -7,8 +7,8 @@ around it this module reads the container (header, blocks, codecs) with the same
 the Rust core, and hands fastavro a *canonical* schema: the writer's types without logical
 types (values come raw, and are rendered here), enums as ``long`` (the index), ambiguous
 union branches wrapped in records so their branch is known, and records and arrays nested
-deeper than :data:`MAX_DEPTH` replaced by a record that cannot be read (fastavro recurses
-in C and would overflow the stack on deeper data).
+deeper than ``Limits.max_avro_depth`` replaced by a record that cannot be read (fastavro
+recurses in C and would overflow the stack on deeper data).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import cramjam
 import fastavro
 import zstandard
 
+from .._limits import DEFAULT, Limits, over
 from ._events import EventSink
 from ._json import _Malformed, _Number, parse
 from ._typed import Hints, Unconvertible
@@ -28,11 +29,6 @@ from .datastream_json import order
 
 FORMAT = "datastream-avro"
 
-MAX_DEPTH = 64
-INFLATE_FLOOR = 16 << 20
-INFLATE_RATIO = 64
-OUTPUT_FLOOR = 64 << 20
-OUTPUT_RATIO = 256
 _CACHED_SCHEMAS = 64
 _INFINITY = 9_223_372_036_825_200_000
 _NEG_INFINITY = -9_223_372_036_832_400_000
@@ -125,8 +121,13 @@ def _header(buf: bytes) -> tuple[bytes, str, bytes, int]:
     return schema, name, sync, pos
 
 
-def _decompress(codec: str, data: bytes, budget: int) -> bytes:
-    over = f"the file inflates past {budget} bytes (more than {INFLATE_RATIO} times its size)"
+def _decompress(codec: str, data: bytes, budget: int, limits: Limits) -> bytes:
+    too_much = over(
+        f"the file inflates past {budget:,} bytes (max_inflate_ratio times its size, or "
+        "inflate_floor_bytes if more)",
+        "max_inflate_ratio",
+        limits.max_inflate_ratio,
+    )
     if codec == "deflate":
         inflater = zlib.decompressobj(-15)
         try:
@@ -134,7 +135,7 @@ def _decompress(codec: str, data: bytes, budget: int) -> bytes:
         except zlib.error as exc:
             raise _Malformed(f"deflate: {exc}") from None
         if len(out) > budget:
-            raise _Malformed(over)
+            raise _Malformed(too_much)
         if not inflater.eof:
             raise _Malformed("deflate: truncated")
         return out
@@ -152,7 +153,7 @@ def _decompress(codec: str, data: bytes, budget: int) -> bytes:
         if n >= 1 << 32:
             raise _Malformed("snappy: bad length")
         if n > budget:
-            raise _Malformed(over)
+            raise _Malformed(too_much)
         try:
             out = bytes(cramjam.snappy.decompress_raw(body))
         except Exception as exc:  # cramjam raises its own DecompressionError
@@ -181,7 +182,7 @@ def _decompress(codec: str, data: bytes, budget: int) -> bytes:
     except zstandard.ZstdError as exc:
         raise _Malformed(f"zstandard: {exc}") from None
     if total > budget:
-        raise _Malformed(over)
+        raise _Malformed(too_much)
     return b"".join(chunks)
 
 
@@ -469,14 +470,15 @@ class _Canonical:
     """The schema handed to fastavro (see the module's docstring), and the record names it
     gives back for union branches."""
 
-    def __init__(self, root: _Node) -> None:
+    def __init__(self, root: _Node, max_depth: int) -> None:
+        self.max_depth = max_depth
         self.defined: set[str] = set()
         self.records: dict[str, _Node] = {}  # canonical record name -> node (or wrapper)
         self.schema = self.emit(root, 0)
 
     def emit(self, node: _Node, depth: int) -> object:
         kind = node.kind
-        if kind in ("record", "array") and depth + 1 > MAX_DEPTH:
+        if kind in ("record", "array") and depth + 1 > self.max_depth:
             return self.too_deep()
         if kind == "record":
             name = f"r{node.index}_{depth + 1}"
@@ -604,13 +606,23 @@ def _integer_text(value: int, logical: tuple | None) -> str:
     return timestamp_text(value, logical[1], logical[2])
 
 
+def _over_output(limit: int, ratio: int) -> str:
+    what = (
+        f"the file's events take more than {limit:,} bytes "
+        "(max_output_ratio times its size, or output_floor_bytes if more)"
+    )
+    return over(what, "max_output_ratio", ratio)
+
+
 class _Renderer:
     """Text and compact JSON of raw fastavro values, by compiled node (rust's ``text_value``
     and ``json_value``)."""
 
     def __init__(self, records: dict[str, _Node]) -> None:
         self.records = records
-        self.limit = OUTPUT_FLOOR  # the output limit of the file being read
+        # The output limit of the file being read, and the max_output_ratio it comes from.
+        self.limit = DEFAULT.output_floor_bytes
+        self.ratio = DEFAULT.max_output_ratio
 
     def text(self, node: _Node, value: object) -> str | None:
         kind = node.kind
@@ -694,7 +706,7 @@ class _Renderer:
                 # Items may repeat long field names or symbols: bounded as the file's events.
                 size += len(part)
                 if size > self.limit:
-                    raise _Malformed(f"the file's events take more than {self.limit} bytes")
+                    raise _Malformed(_over_output(self.limit, self.ratio))
                 parts.append(part)
             return "[" + ",".join(parts) + "]"
         if kind == "record":
@@ -755,9 +767,9 @@ class _Plan:
     """A schema compiled for events (rust ``Plan``): fastavro's parsed canonical schema and
     the roles of the fields."""
 
-    def __init__(self, schema_json: bytes) -> None:
+    def __init__(self, schema_json: bytes, limits: Limits) -> None:
         compiler = _Compiler()
-        root = compiler.node(parse(schema_json), "")
+        root = compiler.node(parse(schema_json, limits), "")
         _check_arrays(compiler.nodes)
         if root.kind != "record":
             raise _Malformed("schema: the top-level type is not a record")
@@ -784,7 +796,10 @@ class _Plan:
                             raise _Malformed(
                                 "schema: source_metadata.primary_keys: expected an array of strings"
                             )
-        canonical = _Canonical(root)
+        canonical = _Canonical(root, limits.max_avro_depth)
+        # Data can reach the unreadable record only by nesting too deep (fastavro then
+        # raises IndexError on its empty union).
+        self.too_deep = "too_deep" in canonical.defined
         self.renderer = _Renderer(canonical.records)
         self.parsed = fastavro.parse_schema(canonical.schema)
 
@@ -825,8 +840,9 @@ class DatastreamAvro:
     name = FORMAT
     pending = 0
 
-    def __init__(self) -> None:
+    def __init__(self, *, limits: Limits = DEFAULT) -> None:
         self._plans: dict[bytes, _Plan] = {}
+        self._limits = limits
 
     def decode(self, raw: bytes, key: str | None, ordinal: int, sink: EventSink) -> None:
         """Decodes one file into ``sink``: all of its events, or one error row."""
@@ -849,7 +865,7 @@ class DatastreamAvro:
         plan = self._plans.get(schema)
         if plan is None:
             try:
-                plan = _Plan(schema)
+                plan = _Plan(schema, self._limits)
             except _Malformed as exc:
                 raise _Malformed(f"{exc}") from None
             if len(self._plans) >= _CACHED_SCHEMAS:
@@ -866,9 +882,13 @@ class DatastreamAvro:
             if not message.startswith("schema:"):
                 message = f"avro.schema: {message}"
             raise _Malformed(message) from None
-        budget = max(INFLATE_FLOOR, len(buf) * INFLATE_RATIO)
-        output_limit = max(OUTPUT_FLOOR, len(buf) * OUTPUT_RATIO)
+        limits = self._limits
+        budget = limits.inflate_limit(len(buf))
+        output_limit = limits.output_limit(len(buf))
         plan.renderer.limit = output_limit
+        plan.renderer.ratio = limits.max_output_ratio
+        max_items = limits.max_items
+        records = 0
         output = 0
         rows: list[tuple] = []
         index = 0
@@ -888,17 +908,28 @@ class DatastreamAvro:
                 raise _Malformed(f"block at byte {at}: sync marker does not match the header's")
             pos += 16
             if codec != "null":
-                data = _decompress(codec, data, budget)
+                data = _decompress(codec, data, budget, limits)
                 budget -= len(data)
             if count > len(data):
                 raise _Malformed(f"block {index}: {count} records in {len(data)} bytes")
+            records += count
+            if records > max_items:
+                what = f"the file has more than {max_items:,} records"
+                raise _Malformed(over(what, "max_items", max_items))
             stream = io.BytesIO(data)
             for _ in range(count):
-                record = read(stream, parsed, None, return_record_name=True)
+                try:
+                    record = read(stream, parsed, None, return_record_name=True)
+                except IndexError:
+                    if not plan.too_deep:
+                        raise
+                    depth = limits.max_avro_depth
+                    what = f"values nested more than {depth} records and arrays deep"
+                    raise _Malformed(over(what, "max_avro_depth", depth)) from None
                 row, bytes_out = self._event(plan, list(record.values()))
                 output += bytes_out
                 if output > output_limit:
-                    raise _Malformed(f"the file's events take more than {output_limit} bytes")
+                    raise _Malformed(_over_output(output_limit, limits.max_output_ratio))
                 rows.append(row)
             left = len(data) - stream.tell()
             if left:

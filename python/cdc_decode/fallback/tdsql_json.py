@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from .._limits import DEFAULT, Limits
 from ._json import JsonFormat, _integer, _kind, _Malformed, _Number, _string, _unsigned, render
 from ._sequence import u64
 
@@ -117,7 +118,10 @@ class TdsqlJson(JsonFormat):
 
     name = FORMAT
 
-    def __init__(self, columns: dict[str, list[str]] | None = None) -> None:
+    def __init__(
+        self, columns: dict[str, list[str]] | None = None, *, limits: Limits = DEFAULT
+    ) -> None:
+        super().__init__(limits=limits)
         self._columns = {table: _names(table, names) for table, names in (columns or {}).items()}
 
     def _event(self, message: object) -> tuple:

@@ -17,7 +17,8 @@ from functools import partial
 from google.protobuf.message import DecodeError as ProtoError
 
 from .. import _proto
-from ._events import EventSink
+from .._limits import DEFAULT, Limits, over
+from ._events import EventSink, report_all
 from ._typed import Unconvertible
 
 FORMAT = "tencent-dts"
@@ -216,10 +217,16 @@ def _add(metadata: dict[str, str], pairs) -> None:
             metadata[key] = pair.value
 
 
-def _entry_rows(entry, envelope_properties, rows: list[tuple]) -> None:
+def _entry_rows(entry, envelope_properties, rows: list[tuple], max_items: int) -> None:
     """Appends the events of one ``Entry`` to ``rows``."""
     header = entry.header
     event = entry.event
+    for count, noun in (
+        (len(event.dmlEvent.rows), "rows"),
+        (len(event.dmlEvent.columns), "columns"),
+    ):
+        if count > max_items:
+            raise _Malformed(over(f"DMLEvent has {count:,} {noun}", "max_items", max_items))
     message_type = header.messageType
     seq_id = header.seqId
     source_db = header.schemaName or None
@@ -328,15 +335,60 @@ def _entry_rows(entry, envelope_properties, rows: list[tuple]) -> None:
         )  # fmt: skip
 
 
-def _events(data: bytes, envelope_properties: list[tuple[str, str]]) -> list[tuple]:
-    """The event rows of one serialized ``Entries``: all of them, or :class:`_Malformed`."""
+def _map_bytes(items) -> int:
+    """The UTF-8 bytes of a map's keys and values, as the Rust core counts its output."""
+    if not items:
+        return 0
+    return sum(len(k.encode()) + (len(v.encode()) if v is not None else 0) for k, v in items)
+
+
+def _row_bytes(row: tuple) -> int:
+    """The output bytes of one event row: its ``before``, ``after`` and ``metadata``."""
+    return _map_bytes(row[13]) + _map_bytes(row[14]) + _map_bytes(row[16])
+
+
+def _events(data: bytes, envelope_properties: list[tuple[str, str]], limits: Limits) -> list[tuple]:
+    """The event rows of one serialized ``Entries``: all of them, or :class:`_Malformed`.
+
+    Their output bytes are held to ``limits.output_limit(len(data))``. Counting them
+    exactly costs a pass over every key and value, so an upper bound comes first, per
+    entry: rows times (the column names twice and the first row's metadata), plus 4 times
+    the entry's wire size (a value's text takes at most 3 UTF-8 bytes per byte sent, row
+    properties 1). Only past the limit is every row counted, as the Rust core does.
+    """
+    max_items = limits.max_items
     entries = _parse(_proto.Entries, data, "Entries")
+    if len(entries.items) > max_items:
+        what = f"Entries has more than {max_items:,} items"
+        raise _Malformed(over(what, "max_items", max_items))
+    output_limit = limits.output_limit(len(data))
+    bound = 0
+    exact = None  # the output bytes of the rows so far, once the bound is past the limit
     rows: list[tuple] = []
     for i, entry in enumerate(entries.items):
+        start = len(rows)
         try:
-            _entry_rows(entry, envelope_properties, rows)
+            _entry_rows(entry, envelope_properties, rows, max_items)
         except _Malformed as exc:
             raise _Malformed(f"Entries.items[{i}]: {exc}") from None
+        added = len(rows) - start
+        if not added:
+            continue
+        if exact is None:
+            names = sum(len(c.name.encode()) for c in entry.event.dmlEvent.columns)
+            per_row = 2 * names + _map_bytes(rows[start][16])
+            bound += added * per_row + 4 * entry.ByteSize()
+            if bound > output_limit:
+                exact = sum(_row_bytes(row) for row in rows[:start])
+        if exact is not None:
+            exact += sum(_row_bytes(row) for row in rows[start:])
+            if exact > output_limit:
+                what = (
+                    f"the message's events take more than {output_limit:,} bytes "
+                    "(max_output_ratio times its size, or output_floor_bytes if more)"
+                )
+                cause = over(what, "max_output_ratio", limits.max_output_ratio)
+                raise _Malformed(f"Entries.items[{i}]: {cause}")
     return rows
 
 
@@ -360,10 +412,12 @@ class TencentDts:
 
     name = FORMAT
 
-    def __init__(self) -> None:
+    def __init__(self, *, limits: Limits = DEFAULT) -> None:
         # key -> open set; dict order is the order the sets were opened in.
         self._sets: dict[str | None, _PartSet] = {}
         self._pending = 0
+        self._pending_bytes = 0  # bytes of the parts held (whole values), max_pending_bytes
+        self._limits = limits
 
     @property
     def pending(self) -> int:
@@ -387,6 +441,10 @@ class TencentDts:
             index = envelope.index
             if index >= total:
                 raise _Malformed(f"part index {index} is not below total {total}")
+            max_parts = self._limits.max_parts
+            if total > max_parts:
+                what = f"a multi-part envelope of {total:,} parts"
+                raise _Malformed(over(what, "max_parts", max_parts))
         except _Malformed as exc:
             sink.error(ordinal, raw, str(exc))
             return
@@ -394,15 +452,24 @@ class TencentDts:
             self._emit(sink, envelope.data, _pairs(envelope.properties), [(ordinal, raw, b"")])
             return
 
+        # In failfast, a failed set's parts and this message are all reported before the
+        # first error is raised: every message seen is accounted for (docs/events.md).
         open_set = self._sets.get(key)
         if index == 0:
+            superseded = None
             if open_set is not None:
                 self._close(key)
-                self._fail(sink, open_set, "superseded by a new part 0")
+                superseded = partial(self._fail, sink, open_set, "superseded by a new part 0")
+            too_much = self._over_pending(len(raw))
+            if too_much:
+                report_all(superseded, partial(sink.error, ordinal, raw, too_much))
+                return
             part_set = _PartSet(total, _pairs(envelope.properties))
             part_set.parts.append((ordinal, raw, envelope.data))
             self._sets[key] = part_set
             self._pending += 1
+            self._pending_bytes += len(raw)
+            report_all(superseded)
             return
         if open_set is None:
             sink.error(ordinal, raw, f"part {index} of {total} without a part 0 before it")
@@ -410,8 +477,18 @@ class TencentDts:
         expected = len(open_set.parts)
         if total == open_set.total:
             if index == expected:
+                too_much = self._over_pending(len(raw))
+                if too_much:
+                    self._close(key)
+                    reason = f"part {index} is over max_pending_bytes"
+                    report_all(
+                        partial(self._fail, sink, open_set, reason),
+                        partial(sink.error, ordinal, raw, too_much),
+                    )
+                    return
                 open_set.parts.append((ordinal, raw, envelope.data))
                 self._pending += 1
+                self._pending_bytes += len(raw)
                 if index == total - 1:
                     self._close(key)
                     data = b"".join(part[2] for part in open_set.parts)
@@ -422,41 +499,50 @@ class TencentDts:
                 return
         self._close(key)
         reason = f"expected part {expected} of {open_set.total}, got part {index} of {total}"
-        self._fail(sink, open_set, reason)
-        sink.error(ordinal, raw, f"multi-part envelope out of order: {reason}")
+        report_all(
+            partial(self._fail, sink, open_set, reason),
+            partial(sink.error, ordinal, raw, f"multi-part envelope out of order: {reason}"),
+        )
 
     def finish(self, sink: EventSink) -> None:
         """End of input: every part of every open set becomes an error row."""
         sets = self._sets
         self._sets = {}
         self._pending = 0
-        for part_set in sets.values():
-            self._fail(sink, part_set, "the input ended")
+        self._pending_bytes = 0
+        report_all(*(partial(self._fail, sink, s, "the input ended") for s in sets.values()))
 
     def _close(self, key: str | None) -> None:
-        self._pending -= len(self._sets.pop(key).parts)
+        part_set = self._sets.pop(key)
+        self._pending -= len(part_set.parts)
+        self._pending_bytes -= sum(len(part[1]) for part in part_set.parts)
+
+    def _over_pending(self, more: int) -> str | None:
+        """The error text when buffering ``more`` bytes would go over max_pending_bytes."""
+        limit = self._limits.max_pending_bytes
+        total = self._pending_bytes + more
+        if total <= limit:
+            return None
+        what = f"buffering this part would hold {total:,} bytes of multi-part envelopes"
+        return over(what, "max_pending_bytes", limit)
 
     @staticmethod
     def _fail(sink: EventSink, part_set: _PartSet, reason: str) -> None:
         received = len(part_set.parts)
-        for ordinal, raw, _ in part_set.parts:
-            sink.error(
-                ordinal,
-                raw,
-                f"incomplete multi-part envelope: {received} of {part_set.total} parts"
-                f" received, {reason}",
-            )
+        cause = (
+            f"incomplete multi-part envelope: {received} of {part_set.total} parts"
+            f" received, {reason}"
+        )
+        sink.errors([(ordinal, raw) for ordinal, raw, _ in part_set.parts], cause)
 
-    @staticmethod
-    def _emit(sink: EventSink, data: bytes, properties, parts) -> None:
+    def _emit(self, sink: EventSink, data: bytes, properties, parts) -> None:
         """Events of one whole Entries at the last part's place, or every part an error."""
         try:
-            rows = sink.convert(_events(data, properties))
+            rows = sink.convert(_events(data, properties, self._limits))
         except (_Malformed, Unconvertible) as exc:
             cause = str(exc)
             if len(parts) > 1:
                 cause = f"multi-part envelope of {len(parts)} parts: {cause}"
-            for ordinal, raw, _ in parts:
-                sink.error(ordinal, raw, cause)
+            sink.errors([(ordinal, raw) for ordinal, raw, _ in parts], cause)
             return
-        sink.events(rows, parts[-1][0])
+        sink.events(rows, parts[-1][0], messages=len(parts))
