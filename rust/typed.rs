@@ -232,6 +232,10 @@ struct Prim<T> {
 }
 
 impl<T: Default + Copy> Prim<T> {
+    fn reserve(&mut self, rows: usize) {
+        self.values.reserve(rows);
+    }
+
     fn push(&mut self, value: Option<T>) {
         if value.is_none() {
             self.valid.null_at(self.values.len());
@@ -286,6 +290,22 @@ impl Column {
             DataType::Binary => Self::Binary(BytesColumn::new()),
             // Validated by `Table::new`: what is left is utf8.
             _ => Self::Utf8(BytesColumn::new()),
+        }
+    }
+
+    fn reserve(&mut self, rows: usize) {
+        match self {
+            Self::Bool(c) => c.reserve(rows),
+            Self::I8(c) => c.reserve(rows),
+            Self::I16(c) => c.reserve(rows),
+            Self::I32(c) => c.reserve(rows),
+            Self::I64(c) => c.reserve(rows),
+            Self::F32(c) => c.reserve(rows),
+            Self::F64(c) => c.reserve(rows),
+            Self::Decimal(c, ..) => c.reserve(rows),
+            Self::Date(c) => c.reserve(rows),
+            Self::Timestamp(c) => c.reserve(rows),
+            Self::Utf8(c) | Self::Binary(c) => c.reserve(rows),
         }
     }
 
@@ -502,6 +522,16 @@ impl TypedImages {
         &self.spec
     }
 
+    /// Pre-sizes the struct columns for about `rows` rows (see
+    /// [`crate::events::EventBuilder::reserve_for_input`]).
+    pub fn reserve(&mut self, rows: usize) {
+        for image in self.before.iter_mut().chain(self.after.iter_mut()) {
+            for column in &mut image.columns {
+                column.reserve(rows);
+            }
+        }
+    }
+
     /// A new message starts: no hints, no failure.
     pub fn start_message(&mut self) {
         self.hints = Hints::default();
@@ -628,9 +658,17 @@ fn convert_row(
     };
     slots.clear();
     slots.resize(table.fields.len(), None);
+    // Images usually list the columns in the table's order, as the schema does: try the
+    // field after the last one found before hashing the key.
+    let mut guess = 0;
     for i in entries {
-        let (key, _) = map.entry_at(i);
-        if let Some(&at) = table.index.get(key) {
+        let key = map.key_at(i);
+        let found = match table.fields.get(guess) {
+            Some(field) if field.name() == key => Some(guess),
+            _ => table.index.get(key).copied(),
+        };
+        if let Some(at) = found {
+            guess = at + 1;
             // The first entry of a key wins, as in the text map.
             slots[at].get_or_insert(i);
         }
@@ -638,7 +676,7 @@ fn convert_row(
     let mut failure = None;
     for (at, field) in table.fields.iter().enumerate() {
         let target = &mut column.columns[at];
-        let Some(text) = slots[at].and_then(|i| map.entry_at(i).1) else {
+        let Some(text) = slots[at].and_then(|i| map.value_at(i)) else {
             target.push_null();
             continue;
         };
