@@ -180,6 +180,12 @@ impl BytesColumn {
         self.len() == 0
     }
 
+    /// Pre-sizes for `rows` more rows of about 16 bytes.
+    pub(crate) fn reserve(&mut self, rows: usize) {
+        self.offsets.reserve(rows);
+        self.data.reserve(rows * 16);
+    }
+
     /// Appends a string that is never null (map keys, list items): only its offset.
     #[inline(always)]
     pub fn push_required(&mut self, value: &str) {
@@ -251,11 +257,12 @@ impl BytesColumn {
     /// The text of the last row of a `utf8` column, `None` when it is null or absent.
     pub(crate) fn last_text(&self) -> Option<&str> {
         let row = self.len().checked_sub(1)?;
-        if self.is_null(row) {
+        // Nulls are recorded in row order: the last row is null if it is the last one.
+        if self.valid.nulls.last() == Some(&(row as u32)) {
             return None;
         }
-        // Written as UTF-8 (see `finish_utf8`).
-        std::str::from_utf8(self.value(row)).ok()
+        // SAFETY: a `utf8` column holds whole UTF-8 strings (see `finish_utf8`).
+        Some(unsafe { std::str::from_utf8_unchecked(self.value(row)) })
     }
 
     fn parts(self) -> (OffsetBuffer<i32>, Buffer, Option<NullBuffer>) {
@@ -458,16 +465,19 @@ impl MapColumn {
         Some(self.offsets[row] as usize..self.offsets[rows] as usize)
     }
 
-    /// Entry `i`'s key and value (`None` for a null value).
-    pub(crate) fn entry_at(&self, i: usize) -> (&str, Option<&str>) {
-        // Keys and values are written as UTF-8 (see `BytesColumn::finish_utf8`).
-        let key = std::str::from_utf8(self.keys.value(i)).unwrap_or_default();
-        let value = if self.values.is_null(i) {
-            None
-        } else {
-            std::str::from_utf8(self.values.value(i)).ok()
-        };
-        (key, value)
+    /// Entry `i`'s key.
+    pub(crate) fn key_at(&self, i: usize) -> &str {
+        // SAFETY: keys are written as whole UTF-8 strings (see `BytesColumn::finish_utf8`).
+        unsafe { std::str::from_utf8_unchecked(self.keys.value(i)) }
+    }
+
+    /// Entry `i`'s value, `None` when it is null.
+    pub(crate) fn value_at(&self, i: usize) -> Option<&str> {
+        if self.values.is_null(i) {
+            return None;
+        }
+        // SAFETY: values are written as whole UTF-8 strings (see `BytesColumn::finish_utf8`).
+        Some(unsafe { std::str::from_utf8_unchecked(self.values.value(i)) })
     }
 
     /// Makes the last ended row a null (a multi-table row its typed images hold).
@@ -605,6 +615,9 @@ impl EventBuilder {
         // CDC rows take a hundred bytes or more on the wire; a map entry, 16 or more.
         let rows = bytes / 100 + 16;
         let entries = bytes / 16;
+        if let Some(typed) = self.typed.as_mut() {
+            typed.reserve(rows);
+        }
         for column in [
             &mut self.op,
             &mut self.source_op,
@@ -639,11 +652,16 @@ impl EventBuilder {
     /// Ends the row every column has just received a value for.
     pub fn end_row(&mut self) {
         if let Some(typed) = self.typed.as_mut() {
-            let names = [
-                self.source_db.last_text(),
-                self.source_schema.last_text(),
-                self.source_table.last_text(),
-            ];
+            // Only a multi-table spec routes rows by their source names.
+            let names = if typed.spec().is_multi() {
+                [
+                    self.source_db.last_text(),
+                    self.source_schema.last_text(),
+                    self.source_table.last_text(),
+                ]
+            } else {
+                [None; 3]
+            };
             if typed.end_row(names, &self.before, &self.after) {
                 self.before.null_last_row();
                 self.after.null_last_row();

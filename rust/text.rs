@@ -310,6 +310,18 @@ fn decimal_text_into(text: &[u8], scale: i8, out: &mut Vec<u8>) {
     }
 }
 
+/// Days from 1970-01-01 to a proleptic Gregorian date, the inverse of [`date_into`]
+/// (Howard Hinnant's days_from_civil).
+pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// Appends the proleptic Gregorian date of `days` since 1970-01-01 as `YYYY-MM-DD`; a year
 /// outside 0000-9999 gets a sign and at least four digits (`-0001-12-31`, `+10000-01-01`).
 pub fn date_into(days: i64, out: &mut Vec<u8>) {

@@ -22,6 +22,7 @@ use arrow_schema::{DataType, Field, Fields, SchemaRef, TimeUnit};
 
 use crate::error::{Error, Result};
 use crate::events::{BytesColumn, MapColumn, Validity};
+use crate::text::days_from_civil;
 
 /// The unit of an epoch number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,30 +198,29 @@ impl TypedSpec {
         self.multi
     }
 
-    /// The tables, in the order given.
-    pub fn table_list(&self) -> &[Table] {
-        &self.tables
-    }
-
     /// The table a row belongs to: the first of `db.schema.table`, `db.table`,
-    /// `schema.table` and `table` that names one.
-    fn route(&self, db: Option<&str>, schema: Option<&str>, table: Option<&str>) -> Option<usize> {
+    /// `schema.table` and `table` that names one (`key` is a reused buffer).
+    fn route(&self, names: [Option<&str>; 3], key: &mut String) -> Option<usize> {
         if !self.multi {
             return Some(0);
         }
+        let [db, schema, table] = names;
         let table = table?;
-        let mut candidates = Vec::with_capacity(4);
-        if let (Some(d), Some(s)) = (db, schema) {
-            candidates.push(format!("{d}.{s}.{table}"));
-        }
-        if let Some(d) = db {
-            candidates.push(format!("{d}.{table}"));
-        }
-        if let Some(s) = schema {
-            candidates.push(format!("{s}.{table}"));
-        }
-        candidates.push(table.to_string());
-        candidates.iter().find_map(|c| self.by_name.get(c).copied())
+        let candidates = [
+            db.zip(schema).map(|(d, s)| [Some(d), Some(s)]),
+            db.map(|d| [Some(d), None]),
+            schema.map(|s| [Some(s), None]),
+            Some([None, None]),
+        ];
+        candidates.into_iter().flatten().find_map(|prefix| {
+            key.clear();
+            for part in prefix.into_iter().flatten() {
+                key.push_str(part);
+                key.push('.');
+            }
+            key.push_str(table);
+            self.by_name.get(key.as_str()).copied()
+        })
     }
 }
 
@@ -232,6 +232,10 @@ struct Prim<T> {
 }
 
 impl<T: Default + Copy> Prim<T> {
+    fn reserve(&mut self, rows: usize) {
+        self.values.reserve(rows);
+    }
+
     fn push(&mut self, value: Option<T>) {
         if value.is_none() {
             self.valid.null_at(self.values.len());
@@ -286,6 +290,22 @@ impl Column {
             DataType::Binary => Self::Binary(BytesColumn::new()),
             // Validated by `Table::new`: what is left is utf8.
             _ => Self::Utf8(BytesColumn::new()),
+        }
+    }
+
+    fn reserve(&mut self, rows: usize) {
+        match self {
+            Self::Bool(c) => c.reserve(rows),
+            Self::I8(c) => c.reserve(rows),
+            Self::I16(c) => c.reserve(rows),
+            Self::I32(c) => c.reserve(rows),
+            Self::I64(c) => c.reserve(rows),
+            Self::F32(c) => c.reserve(rows),
+            Self::F64(c) => c.reserve(rows),
+            Self::Decimal(c, ..) => c.reserve(rows),
+            Self::Date(c) => c.reserve(rows),
+            Self::Timestamp(c) => c.reserve(rows),
+            Self::Utf8(c) | Self::Binary(c) => c.reserve(rows),
         }
     }
 
@@ -469,6 +489,7 @@ pub struct TypedImages {
     /// The first conversion failure of the current message.
     error: Option<String>,
     slots: Vec<Option<usize>>,
+    key: String,
 }
 
 impl TypedImages {
@@ -492,12 +513,23 @@ impl TypedImages {
             hints: Hints::default(),
             error: None,
             slots: Vec::new(),
+            key: String::new(),
         }
     }
 
     /// The spec this converts to.
     pub fn spec(&self) -> &Arc<TypedSpec> {
         &self.spec
+    }
+
+    /// Pre-sizes the struct columns for about `rows` rows (see
+    /// [`crate::events::EventBuilder::reserve_for_input`]).
+    pub fn reserve(&mut self, rows: usize) {
+        for image in self.before.iter_mut().chain(self.after.iter_mut()) {
+            for column in &mut image.columns {
+                column.reserve(rows);
+            }
+        }
     }
 
     /// A new message starts: no hints, no failure.
@@ -520,8 +552,7 @@ impl TypedImages {
         before: &MapColumn,
         after: &MapColumn,
     ) -> bool {
-        let [db, schema, table] = names;
-        let claimed = self.spec.route(db, schema, table);
+        let claimed = self.spec.route(names, &mut self.key);
         let spec = Arc::clone(&self.spec);
         for t in 0..spec.tables.len() {
             if Some(t) != claimed {
@@ -627,9 +658,17 @@ fn convert_row(
     };
     slots.clear();
     slots.resize(table.fields.len(), None);
+    // Images usually list the columns in the table's order, as the schema does: try the
+    // field after the last one found before hashing the key.
+    let mut guess = 0;
     for i in entries {
-        let (key, _) = map.entry_at(i);
-        if let Some(&at) = table.index.get(key) {
+        let key = map.key_at(i);
+        let found = match table.fields.get(guess) {
+            Some(field) if field.name() == key => Some(guess),
+            _ => table.index.get(key).copied(),
+        };
+        if let Some(at) = found {
+            guess = at + 1;
             // The first entry of a key wins, as in the text map.
             slots[at].get_or_insert(i);
         }
@@ -637,7 +676,7 @@ fn convert_row(
     let mut failure = None;
     for (at, field) in table.fields.iter().enumerate() {
         let target = &mut column.columns[at];
-        let Some(text) = slots[at].and_then(|i| map.entry_at(i).1) else {
+        let Some(text) = slots[at].and_then(|i| map.value_at(i)) else {
             target.push_null();
             continue;
         };
@@ -862,17 +901,6 @@ fn parse_hex(text: &str) -> Option<Vec<u8>> {
 }
 
 const MICROS_PER_DAY: i64 = 86_400_000_000;
-
-/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
 
 fn days_in_month(year: i64, month: i64) -> i64 {
     match month {

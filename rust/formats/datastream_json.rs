@@ -163,14 +163,7 @@ fn utc_text(text: &str) -> Option<i64> {
     if day < 1 || day > month_days || hour > 23 || minute > 59 || second > 59 {
         return None;
     }
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
+    let days = crate::text::days_from_civil(year, month, day);
     Some(((days * 24 + hour) * 60 + minute) * 60_000_000 + second * 1_000_000 + micros)
 }
 
