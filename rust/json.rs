@@ -32,6 +32,12 @@ pub const MAX_DEPTH: usize = 128;
 /// comparing each key with the ones before it.
 const LINEAR_DEDUP: u32 = 32;
 
+/// Values a parser remembers ([`Parser::remembering`]): one per table of a stream, mostly.
+const REMEMBERED: usize = 8;
+
+/// The largest value a parser remembers, in bytes.
+const MAX_REMEMBERED: usize = 16 << 10;
+
 /// Why bytes are not a JSON text this module accepts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JsonError {
@@ -89,6 +95,9 @@ pub struct Parser {
     nodes: Vec<Node>,
     stack: Vec<Open>,
     skip: &'static [(&'static str, &'static str)],
+    remember: &'static [&'static str],
+    /// Values of the `remember` keys met before, the most recently met first.
+    seen: Vec<Seen>,
     /// The message last parsed, which the tape spans point into; read only through a
     /// [`Value`], whose lifetime is the message's (see [`Parser::parse`]).
     src: *const u8,
@@ -101,6 +110,8 @@ impl Default for Parser {
             nodes: Vec::new(),
             stack: Vec::new(),
             skip: &[],
+            remember: &[],
+            seen: Vec::new(),
             src: std::ptr::null(),
             src_len: 0,
         }
@@ -113,6 +124,16 @@ impl Default for Parser {
 unsafe impl Send for Parser {}
 // SAFETY: as above; a shared parser gives out nothing that writes.
 unsafe impl Sync for Parser {}
+
+/// A value checked once and remembered: its text, and its nodes with spans relative to its
+/// start and `next` relative to its first node.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Which of the parser's `remember` keys it was the value of.
+    key: usize,
+    text: Vec<u8>,
+    nodes: Vec<Node>,
+}
 
 /// An open container: its node (none while skipping) and whether it is an object.
 #[derive(Debug, Clone, Copy)]
@@ -132,6 +153,20 @@ impl Parser {
         Self {
             skip,
             ..Self::default()
+        }
+    }
+
+    /// The parser, remembering the objects and arrays found at `top[key]` for each key of
+    /// `keys`: parts of a message that repeat byte for byte from one message to the next
+    /// (DataHub's `schema`, the same in every message of a table). A value equal to one
+    /// remembered is not scanned again: its nodes are copied onto the tape. Parsing a text
+    /// is deterministic and a JSON object or array ends where its bracket closes, so those
+    /// bytes at that depth parse to the same nodes and are accepted the same way; nothing
+    /// is accepted that a scan would reject, and the tape is the same.
+    pub fn remembering(self, keys: &'static [&'static str]) -> Self {
+        Self {
+            remember: keys,
+            ..self
         }
     }
 
@@ -155,6 +190,10 @@ impl Parser {
             under: None,
             skip_next: false,
             skipping: 0,
+            remember: self.remember,
+            seen: &mut self.seen,
+            remember_next: None,
+            recording: None,
         }
         .document()?;
         // A value is two words, cheap to pass around: the parser, and a place on its tape.
@@ -178,6 +217,12 @@ struct Scanner<'s> {
     skip_next: bool,
     /// While skipping: the stack depth of the skipped container; else 0.
     skipping: usize,
+    remember: &'static [&'static str],
+    seen: &'s mut Vec<Seen>,
+    /// The value about to start is that of `remember[key]`.
+    remember_next: Option<usize>,
+    /// The value of `remember[key]` being scanned: `(key, its first node, its start)`.
+    recording: Option<(usize, usize, usize)>,
 }
 
 #[inline(always)]
@@ -402,7 +447,23 @@ impl Scanner<'_> {
                 return self.error("expected a value", pos);
             };
             let skip = std::mem::take(&mut self.skip_next);
+            // A remembered value's nodes are copied (and `pos` moved past it); a new one is
+            // recorded as it is scanned, and remembered when it closes.
+            let replayed = match self.remember_next.take() {
+                Some(key) if matches!(b, b'{' | b'[') => match self.replay(key, pos) {
+                    Some(end) => {
+                        pos = end;
+                        true
+                    }
+                    None => {
+                        self.recording = Some((key, self.nodes.len(), pos));
+                        false
+                    }
+                },
+                _ => false,
+            };
             match b {
+                _ if replayed => {}
                 b'{' | b'[' => {
                     if self.stack.len() >= MAX_DEPTH {
                         return Err(JsonError::TooDeep);
@@ -495,6 +556,12 @@ impl Scanner<'_> {
                             node.next = next;
                             node.count = top.count;
                             self.skipping = 0;
+                            if let Some((key, first, start)) = self.recording {
+                                if first == top.node as usize {
+                                    self.recording = None;
+                                    self.remember_value(key, first, start, pos + 1);
+                                }
+                            }
                         }
                         self.stack.pop();
                         pos += 1;
@@ -513,6 +580,55 @@ impl Scanner<'_> {
             parent.count += 1;
         }
         self.push(tag, start, end);
+    }
+
+    /// Copies the nodes of the value of `remember[key]` that `src[pos..]` starts with, if
+    /// one was remembered: returns the index after it.
+    fn replay(&mut self, key: usize, pos: usize) -> Option<usize> {
+        let rest = &self.src[pos..];
+        let i = self
+            .seen
+            .iter()
+            .position(|seen| seen.key == key && rest.starts_with(&seen.text))?;
+        self.seen[..=i].rotate_right(1);
+        let seen = &self.seen[0];
+        if let Some(parent) = self.stack.last_mut() {
+            parent.count += 1;
+        }
+        let (at, base) = (pos as u32, self.nodes.len() as u32);
+        self.nodes.extend(seen.nodes.iter().map(|node| Node {
+            start: node.start + at,
+            end: node.end + at,
+            next: node.next + base,
+            ..*node
+        }));
+        Some(pos + seen.text.len())
+    }
+
+    /// Remembers the value of `remember[key]` at `start..end`, whose nodes start at `first`,
+    /// in place of the one met least recently when [`REMEMBERED`] are.
+    #[cold]
+    fn remember_value(&mut self, key: usize, first: usize, start: usize, end: usize) {
+        if end - start > MAX_REMEMBERED {
+            return;
+        }
+        if self.seen.len() < REMEMBERED {
+            self.seen.push(Seen::default());
+        }
+        self.seen.rotate_right(1);
+        let seen = &mut self.seen[0];
+        seen.key = key;
+        seen.text.clear();
+        seen.text.extend_from_slice(&self.src[start..end]);
+        let (at, base) = (start as u32, first as u32);
+        seen.nodes.clear();
+        seen.nodes
+            .extend(self.nodes[first..].iter().map(|node| Node {
+                start: node.start - at,
+                end: node.end - at,
+                next: node.next - base,
+                ..*node
+            }));
     }
 
     /// An object key at `pos` and its colon: returns where the value starts.
@@ -550,7 +666,7 @@ impl Scanner<'_> {
         // A key has no members: its `count` holds the hash of its text.
         self.push_counted(tag, start, end, hash);
         let depth = self.stack.len();
-        if depth > 2 || self.skip.is_empty() {
+        if depth > 2 || (self.skip.is_empty() && self.remember.is_empty()) {
             return;
         }
         let key = Str {
@@ -560,6 +676,7 @@ impl Scanner<'_> {
         };
         match depth {
             1 => {
+                self.remember_next = self.remember.iter().position(|name| key.eq_str(name));
                 self.under = self
                     .skip
                     .iter()
@@ -1442,6 +1559,48 @@ mod tests {
             parser.parse(deeper.as_bytes()).err(),
             Some(JsonError::TooDeep)
         );
+    }
+
+    #[test]
+    fn remembered_values_parse_as_scanned_ones() {
+        // Messages whose `schema` repeats, moves, changes, or is followed by bad bytes: a
+        // parser that remembers gives the same tape (compacted) and the same errors as one
+        // that scans every message.
+        let messages: &[&[u8]] = &[
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]},"p":1}"#,
+            br#"{"p":2,"schema":{"dataColumn":[{"n":"a"}],"k":["id"]}}"#,
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]}  ,"p":[3]}"#,
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]},"p":}"#,
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]}}x"#,
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]]}"#,
+            br#"{"schema":{"dataColumn":[{"n":"b"}],"k":["id"]},"p":4}"#,
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]},"schema":5}"#,
+            br#"{"x":{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]}}}"#,
+            br#"[{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]}}]"#,
+            br#"{"sch\u0065ma":{"dataColumn":[{"n":"a"}],"k":["id"]}}"#,
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"],"z":"\ud800"}}"#,
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]},"p":5}"#,
+        ];
+        let mut remembering = Parser::skipping(&[("schema", "dataColumn")]).remembering(&["schema"]);
+        for round in 0..2 {
+            for (i, &text) in messages.iter().enumerate() {
+                let mut fresh = Parser::skipping(&[("schema", "dataColumn")]);
+                // The result, and the whole tape when there is one.
+                let read = |parser: &mut Parser| {
+                    let result = parser.parse(text).map(|v| {
+                        let mut out = Vec::new();
+                        v.compact_into(&mut out);
+                        (out, v.get("schema").map(|s| (s.len(), s.describe())))
+                    });
+                    let tape = result.is_ok().then(|| format!("{:?}", parser.nodes));
+                    (result, tape)
+                };
+                let expected = read(&mut fresh);
+                assert_eq!(read(&mut remembering), expected, "round {round}, message {i}");
+            }
+        }
+        assert!(!remembering.seen.is_empty());
+        assert!(remembering.seen.len() <= REMEMBERED);
     }
 
     #[test]
