@@ -307,6 +307,22 @@ fn digits_end(src: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// The value of eight ASCII digits read as a little-endian word (the first digit in the
+/// lowest byte), or `None` when one of them is not a digit.
+#[inline(always)]
+fn eight_digits(w: u64) -> Option<u64> {
+    // As in `digits_end`: a byte is a digit when its high nibble is 3 and adding 6 keeps it 3.
+    let high = splat(0xF0);
+    if ((w & high) ^ splat(0x30)) | ((w.wrapping_add(splat(0x06)) & high) ^ splat(0x30)) != 0 {
+        return None;
+    }
+    // Pairs, then fours, then all eight: each step joins neighbours as high * 10^k + low.
+    let v = w - splat(b'0');
+    let v = (v * 10 + (v >> 8)) & 0x00FF_00FF_00FF_00FF;
+    let v = (v * 100 + (v >> 16)) & 0x0000_FFFF_0000_FFFF;
+    Some((v * 10_000 + (v >> 32)) & 0xFFFF_FFFF)
+}
+
 /// A hash of a key's text, kept on the tape so key comparisons mostly compare two numbers:
 /// its length and its first and last eight bytes, mixed.
 #[inline(always)]
@@ -931,6 +947,75 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// The first member named by each of `names` (by position), and whether the object has
+    /// members of other names; all `None` for anything but an object. One pass over the
+    /// tape, comparing each key's hash with the names' before any text.
+    #[inline]
+    pub fn named<const N: usize>(&self, names: &[Name; N]) -> ([Option<Value<'a>>; N], bool) {
+        let mut fields = [None; N];
+        let mut others = false;
+        let (nodes, src) = (self.nodes(), self.src());
+        let node = nodes[self.at];
+        if node.tag != Tag::Object {
+            return (fields, false);
+        }
+        let mut i = self.at + 1;
+        while i < node.next as usize {
+            let key = nodes[i];
+            let found = names.iter().position(|name| {
+                name.hash == key.count && key_str(src, key).eq_str(name.text)
+            });
+            match found {
+                Some(n) => {
+                    fields[n].get_or_insert(self.at(i + 1));
+                }
+                None => others = true,
+            }
+            i = nodes[i + 1].next as usize;
+        }
+        (fields, others)
+    }
+
+    /// Calls `f` with each member of an object, as [`Value::members`] yields them (later
+    /// duplicates of a key left out): the same, without an iterator's state, for the loops
+    /// that write every member (row images).
+    #[inline]
+    pub fn for_each_member(&self, mut f: impl FnMut(Str<'a>, Value<'a>)) {
+        let (nodes, src) = (self.nodes(), self.src());
+        let node = nodes[self.at];
+        if node.tag != Tag::Object || node.count > LINEAR_DEDUP {
+            self.members().for_each(|(key, value)| f(key, value));
+            return;
+        }
+        // One bit per key hash seen (mod 64): a key whose bit is clear is new.
+        let mut bloom = 0u64;
+        let mut i = self.at + 1;
+        while i < node.next as usize {
+            let key = key_str(src, nodes[i]);
+            let bit = 1 << (nodes[i].count % 64);
+            if bloom & bit == 0 || !self.key_before(key, i) {
+                bloom |= bit;
+                f(key, self.at(i + 1));
+            }
+            i = nodes[i + 1].next as usize;
+        }
+    }
+
+    /// True when this object has a member before the one whose key is at `key_at` with the
+    /// same key as `key`.
+    fn key_before(&self, key: Str<'_>, key_at: usize) -> bool {
+        let nodes = self.nodes();
+        let hash = nodes[key_at].count;
+        let mut i = self.at + 1;
+        while i < key_at {
+            if nodes[i].count == hash && key_str(self.src(), nodes[i]).same(key) {
+                return true;
+            }
+            i = nodes[i + 1].next as usize;
+        }
+        false
+    }
+
     /// An array's items in order. Empty for anything but an array.
     pub fn items(&self) -> Items<'a> {
         let node = self.node();
@@ -1043,21 +1128,12 @@ impl<'a> Members<'a> {
         if let Some(seen) = &mut self.seen {
             return !seen.insert(key.text());
         }
-        let nodes = self.nodes;
-        let hash = nodes[key_at].count;
-        let bit = 1 << (hash % 64);
+        let bit = 1 << (self.nodes[key_at].count % 64);
         if self.bloom & bit == 0 {
             self.bloom |= bit;
             return false;
         }
-        let mut i = self.object.at + 1;
-        while i < key_at {
-            if nodes[i].count == hash && self.object.at(i).as_str().is_some_and(|k| k.same(key)) {
-                return true;
-            }
-            i = nodes[i + 1].next as usize;
-        }
-        false
+        self.object.key_before(key, key_at)
     }
 }
 
@@ -1069,11 +1145,7 @@ impl<'a> Iterator for Members<'a> {
         while self.next < self.end {
             let at = self.next;
             let (name, value) = (self.nodes[at], self.nodes[at + 1]);
-            let key = Str {
-                raw: &self.src[name.start as usize..name.end as usize],
-                escaped: name.tag == Tag::Escaped,
-                hash: Some(name.count),
-            };
+            let key = key_str(self.src, name);
             self.next = value.next as usize;
             let value = self.object.at(at + 1);
             if !self.dedup || !self.repeats(key, at) {
@@ -1081,6 +1153,16 @@ impl<'a> Iterator for Members<'a> {
             }
         }
         None
+    }
+}
+
+/// The key on the tape at `node`, with its hash.
+#[inline(always)]
+fn key_str(src: &[u8], node: Node) -> Str<'_> {
+    Str {
+        raw: &src[node.start as usize..node.end as usize],
+        escaped: node.tag == Tag::Escaped,
+        hash: Some(node.count),
     }
 }
 
@@ -1156,13 +1238,7 @@ pub fn slots<'a, const N: usize>(
     object: Option<Value<'a>>,
     names: &[Name; N],
 ) -> [Option<Value<'a>>; N] {
-    let mut fields = [None; N];
-    for (key, value) in object.iter().flat_map(|o| o.all_members()) {
-        if let Some(i) = names.iter().position(|name| key.is(name)) {
-            fields[i].get_or_insert(value);
-        }
-    }
-    fields
+    object.map_or([None; N], |object| object.named(names).0)
 }
 
 /// Adds a metadata entry, unless the value is null or the key is there already (the first
@@ -1182,9 +1258,9 @@ pub fn write_image(map: &mut crate::events::MapColumn, columns: Option<Value<'_>
         map.push_null();
         return;
     };
-    for (name, value) in columns.members() {
+    columns.for_each_member(|name, value| {
         map.entry_rendered(&name.text(), |out| value.render_into(out));
-    }
+    });
     map.close();
 }
 
@@ -1387,32 +1463,49 @@ pub mod field {
 
     /// `-?[0-9]+` (leading zeros allowed) within i64.
     pub fn parse_i64(text: &str) -> Option<i64> {
-        let (negative, digits) = match text.strip_prefix('-') {
-            Some(rest) => (true, rest),
-            None => (false, text),
+        let (negative, digits) = match text.as_bytes() {
+            [b'-', rest @ ..] => (true, rest),
+            all => (false, all),
         };
         if digits.is_empty() {
             return None;
         }
-        // Accumulated negative: i64::MIN has no positive counterpart. Up to 18 digits
-        // cannot overflow; longer runs (leading zeros included) are checked.
-        let mut value: i64 = 0;
-        if digits.len() <= 18 {
-            for b in digits.bytes() {
-                let digit = b.wrapping_sub(b'0');
-                if digit > 9 {
-                    return None;
-                }
-                value = value * 10 - digit as i64;
+        if digits.len() > 19 {
+            return parse_long(negative, digits);
+        }
+        // Up to 19 digits fit a u64; eight at a time while eight are left.
+        let mut value: u64 = 0;
+        let mut rest = digits;
+        while let Some(chunk) = rest.get(..8) {
+            value = value * 100_000_000 + super::eight_digits(super::load8(chunk, 0))?;
+            rest = &rest[8..];
+        }
+        for &b in rest {
+            let digit = b.wrapping_sub(b'0');
+            if digit > 9 {
+                return None;
             }
+            value = value * 10 + digit as u64;
+        }
+        if negative {
+            // -2^63 is i64::MIN, which has no positive counterpart.
+            (value <= 1 << 63).then(|| (value as i64).wrapping_neg())
         } else {
-            for b in digits.bytes() {
-                let digit = b.wrapping_sub(b'0');
-                if digit > 9 {
-                    return None;
-                }
-                value = value.checked_mul(10)?.checked_sub(digit as i64)?;
+            i64::try_from(value).ok()
+        }
+    }
+
+    /// [`parse_i64`] of more than 19 digits (leading zeros), checked at every digit.
+    #[cold]
+    fn parse_long(negative: bool, digits: &[u8]) -> Option<i64> {
+        // Accumulated negative: i64::MIN has no positive counterpart.
+        let mut value: i64 = 0;
+        for &b in digits {
+            let digit = b.wrapping_sub(b'0');
+            if digit > 9 {
+                return None;
             }
+            value = value.checked_mul(10)?.checked_sub(digit as i64)?;
         }
         if negative {
             Some(value)
@@ -1601,6 +1694,35 @@ mod tests {
         }
         assert!(!remembering.seen.is_empty());
         assert!(remembering.seen.len() <= REMEMBERED);
+    }
+
+    #[test]
+    fn integers_parse_as_i128_does_within_i64() {
+        let reference = |text: &str| {
+            let digits = text.strip_prefix('-').unwrap_or(text);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            text.parse::<i128>().ok().and_then(|n| i64::try_from(n).ok())
+        };
+        let mut texts: Vec<String> = [
+            "", "-", "+1", "0", "-0", "7", "12345678", "123456789", "1234567a", "12345678a",
+            "a2345678", "1234567890123456", "9223372036854775807", "9223372036854775808",
+            "-9223372036854775808", "-9223372036854775809", "18446744073709551615",
+            "99999999999999999999", "0000000000000000000000042", "-000000000000000000009",
+            "1714550400000000001", "1 ", "--1", "1-", "1.5", "1e3", "١",
+        ]
+        .map(String::from)
+        .to_vec();
+        for n in 1..=20 {
+            texts.push("9".repeat(n));
+            texts.push(format!("-{}", "9".repeat(n)));
+            texts.push(format!("{}/", "1".repeat(n)));
+            texts.push(format!("{}:", "1".repeat(n)));
+        }
+        for text in texts {
+            assert_eq!(field::parse_i64(&text), reference(&text), "{text:?}");
+        }
     }
 
     #[test]

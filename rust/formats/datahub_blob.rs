@@ -117,16 +117,7 @@ struct Members<'a, const N: usize> {
 impl<'a, const N: usize> Members<'a, N> {
     /// Reads `object` (an object or `None`) in one pass, keeping the first of duplicates.
     fn read(object: Option<Value<'a>>, names: &'static [Name; N]) -> Self {
-        let mut fields = [None; N];
-        let mut others = false;
-        for (key, value) in object.iter().flat_map(|o| o.all_members()) {
-            match names.iter().position(|name| key.is(name)) {
-                Some(i) => {
-                    fields[i].get_or_insert(value);
-                }
-                None => others = true,
-            }
-        }
+        let (fields, others) = object.map_or(([None; N], false), |o| o.named(names));
         Self {
             object,
             names,
