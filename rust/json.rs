@@ -94,8 +94,8 @@ struct Node {
 pub struct Parser {
     nodes: Vec<Node>,
     stack: Vec<Open>,
-    skip: &'static [(&'static str, &'static str)],
-    remember: &'static [&'static str],
+    skip: &'static [(Name, Name)],
+    remember: &'static [Name],
     /// Values of the `remember` keys met before, the most recently met first.
     seen: Vec<Seen>,
     /// The message last parsed, which the tape spans point into; read only through a
@@ -149,7 +149,7 @@ impl Parser {
     /// `top[key][member]` for each `(key, member)` of `skip`: parts of a message the
     /// decoder never reads (DataHub's `schema.dataColumn` column list). They read as
     /// [`Kind::Skipped`].
-    pub fn skipping(skip: &'static [(&'static str, &'static str)]) -> Self {
+    pub fn skipping(skip: &'static [(Name, Name)]) -> Self {
         Self {
             skip,
             ..Self::default()
@@ -163,7 +163,7 @@ impl Parser {
     /// is deterministic and a JSON object or array ends where its bracket closes, so those
     /// bytes at that depth parse to the same nodes and are accepted the same way; nothing
     /// is accepted that a scan would reject, and the tape is the same.
-    pub fn remembering(self, keys: &'static [&'static str]) -> Self {
+    pub fn remembering(self, keys: &'static [Name]) -> Self {
         Self {
             remember: keys,
             ..self
@@ -210,14 +210,14 @@ struct Scanner<'s> {
     src: &'s [u8],
     nodes: &'s mut Vec<Node>,
     stack: &'s mut Vec<Open>,
-    skip: &'static [(&'static str, &'static str)],
+    skip: &'static [(Name, Name)],
     /// The member to skip within the value of the current top-level key.
-    under: Option<&'static str>,
+    under: Option<&'static Name>,
     /// The value about to start is to be skipped.
     skip_next: bool,
     /// While skipping: the stack depth of the skipped container; else 0.
     skipping: usize,
-    remember: &'static [&'static str],
+    remember: &'static [Name],
     seen: &'s mut Vec<Seen>,
     /// The value about to start is that of `remember[key]`.
     remember_next: Option<usize>,
@@ -692,14 +692,14 @@ impl Scanner<'_> {
         };
         match depth {
             1 => {
-                self.remember_next = self.remember.iter().position(|name| key.eq_str(name));
+                self.remember_next = self.remember.iter().position(|name| key.is(name));
                 self.under = self
                     .skip
                     .iter()
-                    .find(|(top, _)| key.eq_str(top))
-                    .map(|&(_, member)| member);
+                    .find(|(top, _)| key.is(top))
+                    .map(|(_, member)| member);
             }
-            2 => self.skip_next = self.under.is_some_and(|member| key.eq_str(member)),
+            2 => self.skip_next = self.under.is_some_and(|member| key.is(member)),
             _ => {}
         }
     }
@@ -1039,7 +1039,8 @@ impl<'a> Value<'a> {
             Tag::Null => return false,
             Tag::False => out.extend_from_slice(b"false"),
             Tag::True => out.extend_from_slice(b"true"),
-            Tag::Number | Tag::Plain | Tag::Skipped => out.extend_from_slice(self.span()),
+            // Mostly short: copied inline rather than by a call to `memcpy`.
+            Tag::Number | Tag::Plain | Tag::Skipped => crate::events::append(out, self.span()),
             Tag::Escaped => unescape_into(self.span(), out),
             Tag::Object | Tag::Array => self.compact_into(out),
         }
@@ -1519,6 +1520,9 @@ pub mod field {
 mod tests {
     use super::*;
 
+    const SCHEMA: Name = Name::new("schema");
+    const SKIP_COLUMNS: [(Name, Name); 1] = [(SCHEMA, Name::new("dataColumn"))];
+
     fn parse(text: &[u8]) -> Result<String> {
         let mut parser = Parser::default();
         let value = parser.parse(text)?;
@@ -1624,7 +1628,7 @@ mod tests {
 
     #[test]
     fn skipped_values_are_checked_not_recorded() {
-        let mut parser = Parser::skipping(&[("schema", "dataColumn")]);
+        let mut parser = Parser::skipping(&SKIP_COLUMNS);
         let text = br#"{"schema":{"dataColumn":[{"name":"a","type":"LONG"},[[]]],"x":[1]},"dataColumn":{"y":2}}"#;
         let top = parser.parse(text).unwrap();
         let schema = top.get("schema").unwrap();
@@ -1674,10 +1678,10 @@ mod tests {
             br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"],"z":"\ud800"}}"#,
             br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]},"p":5}"#,
         ];
-        let mut remembering = Parser::skipping(&[("schema", "dataColumn")]).remembering(&["schema"]);
+        let mut remembering = Parser::skipping(&SKIP_COLUMNS).remembering(&[SCHEMA]);
         for round in 0..2 {
             for (i, &text) in messages.iter().enumerate() {
-                let mut fresh = Parser::skipping(&[("schema", "dataColumn")]);
+                let mut fresh = Parser::skipping(&SKIP_COLUMNS);
                 // The result, and the whole tape when there is one.
                 let read = |parser: &mut Parser| {
                     let result = parser.parse(text).map(|v| {

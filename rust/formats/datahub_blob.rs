@@ -31,7 +31,7 @@ impl Default for DatahubBlob {
         // it: checked, not recorded. The whole `schema` (column list, keys, source) is the
         // same in every message of a table, half a message: checked once per table.
         Self {
-            parser: json::Parser::skipping(&[("schema", "dataColumn")]).remembering(&["schema"]),
+            parser: json::Parser::skipping(&SKIP).remembering(&REMEMBER),
         }
     }
 }
@@ -105,6 +105,10 @@ const TIMESTAMP: [Name; 3] = [
 ];
 const DDL: [Name; 2] = [Name::new("text"), Name::new("ddlMeta")];
 const DATA_COLUMN: Name = Name::new("dataColumn");
+/// `schema.dataColumn`, the column list.
+const SKIP: [(Name, Name); 1] = [(TOP[0], DATA_COLUMN)];
+/// `schema`.
+const REMEMBER: [Name; 1] = [TOP[0]];
 
 /// One object's members: those named in `names` (by position) and whether it has others.
 struct Members<'a, const N: usize> {
@@ -264,8 +268,11 @@ impl<'a> Event<'a> {
         rows.tx_id.push_null();
         match self.sequence_id {
             Some(id) => {
+                // Formatted once for `position` and `event_id`.
+                let mut digits = itoa::Buffer::new();
+                let digits = digits.format(id);
                 if id >= 0 {
-                    rows.position.push_str(itoa::Buffer::new().format(id));
+                    rows.position.push_str(digits);
                 } else {
                     rows.position.push_null();
                 }
@@ -276,7 +283,7 @@ impl<'a> Event<'a> {
                     rows.event_id.push_null();
                 } else {
                     rows.event_id.push_with(|out| {
-                        out.extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
+                        out.extend_from_slice(digits.as_bytes());
                         out.push(b':');
                         out.push(b'0' + half as u8);
                     });
