@@ -16,7 +16,7 @@ RUST_SOURCES := Cargo.toml Cargo.lock build.rs $(wildcard proto/*.proto) \
 	$(shell find rust -name '*.rs' 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv build test test-rust test-python demo bench lint fmt proto clean
+.PHONY: help venv build test test-rust test-python demo bench bench-spark jars lint fmt proto clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -58,6 +58,20 @@ bench: build ## Benchmarks on a release build: criterion (Rust), then native vs 
 	done
 	cargo bench --bench decode -- --warm-up-time 1 --measurement-time 5
 	$(PY) -m pytest benches/ --benchmark-only -p no:cacheprovider -s -q
+
+# Spark connectors the pyspark wheel does not ship (spark-avro, Kafka), fetched by Maven into
+# the git-ignored .jars/; tools/spark-jars/pom.xml names them and says why their versions.
+JARS := .jars
+
+jars: $(JARS)/.stamp ## Fetch the Spark connector jars (spark-avro, Kafka) into .jars/ with Maven
+
+$(JARS)/.stamp: tools/spark-jars/pom.xml
+	mvn -q -B -f tools/spark-jars/pom.xml dependency:copy-dependencies \
+		-DoutputDirectory=$(abspath $(JARS)) -DexcludeTransitive=true
+	touch $@
+
+bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs passthrough, local[1]
+	$(PY) benches/spark_race.py --out docs/spark-race
 
 lint: $(STAMPS)/venv ## rustfmt check, clippy -D warnings, ruff
 	cargo fmt --check

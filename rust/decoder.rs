@@ -5,7 +5,11 @@ use crate::error::{Error, Result};
 use crate::events::EventBuilder;
 use crate::formats::{self, FormatDecoder, Options};
 use crate::input::Values;
+use std::sync::Arc;
+
 use arrow_array::{Array, ArrayRef, RecordBatch, StringArray};
+
+use crate::typed::TypedSpec;
 
 /// What `takes` says in [`Error::InputKind`]: a format of binary values …
 const BINARY_VALUES: &str = "binary values (an array of messages)";
@@ -68,9 +72,9 @@ pub struct Sink {
 }
 
 impl Sink {
-    fn new(format: &'static str, mode: Mode) -> Self {
+    fn new(format: &'static str, mode: Mode, typed: Option<Arc<TypedSpec>>) -> Self {
         Self {
-            rows: EventBuilder::new(format),
+            rows: EventBuilder::with_typed(format, typed),
             ordinals: Vec::new(),
             mode,
             stats: Stats::default(),
@@ -85,7 +89,14 @@ impl Sink {
         write: impl FnOnce(&mut EventBuilder) -> Result<()>,
     ) -> Result<()> {
         let mark = self.rows.len();
-        match write(&mut self.rows) {
+        if let Some(typed) = self.rows.typed() {
+            typed.start_message();
+        }
+        let converted = |rows: &mut EventBuilder| match rows.typed().and_then(|t| t.take_error()) {
+            Some(error) => Err(Error::Convert(error)),
+            None => Ok(()),
+        };
+        match write(&mut self.rows).and_then(|()| converted(&mut self.rows)) {
             Ok(()) => {
                 let added = self.rows.len() - mark;
                 self.ordinals.resize(self.ordinals.len() + added, ordinal);
@@ -156,6 +167,7 @@ pub struct Decoder {
     name: &'static str,
     mode: Mode,
     stats: Stats,
+    typed: Option<Arc<TypedSpec>>,
 }
 
 impl Decoder {
@@ -173,6 +185,7 @@ impl Decoder {
             name,
             mode,
             stats: Stats::default(),
+            typed: options.typed.clone(),
         })
     }
 
@@ -202,7 +215,7 @@ impl Decoder {
             }
         }
         let owner = input.owner();
-        let mut sink = Sink::new(self.name, self.mode);
+        let mut sink = Sink::new(self.name, self.mode, self.typed.clone());
         sink.rows.reserve_for_input(input.data_len());
         let base = self.stats.messages as i64;
         let mut result = Ok(());
@@ -240,7 +253,7 @@ impl Decoder {
                 got: "a record batch",
             });
         }
-        let mut sink = Sink::new(self.name, self.mode);
+        let mut sink = Sink::new(self.name, self.mode, self.typed.clone());
         // Rows of wide records hold a map entry per column.
         let per_row = 100.max(16 * records.num_columns());
         sink.rows.reserve_for_input(records.num_rows() * per_row);
@@ -261,7 +274,7 @@ impl Decoder {
 
     /// End of input: rows for whatever the format still holds (incomplete multi-part sets).
     pub fn finish(&mut self) -> Result<Output> {
-        let mut sink = Sink::new(self.name, self.mode);
+        let mut sink = Sink::new(self.name, self.mode, self.typed.clone());
         let result = self.format.finish(&mut sink);
         self.absorb(sink, result)
     }

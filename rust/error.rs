@@ -111,6 +111,13 @@ pub enum Error {
         value: i64,
         unit: &'static str,
     },
+    /// A `schema=`/`tables=` option typed mode cannot convert to.
+    #[error("{0}")]
+    Schema(String),
+    /// Typed mode: an image value that does not convert to its column's type
+    /// (`after.price: cannot convert "abc" to decimal(10,2)`).
+    #[error("{0}")]
+    Convert(String),
     /// failfast: the first message that did not decode.
     #[error("message {ordinal}: {source}")]
     Message { ordinal: i64, source: Box<Error> },

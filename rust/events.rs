@@ -14,6 +14,8 @@ use arrow_array::{
 use arrow_buffer::{BooleanBufferBuilder, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, FieldRef, Fields, Schema, SchemaRef, TimeUnit};
 
+use crate::typed::{TypedImages, TypedSpec};
+
 /// The output schema, column order included.
 pub fn event_schema() -> SchemaRef {
     static SCHEMA: OnceLock<SchemaRef> = OnceLock::new();
@@ -84,26 +86,26 @@ fn offsets(offsets: Vec<i32>) -> OffsetBuffer<i32> {
 /// Which rows of a column are null, as the list of their indexes: nulls are the exception
 /// in most columns, so a valid value costs nothing here and the bitmap is built once.
 #[derive(Debug, Default)]
-struct Validity {
+pub(crate) struct Validity {
     nulls: Vec<u32>,
 }
 
 impl Validity {
     /// Row `row` (the next one) is null.
     #[inline(always)]
-    fn null_at(&mut self, row: usize) {
+    pub(crate) fn null_at(&mut self, row: usize) {
         self.nulls.push(row as u32);
     }
 
     /// Keeps the first `rows` rows.
-    fn truncate(&mut self, rows: usize) {
+    pub(crate) fn truncate(&mut self, rows: usize) {
         while self.nulls.last().is_some_and(|&i| i as usize >= rows) {
             self.nulls.pop();
         }
     }
 
     /// The bitmap of `rows` rows, or `None` when none is null.
-    fn finish(self, rows: usize) -> Option<NullBuffer> {
+    pub(crate) fn finish(self, rows: usize) -> Option<NullBuffer> {
         if self.nulls.is_empty() {
             return None;
         }
@@ -160,7 +162,7 @@ pub struct BytesColumn {
 }
 
 impl BytesColumn {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             offsets: vec![0],
             data: Vec::new(),
@@ -230,7 +232,7 @@ impl BytesColumn {
         self.close(true);
     }
 
-    fn truncate(&mut self, rows: usize) {
+    pub(crate) fn truncate(&mut self, rows: usize) {
         self.valid.truncate(rows);
         self.offsets.truncate(rows + 1);
         self.data.truncate(self.offsets[rows] as usize);
@@ -241,19 +243,34 @@ impl BytesColumn {
         &self.data[self.offsets[row] as usize..self.offsets[row + 1] as usize]
     }
 
+    /// True when row `row` is null.
+    fn is_null(&self, row: usize) -> bool {
+        self.valid.nulls.binary_search(&(row as u32)).is_ok()
+    }
+
+    /// The text of the last row of a `utf8` column, `None` when it is null or absent.
+    pub(crate) fn last_text(&self) -> Option<&str> {
+        let row = self.len().checked_sub(1)?;
+        if self.is_null(row) {
+            return None;
+        }
+        // Written as UTF-8 (see `finish_utf8`).
+        std::str::from_utf8(self.value(row)).ok()
+    }
+
     fn parts(self) -> (OffsetBuffer<i32>, Buffer, Option<NullBuffer>) {
         let nulls = self.valid.finish(self.offsets.len() - 1);
         (offsets(self.offsets), Buffer::from_vec(self.data), nulls)
     }
 
-    fn finish_utf8(self) -> StringArray {
+    pub(crate) fn finish_utf8(self) -> StringArray {
         let (offsets, data, nulls) = self.parts();
         // SAFETY: every push path appends whole UTF-8 strings (`&str`, formatted integers,
         // base64, text checked by `text::decode`), and offsets only ever mark those ends.
         unsafe { StringArray::new_unchecked(offsets, data, nulls) }
     }
 
-    fn finish_binary(self) -> BinaryArray {
+    pub(crate) fn finish_binary(self) -> BinaryArray {
         let (offsets, data, nulls) = self.parts();
         BinaryArray::new(offsets, data, nulls)
     }
@@ -431,6 +448,37 @@ impl MapColumn {
         self.values.truncate(start);
     }
 
+    /// The entry indexes of the last ended row, `None` when it is null.
+    pub(crate) fn last_row(&self) -> Option<std::ops::Range<usize>> {
+        let rows = self.offsets.len() - 1;
+        let row = rows.checked_sub(1)?;
+        if self.valid.nulls.last() == Some(&(row as u32)) {
+            return None;
+        }
+        Some(self.offsets[row] as usize..self.offsets[rows] as usize)
+    }
+
+    /// Entry `i`'s key and value (`None` for a null value).
+    pub(crate) fn entry_at(&self, i: usize) -> (&str, Option<&str>) {
+        // Keys and values are written as UTF-8 (see `BytesColumn::finish_utf8`).
+        let key = std::str::from_utf8(self.keys.value(i)).unwrap_or_default();
+        let value = if self.values.is_null(i) {
+            None
+        } else {
+            std::str::from_utf8(self.values.value(i)).ok()
+        };
+        (key, value)
+    }
+
+    /// Makes the last ended row a null (a multi-table row its typed images hold).
+    pub(crate) fn null_last_row(&mut self) {
+        let rows = self.offsets.len() - 1;
+        if rows > 0 {
+            self.truncate(rows - 1);
+            self.push_null();
+        }
+    }
+
     /// Ends the open row as a map of the entries appended since the last row.
     pub fn close(&mut self) {
         self.offsets.push(self.keys.len() as i32);
@@ -496,11 +544,19 @@ pub struct EventBuilder {
     pub error: BytesColumn,
     pub raw: BytesColumn,
     rows: usize,
+    /// Typed mode: the struct images, converted from `before`/`after` as each row ends.
+    typed: Option<Box<TypedImages>>,
 }
 
 impl EventBuilder {
     /// An empty builder for events of one format.
     pub fn new(format: &'static str) -> Self {
+        Self::with_typed(format, None)
+    }
+
+    /// An empty builder that, given a spec, converts `before`/`after` to typed structs
+    /// (`docs/typed.md`).
+    pub fn with_typed(format: &'static str, typed: Option<Arc<TypedSpec>>) -> Self {
         Self {
             format,
             op: BytesColumn::new(),
@@ -522,6 +578,7 @@ impl EventBuilder {
             error: BytesColumn::new(),
             raw: BytesColumn::new(),
             rows: 0,
+            typed: typed.map(|spec| Box::new(TypedImages::new(spec))),
         }
     }
 
@@ -573,8 +630,25 @@ impl EventBuilder {
         }
     }
 
+    /// Typed mode's images, where a format sets the hints of the message it writes
+    /// (`None` in generic mode).
+    pub fn typed(&mut self) -> Option<&mut TypedImages> {
+        self.typed.as_deref_mut()
+    }
+
     /// Ends the row every column has just received a value for.
     pub fn end_row(&mut self) {
+        if let Some(typed) = self.typed.as_mut() {
+            let names = [
+                self.source_db.last_text(),
+                self.source_schema.last_text(),
+                self.source_table.last_text(),
+            ];
+            if typed.end_row(names, &self.before, &self.after) {
+                self.before.null_last_row();
+                self.after.null_last_row();
+            }
+        }
         self.rows += 1;
         debug_assert!(
             self.op.len() == self.rows
@@ -619,6 +693,9 @@ impl EventBuilder {
         self.metadata.truncate(rows);
         self.error.truncate(rows);
         self.raw.truncate(rows);
+        if let Some(typed) = self.typed.as_mut() {
+            typed.truncate(rows);
+        }
         self.rows = rows;
     }
 
@@ -660,7 +737,7 @@ impl EventBuilder {
 
     /// The finished batch.
     pub fn finish(self) -> RecordBatch {
-        let columns: Vec<ArrayRef> = vec![
+        let mut columns: Vec<ArrayRef> = vec![
             Arc::new(constant(self.format, self.rows)),
             Arc::new(self.op.finish_utf8()),
             Arc::new(self.source_op.finish_utf8()),
@@ -681,8 +758,27 @@ impl EventBuilder {
             Arc::new(self.error.finish_utf8()),
             Arc::new(self.raw.finish_binary()),
         ];
-        // The columns are built to the schema's types by construction.
-        RecordBatch::try_new(event_schema(), columns).expect("event columns match the schema")
+        let Some(typed) = self.typed else {
+            // The columns are built to the schema's types by construction.
+            return RecordBatch::try_new(event_schema(), columns)
+                .expect("event columns match the schema");
+        };
+        let multi = typed.spec().is_multi();
+        let mut fields: Vec<FieldRef> = event_schema().fields().iter().cloned().collect();
+        let typed = typed.finish();
+        if multi {
+            for (field, array) in typed {
+                fields.push(Arc::new(field));
+                columns.push(array);
+            }
+        } else {
+            for ((field, array), at) in typed.into_iter().zip([13, 14]) {
+                fields[at] = Arc::new(field);
+                columns[at] = array;
+            }
+        }
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+            .expect("typed columns match their fields")
     }
 }
 

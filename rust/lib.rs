@@ -5,6 +5,7 @@
 //! - [`formats`]: one module per input format;
 //! - [`events`]: the Arrow builder for the event columns;
 //! - [`text`]: value rendering (charsets, base64); [`sequence`]: ordering keys;
+//! - [`typed`]: typed mode, the text images converted to structs of a table's columns;
 //! - [`error`]: the one error type; [`input`]: reading the input array;
 //! - [`avro`]: Avro object-container files read with bounds, for `datastream-avro`;
 //! - [`json`]: a strict JSON parser with a reusable tape, for the JSON formats;
@@ -24,6 +25,7 @@ pub mod proto;
 mod python;
 pub mod sequence;
 pub mod text;
+pub mod typed;
 pub mod wire;
 
 // Output columns are large, short-lived buffers (a batch lives until Spark has copied it

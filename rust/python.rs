@@ -8,6 +8,7 @@ use std::sync::Arc;
 use arrow_array::{make_array, Array, Int64Array, RecordBatch, StringArray};
 use arrow_data::ArrayData;
 use arrow_pyarrow::{FromPyArrow, ToPyArrow};
+use arrow_schema::Schema;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -16,6 +17,7 @@ use crate::decoder::{Decoder, Mode, Output};
 use crate::error::Error;
 use crate::events::event_schema;
 use crate::formats::{Options, FORMATS};
+use crate::typed::TypedSpec;
 
 pyo3::import_exception!(cdc_decode._errors, DecodeError);
 
@@ -25,7 +27,8 @@ fn to_py(error: Error) -> PyErr {
         | Error::UnknownMode(_)
         | Error::Keys { .. }
         | Error::Option { .. }
-        | Error::Columns(_) => PyValueError::new_err(error.to_string()),
+        | Error::Columns(_)
+        | Error::Schema(_) => PyValueError::new_err(error.to_string()),
         Error::InputType(_) | Error::InputKind { .. } | Error::ColumnType { .. } => {
             PyTypeError::new_err(error.to_string())
         }
@@ -47,15 +50,36 @@ fn output<'py>(py: Python<'py>, out: Output) -> PyResult<(Bound<'py, PyAny>, Bou
 
 #[pymethods]
 impl NativeDecoder {
+    /// `schema`: a pyarrow schema (typed mode); `tables`: a list of (name, pyarrow schema)
+    /// pairs (multi-table typed mode).
     #[new]
-    #[pyo3(signature = (format, mode, columns=None))]
+    #[pyo3(signature = (format, mode, columns=None, schema=None, tables=None))]
     fn new(
         format: &str,
         mode: &str,
         columns: Option<HashMap<String, Vec<String>>>,
+        schema: Option<&Bound<'_, PyAny>>,
+        tables: Option<Vec<(String, Bound<'_, PyAny>)>>,
     ) -> PyResult<Self> {
         let mode = Mode::from_name(mode).map_err(to_py)?;
-        let options = Options { columns };
+        let typed = match (schema, tables) {
+            (Some(_), Some(_)) => {
+                return Err(PyValueError::new_err("give schema or tables, not both"));
+            }
+            (Some(schema), None) => {
+                let schema = Arc::new(Schema::from_pyarrow_bound(schema)?);
+                Some(Arc::new(TypedSpec::single(&schema).map_err(to_py)?))
+            }
+            (None, Some(tables)) => {
+                let mut specs = Vec::with_capacity(tables.len());
+                for (name, schema) in tables {
+                    specs.push((name, Arc::new(Schema::from_pyarrow_bound(&schema)?)));
+                }
+                Some(Arc::new(TypedSpec::tables(specs).map_err(to_py)?))
+            }
+            (None, None) => None,
+        };
+        let options = Options { columns, typed };
         Ok(Self {
             inner: Decoder::with_options(format, mode, &options).map_err(to_py)?,
         })

@@ -19,8 +19,27 @@ import pyarrow as pa
 
 from ._errors import DecodeError
 from ._schema import FORMATS, MODES, RECORD_FORMATS, event_schema
+from ._typed import (
+    TableSchema,
+    as_schema,
+    as_tables,
+    multi_event_schema,
+    parse_ddl,
+    split_tables,
+    typed_event_schema,
+)
 
-__all__ = ["FORMATS", "DecodeError", "Decoder", "decode", "event_schema"]
+__all__ = [
+    "FORMATS",
+    "DecodeError",
+    "Decoder",
+    "decode",
+    "event_schema",
+    "multi_event_schema",
+    "parse_ddl",
+    "split_tables",
+    "typed_event_schema",
+]
 __version__ = "0.1.0"
 
 ENGINES = ("native", "python")
@@ -50,17 +69,24 @@ def _check_columns(format: str, columns: Columns) -> dict[str, list[str]]:
     return checked
 
 
-def _engine_decoder(engine: str, format: str, mode: str, columns: Columns | None):
+def _engine_decoder(
+    engine: str,
+    format: str,
+    mode: str,
+    columns: Columns | None,
+    schema: pa.Schema | None = None,
+    tables: list[tuple[str, pa.Schema]] | None = None,
+):
     if columns is not None:
         columns = _check_columns(format, columns)
     if engine == "native":
         from ._native import NativeDecoder
 
-        return NativeDecoder(format, mode, columns)
+        return NativeDecoder(format, mode, columns, schema, tables)
     if engine == "python":
         from .fallback import PythonDecoder
 
-        return PythonDecoder(format, mode, columns=columns)
+        return PythonDecoder(format, mode, columns=columns, schema=schema, tables=tables)
     raise ValueError(f"unknown engine {engine!r}: expected one of {', '.join(ENGINES)}")
 
 
@@ -135,6 +161,16 @@ class Decoder:
         columns: ``tdsql-json`` only: ``{"db.table": ["id", "name", ...]}`` names the
             positional values of that table's row images (otherwise keyed ``"0"``,
             ``"1"``, ...).
+        schema: typed mode (docs/typed.md): the table's columns, as a pyarrow schema or a
+            Spark DDL string (``"id bigint, price decimal(10,2), created timestamp"``).
+            ``before`` and ``after`` are then structs of exactly those fields, converted
+            in the decoder; a value that does not convert makes its message an error row
+            naming the column (``after.price: cannot convert "abc" to decimal(10,2)``).
+        tables: multi-table typed mode: ``{"shop.orders": schema, ...}``. Each batch then
+            has the event columns (``before``/``after`` as text maps, for rows no table
+            claims), a ``table`` column naming the table a row belongs to, and
+            ``before_<i>``/``after_<i>`` structs for the i-th table;
+            :func:`split_tables` makes one typed batch per table of it.
 
     Example:
         >>> decoder = cdc_decode.Decoder("tencent-dts")
@@ -152,6 +188,8 @@ class Decoder:
         mode: str = "permissive",
         engine: str = "native",
         columns: Columns | None = None,
+        schema: TableSchema | None = None,
+        tables: Mapping[str, TableSchema] | None = None,
     ) -> None:
         if format not in FORMATS:
             raise ValueError(f"unknown format {format!r}: expected one of {', '.join(FORMATS)}")
@@ -160,7 +198,11 @@ class Decoder:
         self.format = format
         self.mode = mode
         self.engine = engine
-        self._inner = _engine_decoder(engine, format, mode, columns)
+        if schema is not None and tables is not None:
+            raise ValueError("give schema= (one table) or tables= (many), not both")
+        self.schema = None if schema is None else as_schema(schema)
+        self.tables = None if tables is None else as_tables(tables)
+        self._inner = _engine_decoder(engine, format, mode, columns, self.schema, self.tables)
 
     def decode(self, values: Any, *, keys: Any = None) -> pa.RecordBatch:
         """Decode a batch of messages.
@@ -243,7 +285,9 @@ def decode(
     engine: str = "native",
     keys: Sequence[Any] | Iterable[Any] | pa.Array | None = None,
     columns: Columns | None = None,
-) -> pa.RecordBatch:
+    schema: TableSchema | None = None,
+    tables: Mapping[str, TableSchema] | None = None,
+) -> pa.RecordBatch | dict[str | None, pa.RecordBatch]:
     """Decode messages of one format into change events, in one shot.
 
     Args:
@@ -255,10 +299,17 @@ def decode(
         engine: ``"native"`` (default) or ``"python"``.
         keys: optional multi-part reassembly keys, one per value.
         columns: ``tdsql-json`` only: the column names of each ``"db.table"``.
+        schema: typed mode: the table's columns, a pyarrow schema or a Spark DDL string
+            (see :class:`Decoder` and docs/typed.md).
+        tables: multi-table typed mode: ``{"shop.orders": schema_or_ddl, ...}``, decoded
+            in one pass.
 
     Returns:
-        A ``pyarrow.RecordBatch`` of :func:`event_schema`. Multi-part sets still
-        incomplete at the end become error rows.
+        A ``pyarrow.RecordBatch`` of :func:`event_schema` (with ``schema=``, ``before`` and
+        ``after`` as structs of its fields). Multi-part sets still incomplete at the end
+        become error rows. With ``tables=``, a dict of one typed batch per table name,
+        plus under the key ``None`` the rows no table claims (other tables, control
+        events without a table, error rows) as generic events.
 
     Raises:
         DecodeError: in ``failfast`` mode, naming the first bad message's index.
@@ -270,6 +321,11 @@ def decode(
         >>> batch = cdc_decode.decode(kafka_values, "tencent-dts")
         >>> batch.to_pandas()[["op", "source_table", "after"]]
     """
-    decoder = Decoder(format, mode=mode, engine=engine, columns=columns)
+    decoder = Decoder(
+        format, mode=mode, engine=engine, columns=columns, schema=schema, tables=tables
+    )
     # The end of input in the same call: no second (mostly empty) batch from finish().
-    return decoder._decode_indexed(values, keys, last=True)[0]
+    batch = decoder._decode_indexed(values, keys, last=True)[0]
+    if decoder.tables is not None:
+        return split_tables(batch, decoder.tables)
+    return batch

@@ -8,8 +8,15 @@ class NativeDecoder:
     """A stateful decoder for one stream; :class:`cdc_decode.Decoder` wraps it."""
 
     def __init__(
-        self, format: str, mode: str, columns: dict[str, list[str]] | None = None
-    ) -> None: ...
+        self,
+        format: str,
+        mode: str,
+        columns: dict[str, list[str]] | None = None,
+        schema: pa.Schema | None = None,
+        tables: list[tuple[str, pa.Schema]] | None = None,
+    ) -> None:
+        """``schema``: typed mode's checked columns; ``tables``: multi-table typed mode's
+        (name, schema) pairs (docs/typed.md). ``ValueError`` for an unsupported type."""
     def decode(
         self, values: pa.Array, keys: pa.Array | None = None, last: bool = False
     ) -> tuple[pa.RecordBatch, pa.Int64Array]:

@@ -74,15 +74,23 @@ def local_session(app: str = "cdc-decode", *, master: str = "local[*]", **config
     return session
 
 
-def spark_event_schema():
+def spark_event_schema(schema: pa.Schema | None = None):
     """The change-event schema as a Spark ``StructType`` (``op`` is non-nullable).
 
+    Args:
+        schema: an Arrow event schema (typed mode's, :func:`cdc_decode.typed_event_schema`);
+            the generic one when not given.
+
     Returns:
-        A ``pyspark.sql.types.StructType`` with the columns of :func:`cdc_decode.event_schema`.
+        A ``pyspark.sql.types.StructType`` with the columns of :func:`cdc_decode.event_schema`
+        (``timestamp[us, tz=UTC]`` is ``timestamp``, a typed ``timestamp[us]`` column
+        ``timestamp_ntz``).
     """
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    return from_arrow_schema(event_schema(), prefer_timestamp_ntz=False)
+    return from_arrow_schema(
+        event_schema() if schema is None else schema, prefer_timestamp_ntz=True
+    )
 
 
 def decode(
@@ -94,7 +102,9 @@ def decode(
     mode: str = "permissive",
     engine: str = "native",
     columns: Mapping[str, Sequence[str]] | None = None,
-) -> DataFrame:
+    schema: Any = None,
+    tables: Mapping[str, Any] | None = None,
+) -> DataFrame | dict[str | None, DataFrame]:
     """Decode a DataFrame of CDC messages into a DataFrame of change events.
 
     Each Spark partition is decoded by one :class:`cdc_decode.Decoder`, batch after batch,
@@ -128,10 +138,25 @@ def decode(
             fallback). Both give equal results.
         columns: ``tdsql-json`` only: ``{"db.table": ["id", "name", ...]}`` names the
             positional values of each table's row images (otherwise keyed ``"0"``, ...).
+        schema: typed mode (docs/typed.md): the table's columns as a Spark DDL string
+            (``"id bigint, price decimal(10,2), created timestamp"``) or a pyarrow schema;
+            ``before`` and ``after`` are then structs of exactly those columns, converted
+            in the decoder. A value that does not convert makes its message an error row
+            naming the column.
+        tables: multi-table typed mode: ``{"shop.orders": ddl, "shop.users": ddl}``. The
+            stream is decoded once (one ``mapInArrow`` whose output has a typed struct pair
+            per table); each table's DataFrame is a cheap filter and select of it. Persist
+            the result or write every table in one ``foreachBatch`` so the decode is not
+            recomputed per table (docs/typed.md).
 
     Returns:
         A DataFrame with the kept columns followed by the columns of
         :func:`cdc_decode.event_schema` (see docs/events.md): one row per change event.
+        With ``tables=``, a dict: one typed DataFrame per table name, and under ``None``
+        the rows no table claims (other tables, control events, error rows) as generic
+        events, and under ``"*"`` the one decoded DataFrame they all select from (the
+        event columns, ``table``, then ``before_<i>``/``after_<i>`` per table): persist
+        that one to decode once for several actions.
 
     Raises:
         ValueError: the value column is missing or not binary/string, a kept column is
@@ -167,9 +192,11 @@ def decode(
         from . import _check_columns
 
         columns = _check_columns(format, columns)
+    typed = _Typed(schema, tables)
     fields = {f.name: f for f in df.schema.fields}
     if format in RECORD_FORMATS:
-        return _decode_records(df, format, fields, value_col, keep, mode, engine)
+        combined, kept = _decode_records(df, format, fields, value_col, keep, mode, engine, typed)
+        return typed.split(combined, kept)
     if value_col is None:
         value_col = "value"
     if value_col not in fields:
@@ -183,7 +210,7 @@ def decode(
         )
 
     keep = _checked_keep(df, fields, keep)
-    events = spark_event_schema()
+    events = spark_event_schema(typed.arrow_schema)
     has_topic = "topic" in fields and "partition" in fields
     has_headers = "headers" in fields and _is_kafka_headers(fields["headers"].dataType)
     # Only what the workers need crosses to Python: the value, the kept and the key columns.
@@ -204,8 +231,10 @@ def decode(
         has_topic=has_topic,
         has_headers=has_headers,
         columns=columns,
+        schema=typed.schema,
+        tables=typed.tables,
     )
-    return df.select(*needed).mapInArrow(fn, out_schema)
+    return typed.split(df.select(*needed).mapInArrow(fn, out_schema), keep)
 
 
 def read_datastream(
@@ -273,6 +302,7 @@ def _decode_records(
     keep: Sequence[str] | None,
     mode: str,
     engine: str,
+    typed: _Typed,
 ) -> DataFrame:
     """``datahub-tuple``: the columns not kept are the records."""
     from pyspark.sql.types import StructType
@@ -290,7 +320,8 @@ def _decode_records(
                 f"{format}: no {' (or '.join(names)}{')' * (len(names) - 1)} column among "
                 f"the records' columns ({', '.join(records)})"
             )
-    out_schema = StructType([fields[c] for c in keep] + list(spark_event_schema().fields))
+    events = spark_event_schema(typed.arrow_schema)
+    out_schema = StructType([fields[c] for c in keep] + list(events.fields))
     fn = _partition_decoder(
         format,
         mode=mode,
@@ -300,8 +331,44 @@ def _decode_records(
         has_topic=False,
         has_headers=False,
         records=records,
+        schema=typed.schema,
+        tables=typed.tables,
     )
-    return df.mapInArrow(fn, out_schema)
+    return df.mapInArrow(fn, out_schema), keep
+
+
+class _Typed:
+    """The ``schema=``/``tables=`` options, checked on the driver."""
+
+    def __init__(self, schema: Any, tables: Mapping[str, Any] | None) -> None:
+        from ._typed import as_schema, as_tables, multi_event_schema, typed_event_schema
+
+        if schema is not None and tables is not None:
+            raise ValueError("give schema= (one table) or tables= (many), not both")
+        self.schema = None if schema is None else as_schema(schema)
+        self.tables = None if tables is None else as_tables(tables)
+        if self.schema is not None:
+            self.arrow_schema = typed_event_schema(self.schema)
+        elif self.tables is not None:
+            self.arrow_schema = multi_event_schema(self.tables)
+        else:
+            self.arrow_schema = None
+
+    def split(self, combined: DataFrame, keep: Sequence[str]) -> Any:
+        """The decoded DataFrame, or with ``tables=`` one DataFrame per table (and under
+        ``None`` the rest, under ``"*"`` the combined one) selected from it."""
+        if self.tables is None:
+            return combined
+        from pyspark.sql import functions as F
+
+        base = [f.name for f in event_schema()]
+        out: dict[str | None, DataFrame] = {"*": combined}
+        for i, (name, _) in enumerate(self.tables):
+            images = {"before": f"before_{i}", "after": f"after_{i}"}
+            columns = [*keep, *(F.col(images[c]).alias(c) if c in images else c for c in base)]
+            out[name] = combined.where(F.col("table") == name).select(*columns)
+        out[None] = combined.where(F.col("table").isNull()).select(*keep, *base)
+        return out
 
 
 def _is_kafka_headers(data_type: Any) -> bool:
@@ -324,6 +391,8 @@ def _partition_decoder(
     has_headers: bool,
     records: list[str] | None = None,
     columns: dict[str, list[str]] | None = None,
+    schema: pa.Schema | None = None,
+    tables: list[tuple[str, pa.Schema]] | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function ``mapInArrow`` runs on the executors, closed over plain values only.
 
@@ -336,7 +405,14 @@ def _partition_decoder(
 
         import cdc_decode
 
-        decoder = cdc_decode.Decoder(format, mode=mode, engine=engine, columns=columns)
+        decoder = cdc_decode.Decoder(
+            format,
+            mode=mode,
+            engine=engine,
+            columns=columns,
+            schema=schema,
+            tables=None if tables is None else dict(tables),
+        )
         carry = _Carry(keep)
         start = 0  # ordinal of the current batch's first row
         for batch in batches:

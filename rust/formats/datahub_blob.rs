@@ -47,6 +47,10 @@ impl FormatDecoder for DatahubBlob {
         let parser = &mut self.parser;
         sink.events(ordinal, &value, |rows| {
             let message = parser.parse(&value)?;
+            if let Some(typed) = rows.typed() {
+                // DataHub DATE values are epoch milliseconds (docs/typed.md).
+                typed.hints.epoch = Some(crate::typed::Unit::Millis);
+            }
             Event::read(message)?.write(rows);
             Ok(())
         })

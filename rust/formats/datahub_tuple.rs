@@ -81,10 +81,22 @@ impl FormatDecoder for DatahubTuple {
         for row in 0..records.num_rows() {
             let ordinal = first + row as i64;
             match layout.head(row) {
-                Ok(head) => sink.try_events(ordinal, |rows| {
-                    layout.write(rows, row, &head);
-                    Ok(())
-                })?,
+                Ok(head) => {
+                    let written = sink.try_events(ordinal, |rows| {
+                        if let Some(typed) = rows.typed() {
+                            // An integer TUPLE TIMESTAMP is epoch microseconds.
+                            typed.hints.epoch = Some(crate::typed::Unit::Micros);
+                        }
+                        layout.write(rows, row, &head);
+                        Ok(())
+                    });
+                    // Only typed mode fails here: a value that does not convert.
+                    if let Err(error) = written {
+                        raw.clear();
+                        layout.raw_json(row, &mut raw, &mut scratch);
+                        sink.error(ordinal, &raw, error)?;
+                    }
+                }
                 Err(error) => {
                     raw.clear();
                     layout.raw_json(row, &mut raw, &mut scratch);

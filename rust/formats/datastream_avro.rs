@@ -523,6 +523,10 @@ impl Record {
             })
         };
         let method = text(&self.read_method).unwrap_or("");
+        if let Some(typed) = rows.typed() {
+            // MySQL BLOB/BINARY values are hex text in Datastream's files (docs/typed.md).
+            typed.hints.hex = method.starts_with("mysql");
+        }
         let backfill = method.contains("backfill") || method == "oracle_dump";
         let change = text(&self.change);
         let op = if backfill {

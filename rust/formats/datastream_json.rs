@@ -326,6 +326,11 @@ impl<'a> Event<'a> {
     }
 
     fn write(&self, rows: &mut EventBuilder) {
+        if let Some(typed) = rows.typed() {
+            // Datastream sends MySQL BLOB/BINARY values as hex text (docs/typed.md).
+            let method = self.top[6].and_then(|v| v.as_str());
+            typed.hints.hex = method.is_some_and(|m| m.text().starts_with("mysql"));
+        }
         rows.op.push_str(self.op);
         json::push_text(&mut rows.source_op, self.change);
         json::push_text(&mut rows.source_db, self.db);

@@ -11,6 +11,7 @@ use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
 use crate::sequence::OrderKey;
+use crate::typed::{Hint, Hints, Unit};
 
 /// The format's name.
 pub const FORMAT: &str = "debezium-json";
@@ -33,6 +34,11 @@ impl FormatDecoder for DebeziumJson {
         let parser = &mut self.parser;
         sink.events(ordinal, &value, |rows| {
             let message = parser.parse(&value)?;
+            if let Some(typed) = rows.typed() {
+                if let Some(schema) = message.get_name(&SCHEMA) {
+                    typed.hints = connect_hints(schema, message.get_name(&PAYLOAD));
+                }
+            }
             match Event::read(message)? {
                 Some(event) => event.write(rows),
                 None => rows.push_bare("tombstone", None),
@@ -43,6 +49,62 @@ impl FormatDecoder for DebeziumJson {
 }
 
 const SCHEMA: Name = Name::new("schema");
+
+/// Typed mode's hints from the message's Connect schema: for each column of the
+/// `before`/`after` structs, how its logical type is written (docs/typed.md). A `Decimal`
+/// is base64 bytes only where the payload sends it as a string: with the converter's
+/// `decimal.format=NUMERIC` it is a JSON number, read as decimal text.
+fn connect_hints(schema: Value<'_>, payload: Option<Value<'_>>) -> Hints {
+    let sent_as_number = |column: &str| {
+        let value = |image: &str| payload?.get(image)?.get(column).filter(|v| !v.is_null());
+        value("after")
+            .or_else(|| value("before"))
+            .is_some_and(|v| v.kind() == Kind::Number)
+    };
+    let mut hints = Hints::default();
+    let text = |v: Option<Value<'_>>| v.and_then(|v| v.as_str()).map(|s| s.text().into_owned());
+    let Some(fields) = schema.get("fields").filter(|f| f.kind() == Kind::Array) else {
+        return hints;
+    };
+    for image in fields.items() {
+        let name = text(image.get("field"));
+        if !matches!(name.as_deref(), Some("before" | "after")) {
+            continue;
+        }
+        let Some(columns) = image.get("fields").filter(|f| f.kind() == Kind::Array) else {
+            continue;
+        };
+        for column in columns.items() {
+            let (Some(field), Some(logical)) =
+                (text(column.get("field")), text(column.get("name")))
+            else {
+                continue;
+            };
+            let hint = match logical.as_str() {
+                "org.apache.kafka.connect.data.Decimal" => {
+                    let scale = column
+                        .get("parameters")
+                        .and_then(|p| text(p.get("scale")))
+                        .and_then(|s| s.parse().ok());
+                    match scale {
+                        Some(scale) if !sent_as_number(&field) => Hint::DecimalBytes(scale),
+                        _ => continue,
+                    }
+                }
+                "io.debezium.data.VariableScaleDecimal" => Hint::VariableScaleDecimal,
+                "io.debezium.time.Date" | "org.apache.kafka.connect.data.Date" => Hint::Days,
+                "io.debezium.time.Timestamp" | "org.apache.kafka.connect.data.Timestamp" => {
+                    Hint::Epoch(Unit::Millis)
+                }
+                "io.debezium.time.MicroTimestamp" => Hint::Epoch(Unit::Micros),
+                "io.debezium.time.NanoTimestamp" => Hint::Epoch(Unit::Nanos),
+                _ => continue,
+            };
+            hints.columns.entry(field).or_insert(hint);
+        }
+    }
+    hints
+}
 const PAYLOAD: Name = Name::new("payload");
 
 /// The envelope's members with a column of their own (the rest go to metadata).

@@ -79,6 +79,9 @@ pub trait FormatDecoder: Send + Sync {
 pub struct Options {
     /// `tdsql-json`: the column names of each `db.table`, naming its positional images.
     pub columns: Option<HashMap<String, Vec<String>>>,
+    /// Typed mode (`docs/typed.md`): `before`/`after` as structs of one schema's columns,
+    /// or of each table's. Every format takes it.
+    pub typed: Option<std::sync::Arc<crate::typed::TypedSpec>>,
 }
 
 /// The decoder for a format name, with the name as a `'static` string.

@@ -481,6 +481,7 @@ mod tests {
         )];
         let options = Options {
             columns: Some(columns.into_iter().collect()),
+            ..Options::default()
         };
         let mut decoder = Decoder::with_options(FORMAT, Mode::Permissive, &options).unwrap();
         let whole: ArrayRef = Arc::new(BinaryArray::from(vec![Some(message)]));

@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from .._schema import MODES
 from ._events import EventSink
+from ._typed import Typed
 
 # Format name -> (module, class). Imported on first use: ``cdc_decode._proto`` loads its
 # descriptor set from this package, so importing the format modules here would be circular.
@@ -63,12 +64,22 @@ class PythonDecoder:
         format: a format name (:data:`FORMATS`).
         mode: ``permissive``, ``dropmalformed`` or ``failfast``.
         columns: ``tdsql-json`` only: ``{"db.table": [column names]}``.
+        schema: typed mode: a checked pyarrow schema (``cdc_decode._typed.as_schema``).
+        tables: multi-table typed mode: (name, checked schema) pairs.
 
     Raises:
         ValueError: for an unknown format or mode, or an option the format does not take.
     """
 
-    def __init__(self, format: str, mode: str, *, columns: dict | None = None) -> None:
+    def __init__(
+        self,
+        format: str,
+        mode: str,
+        *,
+        columns: dict | None = None,
+        schema: pa.Schema | None = None,
+        tables: list | None = None,
+    ) -> None:
         if format not in _FORMATS:
             raise ValueError(f"the python engine has no decoder for format {format!r}")
         if mode not in MODES:
@@ -82,6 +93,10 @@ class PythonDecoder:
         self._decoder = getattr(import_module(f".{module}", __name__), cls)(**options)
         self._takes_records = getattr(self._decoder, "records", False)
         self._stats = {"messages": 0, "events": 0, "errors": 0, "dropped": 0}
+        if schema is not None and tables is not None:
+            raise ValueError("give schema or tables, not both")
+        typed = schema is not None or tables is not None
+        self._typed = Typed(schema, tables) if typed else None
 
     def decode(
         self, values: pa.Array, keys: pa.Array | None, last: bool = False
@@ -112,7 +127,7 @@ class PythonDecoder:
             values = values.cast(_AS_BYTES[values.type])
         raws = values.to_pylist()
         key_list = [None] * len(raws) if keys is None else keys.to_pylist()
-        sink = EventSink(self._format, self._mode, self._stats)
+        sink = EventSink(self._format, self._mode, self._stats, self._typed)
         decode_one = self._decoder.decode
         first = self._stats["messages"]
         done = 0
@@ -159,7 +174,7 @@ class PythonDecoder:
                 f"{self._format} decodes binary values (an array of messages), not a record batch"
             )
         records = self._decoder.prepare(batch)  # checks the columns first: raises, counts none
-        sink = EventSink(self._format, self._mode, self._stats)
+        sink = EventSink(self._format, self._mode, self._stats, self._typed)
         record = records.record
         first = self._stats["messages"]
         done = 0
@@ -183,7 +198,7 @@ class PythonDecoder:
         Returns:
             The rows and their input ordinals, as :meth:`decode` returns them.
         """
-        sink = EventSink(self._format, self._mode, self._stats)
+        sink = EventSink(self._format, self._mode, self._stats, self._typed)
         self._decoder.finish(sink)
         return sink.build()
 

@@ -17,9 +17,9 @@ import pyarrow as pa
 
 from .._errors import DecodeError
 from .._schema import EVENT_SCHEMA
+from ._typed import Typed
 
-_FIELDS = tuple(EVENT_SCHEMA)
-_WIDTH = len(_FIELDS)
+_WIDTH = len(EVENT_SCHEMA)
 _NULLS_AFTER_OP = (None,) * (_WIDTH - 2)
 _NULLS_BEFORE_ERROR = (None,) * (_WIDTH - 4)
 
@@ -44,14 +44,31 @@ class EventSink:
             ``dropped``).
     """
 
-    __slots__ = ("_format", "_mode", "_stats", "rows", "ordinals")
+    __slots__ = ("_format", "_mode", "_stats", "rows", "ordinals", "typed")
 
-    def __init__(self, format: str, mode: str, stats: dict[str, int]) -> None:
+    def __init__(
+        self, format: str, mode: str, stats: dict[str, int], typed: Typed | None = None
+    ) -> None:
         self._format = format
         self._mode = mode
         self._stats = stats
+        self.typed = typed
         self.rows: list[tuple] = []
         self.ordinals: list[int] = []
+
+    def convert(self, rows: list[tuple], hints=None) -> list[tuple]:
+        """Typed mode: the rows with their images converted (unchanged in generic mode).
+
+        Args:
+            rows: the event rows of one message.
+            hints: the message's :class:`._typed.Hints`, or a list of one per row.
+
+        Raises:
+            Unconvertible: a value that does not convert; the message is an error row.
+        """
+        if self.typed is None:
+            return rows
+        return self.typed.convert(rows, hints)
 
     def events(self, rows: list[tuple], ordinal: int) -> None:
         """Adds the event rows of the message at ``ordinal``."""
@@ -83,13 +100,13 @@ class EventSink:
 
     def build(self) -> tuple[pa.RecordBatch, pa.Array]:
         """The rows as a record batch of the event schema, and each row's input ordinal."""
-        if self.rows:
-            columns = list(zip(*self.rows, strict=True))
-        else:
-            columns = [()] * _WIDTH
+        schema = EVENT_SCHEMA if self.typed is None else self.typed.schema
+        rows = self.rows
+        if self.typed is not None and self.typed.multi:
+            rows = [self.typed.pad(row) for row in rows]
+        columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
         arrays = [
-            pa.array(column, type=field.type)
-            for column, field in zip(columns, _FIELDS, strict=True)
+            pa.array(column, type=field.type) for column, field in zip(columns, schema, strict=True)
         ]
-        batch = pa.RecordBatch.from_arrays(arrays, schema=EVENT_SCHEMA)
+        batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
         return batch, pa.array(self.ordinals, type=pa.int64())

@@ -17,6 +17,7 @@ import re
 from itertools import accumulate
 
 from ._events import EventSink
+from ._typed import Hints, Unconvertible
 
 MAX_DEPTH = 128
 """Most levels of nested objects and arrays a message may have (the top object is 1)."""
@@ -228,17 +229,24 @@ class JsonFormat:
             sink: where rows go.
         """
         try:
-            row = self._event(parse(raw))
-        except _Malformed as exc:
+            message = parse(raw)
+            row = self._event(message)
+            if row is not None:
+                rows = sink.convert([row], self._hints(message) if sink.typed else None)
+        except (_Malformed, Unconvertible) as exc:
             sink.error(ordinal, raw, str(exc))
             return
         if row is None:
             sink.tombstone(ordinal)
         else:
-            sink.events([row], ordinal)
+            sink.events(rows, ordinal)
 
     def finish(self, sink: EventSink) -> None:
         """End of input: nothing is buffered."""
 
     def _event(self, message: object) -> tuple | None:
         raise NotImplementedError
+
+    def _hints(self, message: object) -> Hints | None:
+        """Typed mode's hints for a message ``_event`` accepted (docs/typed.md)."""
+        return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import struct
 
 from ._json import JsonFormat, _integer, _kind, _Malformed, _object, _string, render
+from ._typed import Hints
 
 FORMAT = "datahub-blob"
 
@@ -83,6 +84,9 @@ def _extra(metadata: dict[str, str], obj: dict | None, known: frozenset[str]) ->
         for key, value in obj.items():
             if key not in known and key not in metadata and value is not None:
                 metadata[key] = render(value)
+
+
+_HINTS = Hints(epoch="ms")
 
 
 def _event(message: object) -> tuple:
@@ -170,6 +174,10 @@ class DatahubBlob(JsonFormat):
     """Decodes ``datahub-blob`` messages: one JSON object, one event."""
 
     name = FORMAT
+
+    def _hints(self, message: object) -> Hints:
+        """DataHub DATE values are epoch milliseconds."""
+        return _HINTS
 
     def _event(self, message: object) -> tuple:
         return _event(message)

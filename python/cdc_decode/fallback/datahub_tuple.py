@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.types as pt
 
 from ._events import EventSink
+from ._typed import Hints, Unconvertible
 from ._values import (
     base64_text,
     date_text,
@@ -69,6 +70,10 @@ _EXPECTED_FLAGS = {
     "D": "expected Y/N (a delete is a before image)",
     "U": "expected Y/N (before image) or N/Y (after image)",
 }
+
+
+# Typed mode: an integer TUPLE TIMESTAMP is epoch microseconds.
+_HINTS = Hints(epoch="us")
 
 
 class _Malformed(Exception):
@@ -256,11 +261,11 @@ class Records:
     def record(self, row: int, ordinal: int, sink: EventSink) -> None:
         """Writes record ``row``'s event, or its error row, into ``sink``."""
         try:
-            event = self._event(row)
-        except _Malformed as exc:
+            events = sink.convert([self._event(row)], _HINTS)
+        except (_Malformed, Unconvertible) as exc:
             sink.error(ordinal, self.raw(row), str(exc))
             return
-        sink.events([event], ordinal)
+        sink.events(events, ordinal)
 
     def _event(self, row: int) -> tuple:
         source_op = self.operations[row]

@@ -22,6 +22,7 @@ import zstandard
 
 from ._events import EventSink
 from ._json import _Malformed, _Number, parse
+from ._typed import Hints, Unconvertible
 from ._values import base64_text, date_text, f32_text, f64_text, json_string, timestamp_text
 from .datastream_json import order
 
@@ -769,6 +770,15 @@ def _size(text: str | None) -> int:
     return len(text) if text.isascii() else len(text.encode("utf-8"))
 
 
+_HEX = Hints(hex=True)
+
+
+def _hints(row: tuple) -> Hints | None:
+    """Typed mode: MySQL BLOB/BINARY values are hex text in Datastream's files."""
+    read_method = dict(row[16] or ()).get("read_method") or ""
+    return _HEX if read_method.startswith("mysql") else None
+
+
 class DatastreamAvro:
     """Decodes ``datastream-avro`` files: one object-container file, many events. Keeps
     compiled schemas by their JSON text."""
@@ -783,7 +793,9 @@ class DatastreamAvro:
         """Decodes one file into ``sink``: all of its events, or one error row."""
         try:
             rows = self._file(raw)
-        except _Malformed as exc:
+            if sink.typed is not None:
+                rows = sink.convert(rows, [_hints(row) for row in rows])
+        except (_Malformed, Unconvertible) as exc:
             sink.error(ordinal, raw, str(exc))
             return
         except (EOFError, IndexError, UnicodeDecodeError, ValueError, TypeError) as exc:

@@ -12,6 +12,7 @@ import re
 
 from ._json import JsonFormat, _integer, _kind, _Malformed, _object, _string, _unsigned, render
 from ._sequence import i64, text, u64
+from ._typed import Hints
 
 FORMAT = "datastream-json"
 
@@ -112,10 +113,18 @@ def order(method, change, event_time, sort_numbers, log_file, log_position, scn,
     return op, position, sequence
 
 
+_HEX = Hints(hex=True)
+
+
 class DatastreamJson(JsonFormat):
     """Decodes ``datastream-json`` lines: one JSON object, one event."""
 
     name = FORMAT
+
+    def _hints(self, message: object) -> Hints:
+        """MySQL BLOB/BINARY values are hex text."""
+        read_method = message.get("read_method")  # checked by _event: a string or absent
+        return _HEX if isinstance(read_method, str) and read_method.startswith("mysql") else None
 
     def _event(self, message: object) -> tuple:
         if not isinstance(message, dict):

@@ -8,8 +8,19 @@ parse, from :mod:`._json`).
 
 from __future__ import annotations
 
-from ._json import JsonFormat, _integer, _kind, _Malformed, _object, _string, _unsigned, render
+from ._json import (
+    JsonFormat,
+    _integer,
+    _kind,
+    _Malformed,
+    _Number,
+    _object,
+    _string,
+    _unsigned,
+    render,
+)
 from ._sequence import i64, text, u64
+from ._typed import Hints, parse_int
 
 FORMAT = "debezium-json"
 
@@ -57,11 +68,66 @@ def _image(value: object, where: str) -> list | None:
     return [(k, render(v)) for k, v in obj.items()]
 
 
+_CONNECT_HINTS = {
+    "io.debezium.data.VariableScaleDecimal": "variable",
+    "io.debezium.time.Date": "days",
+    "org.apache.kafka.connect.data.Date": "days",
+    "io.debezium.time.Timestamp": "ms",
+    "org.apache.kafka.connect.data.Timestamp": "ms",
+    "io.debezium.time.MicroTimestamp": "us",
+    "io.debezium.time.NanoTimestamp": "ns",
+}
+
+
+def connect_hints(schema: object, payload: object) -> Hints:
+    """Typed mode's hints from a message's Connect schema: how each column of the
+    ``before``/``after`` structs writes its logical type (docs/typed.md). A ``Decimal`` is
+    base64 bytes only where the payload sends it as a string (with the converter's
+    ``decimal.format=NUMERIC`` it is a JSON number, read as decimal text)."""
+
+    def sent_as_number(column: str) -> bool:
+        for image in ("after", "before"):
+            values = payload.get(image) if isinstance(payload, dict) else None
+            value = values.get(column) if isinstance(values, dict) else None
+            if value is not None:
+                return isinstance(value, _Number)
+        return False
+
+    columns: dict = {}
+    fields = schema.get("fields") if isinstance(schema, dict) else None
+    for image in fields if isinstance(fields, list) else ():
+        if not isinstance(image, dict) or image.get("field") not in ("before", "after"):
+            continue
+        inner = image.get("fields")
+        for column in inner if isinstance(inner, list) else ():
+            if not isinstance(column, dict):
+                continue
+            name, logical = column.get("field"), column.get("name")
+            if not isinstance(name, str) or not isinstance(logical, str):
+                continue
+            if logical == "org.apache.kafka.connect.data.Decimal":
+                parameters = column.get("parameters")
+                scale = parameters.get("scale") if isinstance(parameters, dict) else None
+                if not isinstance(scale, str) or parse_int(scale) is None or sent_as_number(name):
+                    continue
+                hint = ("decimal", int(scale))
+            elif logical in _CONNECT_HINTS:
+                hint = _CONNECT_HINTS[logical]
+            else:
+                continue
+            columns.setdefault(name, hint)
+    return Hints(columns=columns)
+
+
 class DebeziumJson(JsonFormat):
     """Decodes ``debezium-json`` messages: one JSON object, one row (a tombstone for
     Connect's null payload)."""
 
     name = FORMAT
+
+    def _hints(self, message: object) -> Hints | None:
+        schema = message.get("schema") if isinstance(message, dict) else None
+        return None if schema is None else connect_hints(schema, message.get("payload"))
 
     def _event(self, message: object) -> tuple | None:
         if not isinstance(message, dict):

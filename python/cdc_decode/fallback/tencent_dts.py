@@ -18,6 +18,7 @@ from google.protobuf.message import DecodeError as ProtoError
 
 from .. import _proto
 from ._events import EventSink
+from ._typed import Unconvertible
 
 FORMAT = "tencent-dts"
 
@@ -450,8 +451,8 @@ class TencentDts:
     def _emit(sink: EventSink, data: bytes, properties, parts) -> None:
         """Events of one whole Entries at the last part's place, or every part an error."""
         try:
-            rows = _events(data, properties)
-        except _Malformed as exc:
+            rows = sink.convert(_events(data, properties))
+        except (_Malformed, Unconvertible) as exc:
             cause = str(exc)
             if len(parts) > 1:
                 cause = f"multi-part envelope of {len(parts)} parts: {cause}"

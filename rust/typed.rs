@@ -1,0 +1,1221 @@
+//! Typed row images (`docs/typed.md`): the text a format renders into `before`/`after`,
+//! converted into structs of the table's columns.
+//!
+//! Every format keeps rendering its values as text; when a [`TypedSpec`] is given, the
+//! event builder converts each row's images as the row ends ([`TypedImages::end_row`]),
+//! driven by the target type and, where the text alone is ambiguous, a [`Hint`] the format
+//! supplies for the message ([`Hints`]). A value that does not convert fails the whole
+//! message (one error row naming the column); a column missing from an image is null; an
+//! image key that is not a column is ignored.
+//!
+//! `python/cdc_decode/fallback/_typed.py` has the same rules, line for line.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::{
+    ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array,
+    Int16Array, Int32Array, Int64Array, Int8Array, StructArray, TimestampMicrosecondArray,
+};
+use arrow_buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
+use arrow_schema::{DataType, Field, Fields, SchemaRef, TimeUnit};
+
+use crate::error::{Error, Result};
+use crate::events::{BytesColumn, MapColumn, Validity};
+
+/// The unit of an epoch number.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Millis,
+    Micros,
+    Nanos,
+}
+
+/// How a format says one column's text is to be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Hint {
+    /// An integer is an epoch time in this unit (Debezium `Timestamp`, `MicroTimestamp`,
+    /// `NanoTimestamp`).
+    Epoch(Unit),
+    /// An integer is days since the epoch (Debezium `Date`).
+    Days,
+    /// Base64 of a big-endian two's complement unscaled value with this scale (Connect
+    /// `Decimal`); text that is not base64 is read as decimal text.
+    DecimalBytes(i32),
+    /// Debezium's `VariableScaleDecimal`, rendered as `{"scale":2,"value":"BNI="}`: the
+    /// scale and the base64 unscaled bytes.
+    VariableScaleDecimal,
+    /// Binary text is lowercase or uppercase hex (Datastream MySQL BLOB/BINARY).
+    Hex,
+}
+
+/// What a format knows about one message's values.
+#[derive(Debug, Clone, Default)]
+pub struct Hints {
+    /// The unit of integers read as timestamps or dates when no column hint says
+    /// (otherwise: milliseconds for timestamps, days for dates).
+    pub epoch: Option<Unit>,
+    /// Binary text is hex, not base64, unless a column hint says.
+    pub hex: bool,
+    /// Per-column hints, by column name.
+    pub columns: HashMap<String, Hint>,
+}
+
+/// The Spark SQL name of a supported type, as error messages and the DDL spell it.
+pub fn type_name(data_type: &DataType) -> String {
+    match data_type {
+        DataType::Boolean => "boolean".into(),
+        DataType::Int8 => "tinyint".into(),
+        DataType::Int16 => "smallint".into(),
+        DataType::Int32 => "int".into(),
+        DataType::Int64 => "bigint".into(),
+        DataType::Float32 => "float".into(),
+        DataType::Float64 => "double".into(),
+        DataType::Decimal128(p, s) => format!("decimal({p},{s})"),
+        DataType::Utf8 => "string".into(),
+        DataType::Binary => "binary".into(),
+        DataType::Date32 => "date".into(),
+        DataType::Timestamp(TimeUnit::Microsecond, Some(_)) => "timestamp".into(),
+        DataType::Timestamp(TimeUnit::Microsecond, None) => "timestamp_ntz".into(),
+        other => other.to_string(),
+    }
+}
+
+const SUPPORTED: &str = "boolean, tinyint, smallint, int, bigint, float, double, \
+decimal(p,s) with 1 <= p <= 38 and 0 <= s <= p, string, binary, date, timestamp \
+(timestamp[us, tz=UTC]), timestamp_ntz (timestamp[us])";
+
+fn supported(data_type: &DataType) -> bool {
+    match data_type {
+        DataType::Boolean
+        | DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Utf8
+        | DataType::Binary
+        | DataType::Date32 => true,
+        DataType::Decimal128(p, s) => (1..=38).contains(p) && *s >= 0 && (*s as u8) <= *p,
+        DataType::Timestamp(TimeUnit::Microsecond, None) => true,
+        DataType::Timestamp(TimeUnit::Microsecond, Some(tz)) => tz.as_ref() == "UTC",
+        _ => false,
+    }
+}
+
+/// One table's columns.
+#[derive(Debug)]
+pub struct Table {
+    /// The name a multi-table stream routes by (`db.table`), empty for a single schema.
+    pub name: String,
+    /// The struct fields of `before` and `after`.
+    pub fields: Fields,
+    index: HashMap<String, usize>,
+}
+
+impl Table {
+    fn new(name: String, schema: &SchemaRef) -> Result<Self> {
+        let mut index = HashMap::new();
+        let label = if name.is_empty() {
+            "schema".to_string()
+        } else {
+            format!("tables[{name:?}]")
+        };
+        for (i, field) in schema.fields().iter().enumerate() {
+            if !supported(field.data_type()) {
+                return Err(Error::Schema(format!(
+                    "{label}: column '{}' has type {}, which typed mode does not convert to; \
+                     supported: {SUPPORTED}",
+                    field.name(),
+                    field.data_type()
+                )));
+            }
+            if index.insert(field.name().clone(), i).is_some() {
+                return Err(Error::Schema(format!(
+                    "{label}: column '{}' is named twice",
+                    field.name()
+                )));
+            }
+        }
+        // Every field nullable: a column missing from an image is null.
+        let fields: Fields = schema
+            .fields()
+            .iter()
+            .map(|f| Field::new(f.name(), f.data_type().clone(), true))
+            .collect();
+        Ok(Self {
+            name,
+            fields,
+            index,
+        })
+    }
+}
+
+/// What typed mode converts to: one schema for every row, or one per table.
+#[derive(Debug)]
+pub struct TypedSpec {
+    tables: Vec<Table>,
+    multi: bool,
+    by_name: HashMap<String, usize>,
+}
+
+impl TypedSpec {
+    /// `before`/`after` of every row become structs of `schema`'s columns.
+    pub fn single(schema: &SchemaRef) -> Result<Self> {
+        Ok(Self {
+            tables: vec![Table::new(String::new(), schema)?],
+            multi: false,
+            by_name: HashMap::new(),
+        })
+    }
+
+    /// Rows of each named table get that table's structs, in columns of their own.
+    pub fn tables(tables: Vec<(String, SchemaRef)>) -> Result<Self> {
+        if tables.is_empty() {
+            return Err(Error::Schema("tables names no table".into()));
+        }
+        let mut by_name = HashMap::new();
+        let mut out = Vec::new();
+        for (i, (name, schema)) in tables.into_iter().enumerate() {
+            if name.is_empty() || by_name.insert(name.clone(), i).is_some() {
+                return Err(Error::Schema(format!(
+                    "tables: bad or repeated name {name:?}"
+                )));
+            }
+            out.push(Table::new(name, &schema)?);
+        }
+        Ok(Self {
+            tables: out,
+            multi: true,
+            by_name,
+        })
+    }
+
+    /// True for a multi-table spec.
+    pub fn is_multi(&self) -> bool {
+        self.multi
+    }
+
+    /// The tables, in the order given.
+    pub fn table_list(&self) -> &[Table] {
+        &self.tables
+    }
+
+    /// The table a row belongs to: the first of `db.schema.table`, `db.table`,
+    /// `schema.table` and `table` that names one.
+    fn route(&self, db: Option<&str>, schema: Option<&str>, table: Option<&str>) -> Option<usize> {
+        if !self.multi {
+            return Some(0);
+        }
+        let table = table?;
+        let mut candidates = Vec::with_capacity(4);
+        if let (Some(d), Some(s)) = (db, schema) {
+            candidates.push(format!("{d}.{s}.{table}"));
+        }
+        if let Some(d) = db {
+            candidates.push(format!("{d}.{table}"));
+        }
+        if let Some(s) = schema {
+            candidates.push(format!("{s}.{table}"));
+        }
+        candidates.push(table.to_string());
+        candidates.iter().find_map(|c| self.by_name.get(c).copied())
+    }
+}
+
+/// A column of fixed-width values and their validity.
+#[derive(Debug, Default)]
+struct Prim<T> {
+    values: Vec<T>,
+    valid: Validity,
+}
+
+impl<T: Default + Copy> Prim<T> {
+    fn push(&mut self, value: Option<T>) {
+        if value.is_none() {
+            self.valid.null_at(self.values.len());
+        }
+        self.values.push(value.unwrap_or_default());
+    }
+
+    fn truncate(&mut self, rows: usize) {
+        self.values.truncate(rows);
+        self.valid.truncate(rows);
+    }
+
+    fn finish(self) -> (ScalarBuffer<T>, Option<NullBuffer>)
+    where
+        T: arrow_buffer::ArrowNativeType,
+    {
+        let nulls = self.valid.finish(self.values.len());
+        (ScalarBuffer::from(self.values), nulls)
+    }
+}
+
+/// One struct field's builder.
+#[derive(Debug)]
+enum Column {
+    Bool(Prim<bool>),
+    I8(Prim<i8>),
+    I16(Prim<i16>),
+    I32(Prim<i32>),
+    I64(Prim<i64>),
+    F32(Prim<f32>),
+    F64(Prim<f64>),
+    Decimal(Prim<i128>, u8, i8),
+    Date(Prim<i32>),
+    Timestamp(Prim<i64>),
+    Utf8(BytesColumn),
+    Binary(BytesColumn),
+}
+
+impl Column {
+    fn new(data_type: &DataType) -> Self {
+        match data_type {
+            DataType::Boolean => Self::Bool(Prim::default()),
+            DataType::Int8 => Self::I8(Prim::default()),
+            DataType::Int16 => Self::I16(Prim::default()),
+            DataType::Int32 => Self::I32(Prim::default()),
+            DataType::Int64 => Self::I64(Prim::default()),
+            DataType::Float32 => Self::F32(Prim::default()),
+            DataType::Float64 => Self::F64(Prim::default()),
+            DataType::Decimal128(p, s) => Self::Decimal(Prim::default(), *p, *s),
+            DataType::Date32 => Self::Date(Prim::default()),
+            DataType::Timestamp(..) => Self::Timestamp(Prim::default()),
+            DataType::Binary => Self::Binary(BytesColumn::new()),
+            // Validated by `Table::new`: what is left is utf8.
+            _ => Self::Utf8(BytesColumn::new()),
+        }
+    }
+
+    fn push_null(&mut self) {
+        match self {
+            Self::Bool(c) => c.push(None),
+            Self::I8(c) => c.push(None),
+            Self::I16(c) => c.push(None),
+            Self::I32(c) => c.push(None),
+            Self::I64(c) => c.push(None),
+            Self::F32(c) => c.push(None),
+            Self::F64(c) => c.push(None),
+            Self::Decimal(c, ..) => c.push(None),
+            Self::Date(c) => c.push(None),
+            Self::Timestamp(c) => c.push(None),
+            Self::Utf8(c) | Self::Binary(c) => c.push_null(),
+        }
+    }
+
+    /// Converts `text` and appends it; `None` when it does not convert (nothing appended).
+    fn push_text(&mut self, text: &str, hint: Option<&Hint>, hints: &Hints) -> Option<()> {
+        match self {
+            Self::Bool(c) => c.push(Some(parse_bool(text)?)),
+            Self::I8(c) => c.push(Some(i8::try_from(parse_int(text)?).ok()?)),
+            Self::I16(c) => c.push(Some(i16::try_from(parse_int(text)?).ok()?)),
+            Self::I32(c) => c.push(Some(i32::try_from(parse_int(text)?).ok()?)),
+            Self::I64(c) => c.push(Some(parse_int(text)?)),
+            // Through f64, as the Python engine reads floats.
+            Self::F32(c) => c.push(Some(parse_float(text)? as f32)),
+            Self::F64(c) => c.push(Some(parse_float(text)?)),
+            Self::Decimal(c, p, s) => c.push(Some(parse_decimal_hinted(text, *p, *s, hint)?)),
+            Self::Date(c) => c.push(Some(parse_date(text, hint, hints)?)),
+            Self::Timestamp(c) => c.push(Some(parse_timestamp(text, hint, hints)?)),
+            Self::Utf8(c) => c.push_str(text),
+            Self::Binary(c) => {
+                let hex = match hint {
+                    Some(Hint::Hex) => true,
+                    Some(_) => false,
+                    None => hints.hex,
+                };
+                let bytes = if hex {
+                    parse_hex(text)?
+                } else {
+                    parse_base64(text)?
+                };
+                c.push_bytes(&bytes);
+            }
+        }
+        Some(())
+    }
+
+    fn truncate(&mut self, rows: usize) {
+        match self {
+            Self::Bool(c) => c.truncate(rows),
+            Self::I8(c) => c.truncate(rows),
+            Self::I16(c) => c.truncate(rows),
+            Self::I32(c) => c.truncate(rows),
+            Self::I64(c) => c.truncate(rows),
+            Self::F32(c) => c.truncate(rows),
+            Self::F64(c) => c.truncate(rows),
+            Self::Decimal(c, ..) => c.truncate(rows),
+            Self::Date(c) => c.truncate(rows),
+            Self::Timestamp(c) => c.truncate(rows),
+            Self::Utf8(c) | Self::Binary(c) => c.truncate(rows),
+        }
+    }
+
+    fn finish(self, data_type: &DataType) -> ArrayRef {
+        match self {
+            Self::Bool(c) => {
+                let nulls = c.valid.finish(c.values.len());
+                Arc::new(BooleanArray::new(BooleanBuffer::from(c.values), nulls))
+            }
+            Self::I8(c) => {
+                let (v, n) = c.finish();
+                Arc::new(Int8Array::new(v, n))
+            }
+            Self::I16(c) => {
+                let (v, n) = c.finish();
+                Arc::new(Int16Array::new(v, n))
+            }
+            Self::I32(c) => {
+                let (v, n) = c.finish();
+                Arc::new(Int32Array::new(v, n))
+            }
+            Self::I64(c) => {
+                let (v, n) = c.finish();
+                Arc::new(Int64Array::new(v, n))
+            }
+            Self::F32(c) => {
+                let (v, n) = c.finish();
+                Arc::new(Float32Array::new(v, n))
+            }
+            Self::F64(c) => {
+                let (v, n) = c.finish();
+                Arc::new(Float64Array::new(v, n))
+            }
+            Self::Decimal(c, p, s) => {
+                let (v, n) = c.finish();
+                let array = Decimal128Array::new(v, n)
+                    .with_precision_and_scale(p, s)
+                    .expect("validated precision and scale");
+                Arc::new(array)
+            }
+            Self::Date(c) => {
+                let (v, n) = c.finish();
+                Arc::new(Date32Array::new(v, n))
+            }
+            Self::Timestamp(c) => {
+                let (v, n) = c.finish();
+                let array = TimestampMicrosecondArray::new(v, n);
+                match data_type {
+                    DataType::Timestamp(_, Some(tz)) => Arc::new(array.with_timezone(tz.clone())),
+                    _ => Arc::new(array),
+                }
+            }
+            Self::Utf8(c) => Arc::new(c.finish_utf8()),
+            Self::Binary(c) => Arc::new(c.finish_binary()) as Arc<BinaryArray>,
+        }
+    }
+}
+
+/// `before` or `after` as a struct column.
+#[derive(Debug)]
+struct StructColumn {
+    columns: Vec<Column>,
+    valid: Validity,
+    rows: usize,
+}
+
+impl StructColumn {
+    fn new(fields: &Fields) -> Self {
+        Self {
+            columns: fields.iter().map(|f| Column::new(f.data_type())).collect(),
+            valid: Validity::default(),
+            rows: 0,
+        }
+    }
+
+    fn push_null(&mut self) {
+        self.valid.null_at(self.rows);
+        for column in &mut self.columns {
+            column.push_null();
+        }
+        self.rows += 1;
+    }
+
+    fn truncate(&mut self, rows: usize) {
+        if rows >= self.rows {
+            return;
+        }
+        self.valid.truncate(rows);
+        for column in &mut self.columns {
+            column.truncate(rows);
+        }
+        self.rows = rows;
+    }
+
+    fn finish(self, fields: &Fields) -> StructArray {
+        let nulls = self.valid.finish(self.rows);
+        let arrays = self
+            .columns
+            .into_iter()
+            .zip(fields.iter())
+            .map(|(c, f)| c.finish(f.data_type()))
+            .collect();
+        StructArray::new(fields.clone(), arrays, nulls)
+    }
+}
+
+/// The typed images of one batch, built row by row beside the text ones.
+#[derive(Debug)]
+pub struct TypedImages {
+    spec: Arc<TypedSpec>,
+    before: Vec<StructColumn>,
+    after: Vec<StructColumn>,
+    /// Multi-table: the table each row belongs to.
+    table: BytesColumn,
+    /// The current message's hints (reset as each message starts).
+    pub hints: Hints,
+    /// The first conversion failure of the current message.
+    error: Option<String>,
+    slots: Vec<Option<usize>>,
+}
+
+impl TypedImages {
+    /// Empty builders for `spec`.
+    pub fn new(spec: Arc<TypedSpec>) -> Self {
+        let before = spec
+            .tables
+            .iter()
+            .map(|t| StructColumn::new(&t.fields))
+            .collect();
+        let after = spec
+            .tables
+            .iter()
+            .map(|t| StructColumn::new(&t.fields))
+            .collect();
+        Self {
+            spec,
+            before,
+            after,
+            table: BytesColumn::new(),
+            hints: Hints::default(),
+            error: None,
+            slots: Vec::new(),
+        }
+    }
+
+    /// The spec this converts to.
+    pub fn spec(&self) -> &Arc<TypedSpec> {
+        &self.spec
+    }
+
+    /// A new message starts: no hints, no failure.
+    pub fn start_message(&mut self) {
+        self.hints = Hints::default();
+        self.error = None;
+    }
+
+    /// The first conversion failure since [`Self::start_message`].
+    pub fn take_error(&mut self) -> Option<String> {
+        self.error.take()
+    }
+
+    /// Converts the row that just ended: its `before` and `after` text images, and the
+    /// table it belongs to by its source names. Returns true when a table claimed the row
+    /// in a multi-table spec (its text images are then no longer needed).
+    pub fn end_row(
+        &mut self,
+        names: [Option<&str>; 3],
+        before: &MapColumn,
+        after: &MapColumn,
+    ) -> bool {
+        let [db, schema, table] = names;
+        let claimed = self.spec.route(db, schema, table);
+        let spec = Arc::clone(&self.spec);
+        for t in 0..spec.tables.len() {
+            if Some(t) != claimed {
+                self.before[t].push_null();
+                self.after[t].push_null();
+            }
+        }
+        match claimed {
+            Some(t) => {
+                let info = &spec.tables[t];
+                if spec.multi {
+                    self.table.push_str(&info.name);
+                }
+                for (image, map) in [("before", before), ("after", after)] {
+                    let column = if image == "before" {
+                        &mut self.before[t]
+                    } else {
+                        &mut self.after[t]
+                    };
+                    let failure = convert_row(info, map, column, &mut self.slots, &self.hints);
+                    if let Some((name, text, data_type)) = failure {
+                        if self.error.is_none() {
+                            let prefix = if spec.multi {
+                                format!("{}: ", info.name)
+                            } else {
+                                String::new()
+                            };
+                            self.error =
+                                Some(conversion_error(&prefix, image, &name, &text, &data_type));
+                        }
+                    }
+                }
+                spec.multi
+            }
+            None => {
+                if spec.multi {
+                    self.table.push_null();
+                }
+                false
+            }
+        }
+    }
+
+    /// Keeps the first `rows` rows.
+    pub fn truncate(&mut self, rows: usize) {
+        for column in self.before.iter_mut().chain(self.after.iter_mut()) {
+            column.truncate(rows);
+        }
+        if self.spec.multi && self.table.len() > rows {
+            self.table.truncate(rows);
+        }
+    }
+
+    /// The finished columns, in output order: `[before, after]` for a single schema;
+    /// `[table, before_0, after_0, before_1, …]` for tables.
+    pub fn finish(self) -> Vec<(Field, ArrayRef)> {
+        let mut out = Vec::new();
+        if self.spec.multi {
+            out.push((
+                Field::new("table", DataType::Utf8, true),
+                Arc::new(self.table.finish_utf8()) as ArrayRef,
+            ));
+        }
+        for (i, ((b, a), info)) in self
+            .before
+            .into_iter()
+            .zip(self.after)
+            .zip(self.spec.tables.iter())
+            .enumerate()
+        {
+            let suffix = if self.spec.multi {
+                format!("_{i}")
+            } else {
+                String::new()
+            };
+            for (name, column) in [("before", b), ("after", a)] {
+                let array = column.finish(&info.fields);
+                let field = Field::new(
+                    format!("{name}{suffix}"),
+                    DataType::Struct(info.fields.clone()),
+                    true,
+                );
+                out.push((field, Arc::new(array) as ArrayRef));
+            }
+        }
+        out
+    }
+}
+
+/// Converts the last row of `map` into one row of `column`; on failure, the first column
+/// that did not convert, its text and type (the row is still appended, with that field
+/// null, so every child stays as long as the struct).
+fn convert_row(
+    table: &Table,
+    map: &MapColumn,
+    column: &mut StructColumn,
+    slots: &mut Vec<Option<usize>>,
+    hints: &Hints,
+) -> Option<(String, String, DataType)> {
+    let Some(entries) = map.last_row() else {
+        column.push_null();
+        return None;
+    };
+    slots.clear();
+    slots.resize(table.fields.len(), None);
+    for i in entries {
+        let (key, _) = map.entry_at(i);
+        if let Some(&at) = table.index.get(key) {
+            // The first entry of a key wins, as in the text map.
+            slots[at].get_or_insert(i);
+        }
+    }
+    let mut failure = None;
+    for (at, field) in table.fields.iter().enumerate() {
+        let target = &mut column.columns[at];
+        let Some(text) = slots[at].and_then(|i| map.entry_at(i).1) else {
+            target.push_null();
+            continue;
+        };
+        let hint = hints.columns.get(field.name());
+        if target.push_text(text, hint, hints).is_none() {
+            target.push_null();
+            if failure.is_none() {
+                failure = Some((
+                    field.name().clone(),
+                    text.to_string(),
+                    field.data_type().clone(),
+                ));
+            }
+        }
+    }
+    column.rows += 1;
+    failure
+}
+
+/// The error text of a value that does not convert: `after.price: cannot convert "abc"
+/// to decimal(10,2)` (the value quoted as JSON, cut at 64 characters).
+pub fn conversion_error(
+    prefix: &str,
+    image: &str,
+    column: &str,
+    text: &str,
+    data_type: &DataType,
+) -> String {
+    let shown: String = text.chars().take(64).collect();
+    let mut quoted = Vec::new();
+    crate::text::json_string_into(&shown, &mut quoted);
+    let quoted = String::from_utf8(quoted).unwrap_or_default();
+    let more = if shown.len() < text.len() { "…" } else { "" };
+    format!(
+        "{prefix}{image}.{column}: cannot convert {quoted}{more} to {}",
+        type_name(data_type)
+    )
+}
+
+// ---------------------------------------------------------------------------------------
+// Conversions from text. Each returns `None` when the text does not convert.
+// ---------------------------------------------------------------------------------------
+
+/// `true`, `false`, `1`, `0`.
+fn parse_bool(text: &str) -> Option<bool> {
+    match text {
+        "true" | "1" => Some(true),
+        "false" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+/// An optional sign, then ASCII digits; fits an `i64`.
+fn parse_int(text: &str) -> Option<i64> {
+    let digits = text.strip_prefix(['+', '-']).unwrap_or(text);
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    text.parse().ok()
+}
+
+/// A decimal number (`1`, `-1.5`, `.5`, `5.`, `1e-3`), or `NaN`/`Infinity`/`inf` in any
+/// case with an optional sign.
+fn parse_float(text: &str) -> Option<f64> {
+    let body = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let lower = body.to_ascii_lowercase();
+    if matches!(lower.as_str(), "nan" | "inf" | "infinity") {
+        let value = if lower == "nan" {
+            f64::NAN
+        } else {
+            f64::INFINITY
+        };
+        return Some(if text.starts_with('-') { -value } else { value });
+    }
+    split_number(text)?;
+    text.parse().ok()
+}
+
+/// A decimal number's parts: negative, integer digits, fraction digits, exponent.
+fn split_number(text: &str) -> Option<(bool, &str, &str, i64)> {
+    let negative = text.starts_with('-');
+    let body = text.strip_prefix(['+', '-']).unwrap_or(text);
+    let (mantissa, exponent) = match body.find(['e', 'E']) {
+        Some(at) => {
+            let exp = &body[at + 1..];
+            let digits = exp.strip_prefix(['+', '-']).unwrap_or(exp);
+            if digits.is_empty() || digits.len() > 6 || !digits.bytes().all(|b| b.is_ascii_digit())
+            {
+                return None;
+            }
+            (&body[..at], exp.parse::<i64>().ok()?)
+        }
+        None => (body, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let all_digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+    if int.len() + frac.len() == 0 || !all_digits(int) || !all_digits(frac) {
+        return None;
+    }
+    Some((negative, int, frac, exponent))
+}
+
+/// Decimal text as the unscaled value at scale `s`, exactly: fraction digits beyond the
+/// scale must be zeros, and at most `p` digits may remain.
+fn parse_decimal(text: &str, p: u8, s: i8) -> Option<i128> {
+    let (negative, int, frac, exponent) = split_number(text)?;
+    let shift = s as i64 - frac.len() as i64 + exponent;
+    let mut digits: String = [int, frac].concat();
+    if shift >= 0 {
+        if digits.bytes().all(|b| b == b'0') {
+            return Some(0);
+        }
+        digits.extend(std::iter::repeat_n('0', shift as usize));
+    } else {
+        let cut = (-shift) as usize;
+        let keep = digits.len().saturating_sub(cut);
+        if !digits.as_bytes()[keep..].iter().all(|&b| b == b'0') {
+            return None;
+        }
+        digits.truncate(keep);
+    }
+    let significant = digits.trim_start_matches('0');
+    if significant.len() > p as usize {
+        return None;
+    }
+    let value: i128 = if significant.is_empty() {
+        0
+    } else {
+        significant.parse().ok()?
+    };
+    Some(if negative { -value } else { value })
+}
+
+/// A decimal, from decimal text or, with [`Hint::DecimalBytes`], from base64 of the
+/// unscaled big-endian two's complement value (text that is not base64 is read as text).
+fn parse_decimal_hinted(text: &str, p: u8, s: i8, hint: Option<&Hint>) -> Option<i128> {
+    match hint {
+        Some(&Hint::DecimalBytes(scale)) => match parse_base64(text) {
+            Some(bytes) => decimal_from_bytes(&bytes, scale, p, s),
+            None => parse_decimal(text, p, s),
+        },
+        Some(Hint::VariableScaleDecimal) => {
+            let (scale, bytes) = parse_variable_scale(text)?;
+            decimal_from_bytes(&bytes, scale, p, s)
+        }
+        _ => parse_decimal(text, p, s),
+    }
+}
+
+/// `{"scale":N,"value":"base64"}` (either order, compact JSON as generic mode renders a
+/// Connect struct): the scale and the bytes.
+fn parse_variable_scale(text: &str) -> Option<(i32, Vec<u8>)> {
+    let body = text.strip_prefix('{')?.strip_suffix('}')?;
+    let (first, second) = body.split_once(',')?;
+    let mut scale = None;
+    let mut value = None;
+    for member in [first, second] {
+        let (key, v) = member.split_once(':')?;
+        match key {
+            "\"scale\"" if scale.is_none() => {
+                scale = Some(i32::try_from(parse_int(v)?).ok()?);
+            }
+            "\"value\"" if value.is_none() => {
+                let inner = v.strip_prefix('"')?.strip_suffix('"')?;
+                value = Some(parse_base64(inner)?);
+            }
+            _ => return None,
+        }
+    }
+    Some((scale?, value?))
+}
+
+/// A big-endian two's complement unscaled value at `scale`, as a `decimal(p,s)`, exactly.
+fn decimal_from_bytes(bytes: &[u8], scale: i32, p: u8, s: i8) -> Option<i128> {
+    if bytes.is_empty() || bytes.len() > 16 {
+        return None;
+    }
+    let mut unscaled: i128 = if bytes[0] & 0x80 != 0 { -1 } else { 0 };
+    for &b in bytes {
+        unscaled = (unscaled << 8) | b as i128;
+    }
+    let value = rescale(unscaled, scale, s as i32)?;
+    (value.unsigned_abs() < 10u128.pow(p as u32)).then_some(value)
+}
+
+/// `unscaled` at scale `from` as an unscaled value at scale `to`, exactly.
+fn rescale(unscaled: i128, from: i32, to: i32) -> Option<i128> {
+    let (from, to) = (i64::from(from), i64::from(to));
+    if to >= from {
+        let factor = 10i128.checked_pow(u32::try_from(to - from).ok()?)?;
+        unscaled.checked_mul(factor)
+    } else {
+        let power = u32::try_from(from - to).ok()?;
+        let Some(factor) = 10i128.checked_pow(power) else {
+            return (unscaled == 0).then_some(0);
+        };
+        (unscaled % factor == 0).then_some(unscaled / factor)
+    }
+}
+
+/// Standard padded base64.
+fn parse_base64(text: &str) -> Option<Vec<u8>> {
+    base64_simd::STANDARD.decode_to_vec(text.as_bytes()).ok()
+}
+
+/// Hex digits, two per byte, either case.
+fn parse_hex(text: &str) -> Option<Vec<u8>> {
+    let bytes = text.as_bytes();
+    if bytes.len() % 2 != 0 {
+        return None;
+    }
+    let nibble = |b: u8| match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    };
+    bytes
+        .chunks_exact(2)
+        .map(|pair| Some(nibble(pair[0])? << 4 | nibble(pair[1])?))
+        .collect()
+}
+
+const MICROS_PER_DAY: i64 = 86_400_000_000;
+
+/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// ISO-8601 text: `YYYY-MM-DD`, then optionally `T` or a space and `HH:MM[:SS[.f…]]`
+/// (1 to 9 fraction digits, cut to microseconds), then optionally (after an optional
+/// space) `Z` or an offset `±HH`, `±HHMM`, `±HH:MM`. Without an offset the text is UTC.
+/// Returns microseconds since the epoch and whether a time of day was given.
+fn parse_iso(text: &str) -> Option<(i64, bool)> {
+    let b = text.as_bytes();
+    let num = |range: std::ops::Range<usize>| -> Option<i64> {
+        let part = b.get(range)?;
+        if part.iter().all(|c| c.is_ascii_digit()) {
+            Some(part.iter().fold(0, |n, &c| n * 10 + (c - b'0') as i64))
+        } else {
+            None
+        }
+    };
+    if b.len() < 10 || b[4] != b'-' || b[7] != b'-' {
+        return None;
+    }
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    if !(1..=12).contains(&month) || day < 1 || day > days_in_month(year, month) {
+        return None;
+    }
+    let mut micros = days_from_civil(year, month, day) * MICROS_PER_DAY;
+    let mut at = 10;
+    let mut has_time = false;
+    if matches!(b.get(at), Some(b'T' | b' ')) && b.get(at + 3) == Some(&b':') {
+        let (hour, minute) = (num(at + 1..at + 3)?, num(at + 4..at + 6)?);
+        at += 6;
+        let mut second = 0;
+        let mut fraction = 0;
+        if b.get(at) == Some(&b':') {
+            second = num(at + 1..at + 3)?;
+            at += 3;
+            if b.get(at) == Some(&b'.') {
+                let start = at + 1;
+                let mut end = start;
+                while end < b.len() && b[end].is_ascii_digit() {
+                    end += 1;
+                }
+                let digits = end - start;
+                if digits == 0 || digits > 9 {
+                    return None;
+                }
+                let nanos = num(start..end)? * 10i64.pow(9 - digits as u32);
+                fraction = nanos / 1000;
+                at = end;
+            }
+        }
+        if hour > 23 || minute > 59 || second > 59 {
+            return None;
+        }
+        micros += ((hour * 60 + minute) * 60 + second) * 1_000_000 + fraction;
+        has_time = true;
+    }
+    let rest = &b[at..];
+    let rest = rest.strip_prefix(b" ").unwrap_or(rest);
+    let offset_minutes = match rest {
+        [] if at == b.len() => 0,
+        [] => return None,
+        [b'Z'] => 0,
+        [sign @ (b'+' | b'-'), tail @ ..] => {
+            let digits: Vec<u8> = match tail {
+                [h1, h2] => vec![*h1, *h2, b'0', b'0'],
+                [h1, h2, m1, m2] => vec![*h1, *h2, *m1, *m2],
+                [h1, h2, b':', m1, m2] => vec![*h1, *h2, *m1, *m2],
+                _ => return None,
+            };
+            if !digits.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            let v = |i: usize| (digits[i] - b'0') as i64;
+            let (hours, minutes) = (v(0) * 10 + v(1), v(2) * 10 + v(3));
+            if hours > 23 || minutes > 59 {
+                return None;
+            }
+            let total = hours * 60 + minutes;
+            if *sign == b'-' {
+                -total
+            } else {
+                total
+            }
+        }
+        _ => return None,
+    };
+    Some((micros - offset_minutes * 60_000_000, has_time))
+}
+
+/// An integer text in `unit` as microseconds (nanoseconds floored).
+fn epoch_micros(value: i64, unit: Unit) -> Option<i64> {
+    match unit {
+        Unit::Millis => value.checked_mul(1000),
+        Unit::Micros => Some(value),
+        Unit::Nanos => Some(value.div_euclid(1000)),
+    }
+}
+
+/// A timestamp (µs since the epoch, UTC): an integer is epoch time in the column hint's
+/// unit, else the message's, else milliseconds; other text is ISO-8601 ([`parse_iso`]).
+fn parse_timestamp(text: &str, hint: Option<&Hint>, hints: &Hints) -> Option<i64> {
+    if let Some(value) = parse_int(text) {
+        let unit = match hint {
+            Some(Hint::Epoch(unit)) => *unit,
+            _ => hints.epoch.unwrap_or(Unit::Millis),
+        };
+        return epoch_micros(value, unit);
+    }
+    parse_iso(text).map(|(micros, _)| micros)
+}
+
+/// A date (days since the epoch): an integer is days, or epoch time in the column's or
+/// the message's unit when one is given; other text is ISO-8601. Either way the instant
+/// must fall on a UTC midnight: a time of day is an error, not cut.
+fn parse_date(text: &str, hint: Option<&Hint>, hints: &Hints) -> Option<i32> {
+    let micros = if let Some(value) = parse_int(text) {
+        let unit = match hint {
+            Some(Hint::Epoch(unit)) => Some(*unit),
+            Some(Hint::Days) => None,
+            _ => hints.epoch,
+        };
+        match unit {
+            None => value.checked_mul(MICROS_PER_DAY)?,
+            Some(unit) => epoch_micros(value, unit)?,
+        }
+    } else {
+        parse_iso(text)?.0
+    };
+    if micros.rem_euclid(MICROS_PER_DAY) != 0 {
+        return None;
+    }
+    i32::try_from(micros.div_euclid(MICROS_PER_DAY)).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ts(text: &str) -> Option<i64> {
+        parse_timestamp(text, None, &Hints::default())
+    }
+
+    #[test]
+    fn integers_are_range_checked() {
+        assert_eq!(parse_int("-42"), Some(-42));
+        assert_eq!(parse_int("+7"), Some(7));
+        assert_eq!(parse_int("9223372036854775808"), None);
+        assert_eq!(parse_int("1.0"), None);
+        assert_eq!(parse_int(" 1"), None);
+        assert_eq!(parse_int(""), None);
+        assert!(i8::try_from(parse_int("128").unwrap()).is_err());
+    }
+
+    #[test]
+    fn floats_and_booleans() {
+        assert_eq!(parse_float("1.100000"), Some(1.1));
+        assert_eq!(parse_float("-.5e1"), Some(-5.0));
+        assert_eq!(parse_float("-Infinity"), Some(f64::NEG_INFINITY));
+        assert!(parse_float("NaN").unwrap().is_nan());
+        assert_eq!(parse_float("1_0"), None);
+        assert_eq!(parse_float("abc"), None);
+        assert_eq!(parse_bool("1"), Some(true));
+        assert_eq!(parse_bool("false"), Some(false));
+        assert_eq!(parse_bool("yes"), None);
+    }
+
+    #[test]
+    fn decimals_are_exact() {
+        assert_eq!(parse_decimal("12.5", 10, 2), Some(1250));
+        assert_eq!(parse_decimal("-0.05", 10, 2), Some(-5));
+        assert_eq!(parse_decimal("12.500", 10, 2), Some(1250));
+        assert_eq!(parse_decimal("12.505", 10, 2), None);
+        assert_eq!(parse_decimal("1.5E+2", 10, 2), Some(15000));
+        assert_eq!(parse_decimal("123456789", 10, 2), None);
+        assert_eq!(parse_decimal("12345678", 10, 2), Some(1_234_567_800));
+        assert_eq!(
+            parse_decimal("18446744073709551615", 20, 0),
+            Some(18446744073709551615)
+        );
+        assert_eq!(parse_decimal("abc", 10, 2), None);
+        // 1234.5 with scale 1 is 12345 = 0x3039.
+        let hint = Hint::DecimalBytes(1);
+        assert_eq!(
+            parse_decimal_hinted("MDk=", 10, 2, Some(&hint)),
+            Some(123450)
+        );
+        // -1 as one byte 0xff.
+        assert_eq!(parse_decimal_hinted("/w==", 10, 1, Some(&hint)), Some(-1));
+        assert_eq!(parse_decimal_hinted("MDk=", 10, 0, Some(&hint)), None);
+        let variable = Hint::VariableScaleDecimal;
+        let text = r#"{"scale":1,"value":"MDk="}"#;
+        assert_eq!(
+            parse_decimal_hinted(text, 10, 2, Some(&variable)),
+            Some(123450)
+        );
+        let text = r#"{"value":"MDk=","scale":3}"#;
+        assert_eq!(
+            parse_decimal_hinted(text, 10, 3, Some(&variable)),
+            Some(12345)
+        );
+        assert_eq!(parse_decimal_hinted("12.5", 10, 2, Some(&variable)), None);
+    }
+
+    #[test]
+    fn binary_text() {
+        assert_eq!(parse_base64("3q2+7w=="), Some(vec![0xde, 0xad, 0xbe, 0xef]));
+        assert_eq!(parse_base64("3q2+7w"), None);
+        assert_eq!(parse_hex("DEadbeef"), Some(vec![0xde, 0xad, 0xbe, 0xef]));
+        assert_eq!(parse_hex("abc"), None);
+    }
+
+    #[test]
+    fn timestamps() {
+        let t = 1_621_236_162_000_000;
+        assert_eq!(ts("2021-05-17 07:22:42 +00:00"), Some(t));
+        assert_eq!(ts("2021-05-17T07:22:42Z"), Some(t));
+        assert_eq!(ts("2021-05-17T15:22:42+08:00"), Some(t));
+        assert_eq!(ts("2021-05-17T15:22:42+0800"), Some(t));
+        assert_eq!(ts("2021-05-17 07:22:42"), Some(t));
+        assert_eq!(ts("1621236162000"), Some(t));
+        assert_eq!(
+            ts("2024-05-01T10:00:00.123456789Z"),
+            Some(1_714_557_600_123_456)
+        );
+        assert_eq!(ts("1969-12-31T23:59:59.5Z"), Some(-500_000));
+        assert_eq!(ts("2021-02-29 00:00:00"), None);
+        assert_eq!(ts("2021-05-17 24:00:00"), None);
+        assert_eq!(ts("yesterday"), None);
+        let micros = Hints {
+            epoch: Some(Unit::Micros),
+            ..Hints::default()
+        };
+        assert_eq!(parse_timestamp("5", None, &micros), Some(5));
+        let nanos = Hint::Epoch(Unit::Nanos);
+        assert_eq!(parse_timestamp("-1", Some(&nanos), &micros), Some(-1));
+    }
+
+    #[test]
+    fn dates() {
+        let none = Hints::default();
+        assert_eq!(parse_date("2024-05-01", None, &none), Some(19844));
+        assert_eq!(parse_date("2024-05-01T00:00:00Z", None, &none), Some(19844));
+        assert_eq!(parse_date("2024-05-01T00:00:01Z", None, &none), None);
+        assert_eq!(parse_date("19844", None, &none), Some(19844));
+        let ms = Hints {
+            epoch: Some(Unit::Millis),
+            ..Hints::default()
+        };
+        assert_eq!(parse_date("1714521600000", None, &ms), Some(19844));
+        assert_eq!(parse_date("1714521600001", None, &ms), None);
+        assert_eq!(parse_date("19844", Some(&Hint::Days), &ms), Some(19844));
+    }
+
+    #[test]
+    fn schemas_with_unsupported_types_are_refused() {
+        use arrow_schema::Schema;
+        let schema = Arc::new(Schema::new(vec![Field::new("u", DataType::UInt64, true)]));
+        let error = TypedSpec::single(&schema).unwrap_err().to_string();
+        assert!(error.contains("column 'u' has type UInt64"), "{error}");
+    }
+
+    /// Through the decoder: a message whose value does not convert is one error row and
+    /// leaves no typed row behind; rows are routed to their table's structs.
+    #[test]
+    fn decoder_converts_routes_and_takes_back_failed_messages() {
+        use crate::decoder::{Decoder, Mode};
+        use crate::formats::Options;
+        use arrow_array::{Array, BinaryArray, StringArray};
+        use arrow_schema::Schema;
+
+        let schema = |fields: Vec<Field>| Arc::new(Schema::new(fields));
+        let orders = schema(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("price", DataType::Decimal128(10, 2), true),
+        ]);
+        let users = schema(vec![Field::new("uid", DataType::Int32, true)]);
+        let spec = TypedSpec::tables(vec![("d.t".into(), orders), ("u".into(), users)]).unwrap();
+        let options = Options {
+            typed: Some(Arc::new(spec)),
+            ..Options::default()
+        };
+        let mut decoder =
+            Decoder::with_options("debezium-json", Mode::Permissive, &options).unwrap();
+        let messages: Vec<Option<&[u8]>> = vec![
+            Some(br#"{"op":"c","after":{"id":1,"price":"9.99"},"source":{"db":"d","table":"t"}}"#),
+            Some(br#"{"op":"c","after":{"id":2,"price":"x"},"source":{"db":"d","table":"t"}}"#),
+            Some(br#"{"op":"c","after":{"uid":7},"source":{"db":"d","table":"u"}}"#),
+            Some(br#"{"op":"c","after":{"z":1},"source":{"db":"d","table":"z"}}"#),
+            None,
+        ];
+        let values: arrow_array::ArrayRef = Arc::new(BinaryArray::from(messages));
+        let batch = decoder.decode(&values, None, true).unwrap().batch;
+        let names: Vec<_> = batch
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        assert_eq!(
+            names[19..],
+            ["table", "before_0", "after_0", "before_1", "after_1"]
+        );
+        let column = |name: &str| batch.column_by_name(name).unwrap().clone();
+        let table = column("table");
+        let table = table.as_any().downcast_ref::<StringArray>().unwrap();
+        let tables: Vec<_> = table.iter().collect();
+        assert_eq!(tables, [Some("d.t"), None, Some("u"), None, None]);
+        let error = column("error");
+        let error = error.as_any().downcast_ref::<StringArray>().unwrap();
+        assert_eq!(
+            error.value(1),
+            "d.t: after.price: cannot convert \"x\" to decimal(10,2)"
+        );
+        let after = column("after_0");
+        let after = after.as_any().downcast_ref::<StructArray>().unwrap();
+        assert_eq!(after.len(), 5);
+        assert_eq!(after.null_count(), 4);
+        let price = after
+            .column(1)
+            .as_any()
+            .downcast_ref::<Decimal128Array>()
+            .unwrap();
+        assert_eq!(price.value(0), 999);
+        let after_1 = column("after_1");
+        assert_eq!(after_1.null_count(), 4);
+        // The generic map keeps only the row no table claims.
+        let generic = column("after");
+        assert!(generic.is_null(0) && generic.is_null(2) && generic.is_valid(3));
+    }
+
+    #[test]
+    fn errors_name_the_column() {
+        let message = conversion_error("", "after", "price", "abc", &DataType::Decimal128(10, 2));
+        assert_eq!(
+            message,
+            "after.price: cannot convert \"abc\" to decimal(10,2)"
+        );
+    }
+}

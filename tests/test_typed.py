@@ -1,0 +1,798 @@
+"""Typed mode (docs/typed.md): ``schema=`` and ``tables=`` on both engines.
+
+Every conversion rule and its failures, the hints each format supplies, generated streams
+of every format and the shared fixtures, each decoded by both engines into equal batches.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+from decimal import Decimal
+
+import pyarrow as pa
+import pytest
+from conftest import ENGINES, FIXTURES
+
+import cdc_decode
+from cdc_decode import parse_ddl
+from cdc_decode.generate import generate
+from cdc_decode.generate.source import default_tables
+
+UTC = dt.timezone.utc
+
+
+def both(values, format, **options):
+    """The batch (or dict of batches) of both engines, checked equal."""
+    native = cdc_decode.decode(values, format, engine="native", **options)
+    python = cdc_decode.decode(values, format, engine="python", **options)
+    if isinstance(native, dict):
+        assert native.keys() == python.keys()
+        for name in native:
+            assert native[name].equals(python[name]), name
+    else:
+        assert native.schema == python.schema
+        assert native.equals(python), (native.to_pylist(), python.to_pylist())
+    return native
+
+
+def debezium(after: dict, *, before: dict | None = None, schema: dict | None = None) -> bytes:
+    """A Debezium insert (an update with ``before``) on ``d.t``, with its Connect schema
+    when given."""
+    payload = {
+        "op": "u" if before else "c",
+        "before": before,
+        "after": after,
+        "source": {"db": "d", "table": "t"},
+        "ts_ms": 1,
+    }
+    if schema is not None:
+        payload = {"schema": schema, "payload": payload}
+    return json.dumps(payload).encode()
+
+
+def convert(text, ddl_type: str):
+    """Debezium carries ``text`` (a JSON string, or a number/bool token) as column ``v``:
+    the typed value, or the error text."""
+    batch = both([debezium({"v": text})], "debezium-json", schema=f"v {ddl_type}")
+    row = batch.to_pylist()[0]
+    if row["op"] == "error":
+        return ("error", row["error"])
+    return row["after"]["v"]
+
+
+# --- the DDL -------------------------------------------------------------------------------
+
+
+def test_ddl_types():
+    schema = parse_ddl(
+        "a boolean, b TINYINT, c smallint, d int, e integer, f bigint, g float, h double, "
+        "i decimal(10,2), j dec, k string, l varchar(20), m char(2), n binary, o date, "
+        "p timestamp, q timestamp_ntz, `order id` long, `we``ird` numeric(38, 0)"
+    )
+    assert [(f.name, f.type) for f in schema] == [
+        ("a", pa.bool_()),
+        ("b", pa.int8()),
+        ("c", pa.int16()),
+        ("d", pa.int32()),
+        ("e", pa.int32()),
+        ("f", pa.int64()),
+        ("g", pa.float32()),
+        ("h", pa.float64()),
+        ("i", pa.decimal128(10, 2)),
+        ("j", pa.decimal128(10, 0)),
+        ("k", pa.string()),
+        ("l", pa.string()),
+        ("m", pa.string()),
+        ("n", pa.binary()),
+        ("o", pa.date32()),
+        ("p", pa.timestamp("us", tz="UTC")),
+        ("q", pa.timestamp("us")),
+        ("order id", pa.int64()),
+        ("we`ird", pa.decimal128(38, 0)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ddl", "message"),
+    [
+        ("a map<string,int>", "column 'a' has type 'map'"),
+        ("a interval", "column 'a' has type 'interval'"),
+        ("a decimal(40,2)", "decimal(40,2) is out of range"),
+        ("a decimal(5,6)", "decimal(5,6) is out of range"),
+        ("a varchar", "varchar needs a length"),
+        ("a", "column 'a' has no type"),
+        ("a int b int", "expected ',' after column 'a'"),
+        ("", "no column"),
+    ],
+)
+def test_ddl_errors(ddl, message):
+    with pytest.raises(ValueError, match="supported types") as info:
+        parse_ddl(ddl)
+    assert message in str(info.value)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_pyarrow_schemas_are_checked(engine):
+    with pytest.raises(ValueError, match="column 'u' has type uint64"):
+        cdc_decode.Decoder("debezium-json", engine=engine, schema=pa.schema([("u", pa.uint64())]))
+    with pytest.raises(ValueError, match="column 't' has type timestamp"):
+        cdc_decode.Decoder(
+            "debezium-json", engine=engine, schema=pa.schema([("t", pa.timestamp("ms"))])
+        )
+    with pytest.raises(ValueError, match="named twice"):
+        cdc_decode.Decoder("debezium-json", engine=engine, schema="a int, a bigint")
+    with pytest.raises(ValueError, match="not both"):
+        cdc_decode.Decoder("debezium-json", engine=engine, schema="a int", tables={"t": "a int"})
+
+
+# --- every conversion rule, both engines -------------------------------------------------
+
+ERROR = object()
+
+CASES = [
+    # booleans: true/false/1/0 only
+    ("true", "boolean", True),
+    (True, "boolean", True),
+    ("0", "boolean", False),
+    ("yes", "boolean", ERROR),
+    ("TRUE", "boolean", ERROR),
+    # integers: range-checked per width
+    ("127", "tinyint", 127),
+    ("128", "tinyint", ERROR),
+    ("-32768", "smallint", -32768),
+    ("2147483648", "int", ERROR),
+    (-9223372036854775808, "bigint", -9223372036854775808),
+    ("9223372036854775808", "bigint", ERROR),
+    ("+7", "int", 7),
+    ("1.0", "bigint", ERROR),
+    (" 1", "int", ERROR),
+    ("1_000", "int", ERROR),
+    # floats
+    ("1.100000", "double", 1.1),
+    (2.5, "float", 2.5),
+    ("-.5e1", "double", -5.0),
+    ("-Infinity", "double", float("-inf")),
+    ("1e400", "double", float("inf")),
+    ("abc", "double", ERROR),
+    ("1_0", "double", ERROR),
+    # decimals: exact; extra fraction digits must be zeros, at most p digits
+    ("12.5", "decimal(10,2)", Decimal("12.50")),
+    (12345.11, "decimal(10,3)", Decimal("12345.110")),
+    ("12.500", "decimal(10,2)", Decimal("12.50")),
+    ("12.505", "decimal(10,2)", ERROR),
+    ("1.5E+2", "decimal(10,2)", Decimal("150.00")),
+    ("-0.05", "decimal(4,2)", Decimal("-0.05")),
+    ("123456789", "decimal(10,2)", ERROR),
+    ("18446744073709551615", "decimal(20,0)", Decimal("18446744073709551615")),
+    ("abc", "decimal(10,2)", ERROR),
+    # strings pass through; nested JSON is its compact text
+    ("Zoë 🦊", "string", "Zoë 🦊"),
+    ({"a": [1, 2]}, "varchar(10)", '{"a":[1,2]}'),
+    # binary: standard padded base64 (hex with a hint, below)
+    ("3q2+7w==", "binary", b"\xde\xad\xbe\xef"),
+    ("3q2+7w", "binary", ERROR),
+    ("not base64!", "binary", ERROR),
+    # timestamps: epoch ms by default, ISO with or without an offset (naive is UTC)
+    ("2021-05-17 07:22:42 +00:00", "timestamp", dt.datetime(2021, 5, 17, 7, 22, 42, tzinfo=UTC)),
+    ("2021-05-17T15:22:42+08:00", "timestamp", dt.datetime(2021, 5, 17, 7, 22, 42, tzinfo=UTC)),
+    ("2021-05-17T15:22:42+0800", "timestamp", dt.datetime(2021, 5, 17, 7, 22, 42, tzinfo=UTC)),
+    ("2021-05-17 07:22:42", "timestamp", dt.datetime(2021, 5, 17, 7, 22, 42, tzinfo=UTC)),
+    (
+        "2024-05-01T10:00:00.123456789Z",
+        "timestamp",
+        dt.datetime(2024, 5, 1, 10, 0, 0, 123456, tzinfo=UTC),
+    ),
+    ("2024-05-01", "timestamp", dt.datetime(2024, 5, 1, tzinfo=UTC)),
+    (1621236162000, "timestamp", dt.datetime(2021, 5, 17, 7, 22, 42, tzinfo=UTC)),
+    (
+        "1969-12-31T23:59:59.5Z",
+        "timestamp",
+        dt.datetime(1969, 12, 31, 23, 59, 59, 500000, tzinfo=UTC),
+    ),
+    ("2021-05-17T07:22:42Z", "timestamp_ntz", dt.datetime(2021, 5, 17, 7, 22, 42)),
+    ("2021-02-29 00:00:00", "timestamp", ERROR),
+    ("2021-05-17 24:00:00", "timestamp", ERROR),
+    ("2021-05-17T07:22:42+25:00", "timestamp", ERROR),
+    ("yesterday", "timestamp", ERROR),
+    # dates: ISO, an ISO midnight, or epoch days
+    ("2024-05-01", "date", dt.date(2024, 5, 1)),
+    ("2024-05-01T00:00:00Z", "date", dt.date(2024, 5, 1)),
+    ("2024-05-01T08:00:00+08:00", "date", dt.date(2024, 5, 1)),
+    ("2024-05-01T00:00:01Z", "date", ERROR),
+    (19844, "date", dt.date(2024, 5, 1)),
+    ("2024-13-01", "date", ERROR),
+]
+
+
+@pytest.mark.parametrize(("text", "ddl_type", "expected"), CASES)
+def test_conversion_rules(text, ddl_type, expected):
+    got = convert(text, ddl_type)
+    if expected is ERROR:
+        token = text if isinstance(text, str) else json.dumps(text, separators=(",", ":"))
+        type_name = "string" if ddl_type.startswith(("varchar", "char")) else ddl_type
+        shown = json.dumps(token, ensure_ascii=False)
+        assert got == ("error", f"after.v: cannot convert {shown} to {type_name}")
+    elif isinstance(expected, float) and expected != expected:
+        assert got != got
+    else:
+        assert got == expected
+        assert type(got) is type(expected)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_float_nan(engine):
+    batch = cdc_decode.decode(
+        [debezium({"v": "nan"})], "debezium-json", schema="v float", engine=engine
+    )
+    value = batch.to_pylist()[0]["after"]["v"]
+    assert value != value  # NaN (batches with NaN are never equal, so one engine at a time)
+
+
+def test_long_values_are_cut_in_errors():
+    text = "x" * 100
+    kind, message = convert(text, "int")
+    assert kind == "error"
+    assert message == f'after.v: cannot convert "{"x" * 64}"… to int'
+
+
+# --- what typed mode does with images, messages and modes ---------------------------------
+
+DDL = "id bigint, name string, price decimal(10,2), payload binary, created timestamp"
+
+
+def test_missing_columns_are_null_and_unknown_keys_ignored():
+    batch = both([debezium({"id": 1, "extra": "x"})], "debezium-json", schema=DDL)
+    assert batch.schema.field("after").type == pa.struct(list(parse_ddl(DDL)))
+    assert batch.to_pylist()[0]["after"] == {
+        "id": 1,
+        "name": None,
+        "price": None,
+        "payload": None,
+        "created": None,
+    }
+
+
+def test_a_bad_value_makes_the_whole_message_one_error_row():
+    good = debezium({"id": 1, "price": "9.99"})
+    bad = debezium({"id": 2, "price": "9.99"}, before={"id": 2, "price": "abc"})
+    batch = both([good, bad, None], "debezium-json", schema=DDL)
+    rows = batch.to_pylist()
+    assert [r["op"] for r in rows] == ["insert", "error", "tombstone"]
+    assert rows[0]["after"]["price"] == Decimal("9.99")
+    assert rows[1]["error"] == 'before.price: cannot convert "abc" to decimal(10,2)'
+    assert rows[1]["raw"] == bad
+    assert rows[1]["before"] is None and rows[1]["after"] is None
+    assert rows[2]["before"] is None and rows[2]["after"] is None
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_modes(engine):
+    bad = debezium({"id": "x"})
+    decoder = cdc_decode.Decoder("debezium-json", mode="dropmalformed", engine=engine, schema=DDL)
+    assert decoder.decode([bad, debezium({"id": 1})]).num_rows == 1
+    assert decoder.stats()["dropped"] == 1
+    with pytest.raises(cdc_decode.DecodeError, match=r'message 0: after.id: cannot convert "x"'):
+        cdc_decode.decode([bad], "debezium-json", mode="failfast", engine=engine, schema=DDL)
+
+
+def test_control_events_get_null_structs():
+    messages = [json.dumps({"status": "BEGIN", "id": "tx1"}).encode(), b"[1]"]
+    rows = both(messages, "debezium-json", schema=DDL).to_pylist()
+    assert [r["op"] for r in rows] == ["begin", "error"]
+    assert all(r["before"] is None and r["after"] is None for r in rows)
+
+
+def test_pyarrow_schema_and_ddl_agree():
+    message = [debezium({"id": 3, "created": "2024-05-01T10:00:00Z"})]
+    by_ddl = both(message, "debezium-json", schema=DDL)
+    by_schema = both(message, "debezium-json", schema=parse_ddl(DDL))
+    assert by_ddl.equals(by_schema)
+
+
+# --- hints ---------------------------------------------------------------------------------
+
+
+def connect_schema(columns: list[dict]) -> dict:
+    image = {"type": "struct", "optional": True, "fields": columns, "field": "after"}
+    return {"type": "struct", "fields": [{**image, "field": "before"}, image]}
+
+
+def test_debezium_connect_logical_types():
+    columns = [
+        {"field": "d", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
+         "parameters": {"scale": "1"}},
+        {"field": "n", "type": "bytes", "name": "org.apache.kafka.connect.data.Decimal",
+         "parameters": {"scale": "2"}},
+        {"field": "day", "type": "int32", "name": "io.debezium.time.Date"},
+        {"field": "ms", "type": "int64", "name": "io.debezium.time.Timestamp"},
+        {"field": "us", "type": "int64", "name": "io.debezium.time.MicroTimestamp"},
+        {"field": "ns", "type": "int64", "name": "io.debezium.time.NanoTimestamp"},
+        {"field": "z", "type": "string", "name": "io.debezium.time.ZonedTimestamp"},
+        {"field": "b", "type": "bytes"},
+        {"field": "vs", "type": "struct", "name": "io.debezium.data.VariableScaleDecimal"},
+    ]  # fmt: skip
+    after = {
+        "d": base64.b64encode((12345).to_bytes(2, "big", signed=True)).decode(),  # 1234.5
+        "n": 1000,  # decimal.format=NUMERIC: a JSON number, not base64 ("1000" would be)
+        "day": 19844,
+        "ms": 1714557600123,
+        "us": 1714557600123456,
+        "ns": 1714557600123456789,
+        "z": "2024-05-01T10:00:00.5+02:00",
+        "b": "3q2+7w==",
+        "vs": {"scale": 1, "value": "MDk="},
+    }
+    ddl = (
+        "d decimal(10,2), n decimal(10,2), day date, ms timestamp, us timestamp, "
+        "ns timestamp, z timestamp, b binary, vs decimal(10,2)"
+    )
+    batch = both([debezium(after, schema=connect_schema(columns))], "debezium-json", schema=ddl)
+    assert batch.to_pylist()[0]["after"] == {
+        "d": Decimal("1234.50"),
+        "n": Decimal("1000.00"),
+        "day": dt.date(2024, 5, 1),
+        "ms": dt.datetime(2024, 5, 1, 10, 0, 0, 123000, tzinfo=UTC),
+        "us": dt.datetime(2024, 5, 1, 10, 0, 0, 123456, tzinfo=UTC),
+        "ns": dt.datetime(2024, 5, 1, 10, 0, 0, 123456, tzinfo=UTC),
+        "z": dt.datetime(2024, 5, 1, 8, 0, 0, 500000, tzinfo=UTC),
+        "b": b"\xde\xad\xbe\xef",
+        "vs": Decimal("1234.50"),
+    }
+    # The same base64 bytes without the schema are not decimal text.
+    rows = both([debezium({"d": after["d"]})], "debezium-json", schema="d decimal(10,2)")
+    assert rows.to_pylist()[0]["error"] == 'after.d: cannot convert "MDk=" to decimal(10,2)'
+    # Bytes of a larger scale rescale only when the dropped digits are zeros.
+    rows = both(
+        [debezium({"d": after["d"]}, schema=connect_schema(columns[:1]))],
+        "debezium-json",
+        schema="d decimal(10,0)",
+    )
+    assert rows.to_pylist()[0]["error"] == 'after.d: cannot convert "MDk=" to decimal(10,0)'
+
+
+def datahub_blob(after: dict, columns: list[tuple[str, str]]) -> bytes:
+    return json.dumps(
+        {
+            "schema": {
+                "dataColumn": [{"name": n, "type": t} for n, t in columns],
+                "primaryKey": ["id"],
+                "source": {"dbType": "MySQL", "dbName": "shop", "tableName": "t"},
+            },
+            "payload": {
+                "op": "INSERT",
+                "before": None,
+                "after": {"dataColumn": after},
+                "sequenceId": "1",
+                "timestamp": {"eventTime": 1, "systemTime": 2, "checkpointTime": 3},
+                "ddl": None,
+            },
+            "version": "0.0.1",
+        }
+    ).encode()
+
+
+def test_datahub_dates_are_epoch_milliseconds():
+    message = datahub_blob(
+        {"id": 1, "d": 1714521600000, "t": 1714557600123, "b": "3q2+7w==", "v": "1.100000"},
+        [("id", "LONG"), ("d", "DATE"), ("t", "DATE"), ("b", "BYTES"), ("v", "DOUBLE")],
+    )
+    batch = both(
+        [message], "datahub-blob", schema="id int, d date, t timestamp, b binary, v double"
+    )
+    assert batch.to_pylist()[0]["after"] == {
+        "id": 1,
+        "d": dt.date(2024, 5, 1),
+        "t": dt.datetime(2024, 5, 1, 10, 0, 0, 123000, tzinfo=UTC),
+        "b": b"\xde\xad\xbe\xef",
+        "v": 1.1,
+    }
+
+
+def datastream_json(read_method: str, payload: dict) -> bytes:
+    return json.dumps(
+        {
+            "uuid": "u1",
+            "read_timestamp": 1,
+            "source_timestamp": 1,
+            "object": "shop_t",
+            "read_method": read_method,
+            "source_metadata": {
+                "table": "t",
+                "database": "shop",
+                "change_type": "INSERT",
+                "is_deleted": False,
+            },
+            "payload": payload,
+        }
+    ).encode()
+
+
+def test_datastream_mysql_binary_is_hex():
+    mysql = datastream_json("mysql-cdc-binlog", {"b": "deadbeef"})
+    postgres = datastream_json("postgresql-cdc", {"b": "3q2+7w=="})
+    rows = both([mysql, postgres], "datastream-json", schema="b binary").to_pylist()
+    assert [r["after"]["b"] for r in rows] == [b"\xde\xad\xbe\xef"] * 2
+
+
+# --- generated streams of every format -----------------------------------------------------
+
+
+def spark_type(column) -> str:
+    """The Spark type a data engineer declares for a generated MySQL column."""
+    if column.type in ("tinyint", "smallint", "mediumint", "int", "bigint"):
+        return "decimal(20,0)" if column.unsigned and column.type == "bigint" else "bigint"
+    if column.type == "decimal":
+        return column.sql.replace(" unsigned", "")
+    if column.type in ("float", "double"):
+        return "double"
+    if column.type == "date":
+        return "date"
+    if column.type in ("datetime", "timestamp"):
+        return "timestamp"
+    if column.type in ("binary", "blob", "geometry"):
+        return "binary"
+    return "string"  # character types, enum, set, json, time, year, bit
+
+
+TABLES = {t.qualified: t for t in default_tables()}
+DDLS = {
+    name: ", ".join(f"`{c.name}` {spark_type(c)}" for c in t.columns) for name, t in TABLES.items()
+}
+
+
+def _from_epoch(value: int, unit: int) -> dt.datetime:
+    return dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=value * unit)
+
+
+def reference(text: str, ddl_type: str, format: str, hex_binary: bool):
+    """The typed value of a generic text, by the Python standard library and what each
+    format's docs say it sends (an independent check of the converters)."""
+    if ddl_type == "bigint":
+        return int(text)
+    if ddl_type.startswith("decimal"):
+        scale = int(ddl_type.rstrip(")").split(",")[1])
+        return Decimal(text).quantize(Decimal(1).scaleb(-scale))
+    if ddl_type == "double":
+        return float(text)
+    if ddl_type == "binary":
+        return bytes.fromhex(text) if hex_binary else base64.b64decode(text)
+    if ddl_type in ("date", "timestamp"):
+        if text.lstrip("-").isdigit():
+            if format == "debezium-json" and ddl_type == "date":
+                return dt.date(1970, 1, 1) + dt.timedelta(days=int(text))
+            unit = 1 if format == "datahub-tuple" else 1000
+            value = _from_epoch(int(text), unit)
+        else:
+            value = dt.datetime.fromisoformat(text.replace(" +", "+"))
+            value = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        return value.date() if ddl_type == "date" else value
+    return text
+
+
+@pytest.mark.parametrize("format", cdc_decode.FORMATS)
+def test_generated_streams_decode_typed_per_table(format):
+    """One pass with ``tables=`` over each format's generated stream: both engines equal,
+    no error row, every typed value equal to its generic text converted by the reference,
+    and exactly the generic rows of each table."""
+    stream = generate(format, messages=150, seed=1)
+    options = {}
+    if format == "tdsql-json":
+        options["columns"] = {n: [c.name for c in t.columns] for n, t in TABLES.items()}
+    generic = cdc_decode.decode(stream.values, format, **options).to_pylist()
+    split = both(stream.values, format, tables=DDLS, **options)
+    assert split[None].column("error").null_count == split[None].num_rows
+    types = {n: [(c.name, spark_type(c)) for c in t.columns] for n, t in TABLES.items()}
+    claimed = 0
+    for name, batch in split.items():
+        if name is None:
+            continue
+        want = [
+            r for r in generic if r["source_db"] and f"{r['source_db']}.{r['source_table']}" == name
+        ]
+        got = batch.to_pylist()
+        assert len(got) == len(want), name
+        claimed += len(got)
+        for typed, text in zip(got, want, strict=True):
+            method = dict(text["metadata"] or {}).get("read_method", "")
+            hex_binary = format.startswith("datastream") and method.startswith("mysql")
+            for image in ("before", "after"):
+                if text[image] is None:
+                    assert typed[image] is None
+                    continue
+                values = dict(text[image])
+                expected = {
+                    column: None
+                    if values.get(column) is None
+                    else reference(values[column], ddl_type, format, hex_binary)
+                    for column, ddl_type in types[name]
+                }
+                assert typed[image] == expected, (name, image)
+    assert claimed > 0
+
+
+def test_one_table_stream_with_schema():
+    stream = generate("tencent-dts", messages=60, seed=2, tables=["shop.order_items"])
+    batch = both(stream.values, "tencent-dts", schema=DDLS["shop.order_items"])
+    dml = [r for r in batch.to_pylist() if r["after"] is not None]
+    prices = [r["after"]["unit_price"] for r in dml if r["after"]["unit_price"] is not None]
+    assert prices and all(isinstance(p, Decimal) for p in prices)
+    assert batch.column("error").null_count == batch.num_rows
+
+
+# --- shared fixtures with their typed values written out -----------------------------------
+
+
+def fixture_text(path) -> bytes:
+    text = path.read_text()
+    return text[text.index("{") :].encode()
+
+
+def test_debezium_alltype_fixture():
+    """Paimon's MySQL all-types event: decimals as JSON numbers, Date, Timestamp,
+    MicroTimestamp, ZonedTimestamp and bytes driven by its own Connect schema."""
+    message = fixture_text(FIXTURES / "debezium" / "paimon-mysql-alltype-schema.txt")
+    ddl = (
+        "_id int, pt decimal(2,1), _bit1 boolean, _bit binary, _tinyint smallint, "
+        "_bigint bigint, _bigint_unsigned decimal(20,0), _float float, _double double, "
+        "_numeric decimal(8,3), _fixed decimal(38,3), _decimal decimal(8,0), "
+        "_big_decimal decimal(38,10), _date date, _datetime timestamp, _datetime3 timestamp, "
+        "_datetime6 timestamp, _datetime_p2 timestamp_ntz, _timestamp timestamp, "
+        "_timestamp0 timestamp, _char char(10), _bin binary, _blob binary, _json string, "
+        "_year int, _set string, _missing string"
+    )
+    after = both([message], "debezium-json", schema=ddl).to_pylist()[0]["after"]
+    assert after == {
+        "_id": 1,
+        "pt": Decimal("1.1"),
+        "_bit1": True,
+        "_bit": base64.b64decode("xwcAAAAAAAA="),
+        "_tinyint": 1,
+        "_bigint": 10000000000,
+        "_bigint_unsigned": Decimal(20000000000),
+        "_float": 1.5,
+        "_double": 1.000011,
+        "_numeric": Decimal("12345.110"),
+        "_fixed": Decimal("123456789876543212345678987654321.110"),
+        "_decimal": Decimal(11111),
+        "_big_decimal": Decimal("2222222222222222300000001111.1234567890"),
+        "_date": dt.date(2023, 3, 23),
+        "_datetime": dt.datetime(2023, 3, 23, 14, 30, 5, tzinfo=UTC),
+        "_datetime3": dt.datetime(2023, 3, 23, 14, 30, 5, 123000, tzinfo=UTC),
+        "_datetime6": dt.datetime(2023, 3, 23, 14, 30, 5, 123456, tzinfo=UTC),
+        "_datetime_p2": dt.datetime(2023, 3, 24, 14, 30, 5, 120000),
+        "_timestamp": dt.datetime(2023, 3, 23, 22, 0, 10, 123456, tzinfo=UTC),
+        "_timestamp0": dt.datetime(2023, 3, 23, 7, 10, tzinfo=UTC),
+        "_char": "Paimon",
+        "_bin": b"bytes\x00\x00\x00\x00\x00",
+        "_blob": b"BLOB type test data",
+        "_json": '{"a": "b"}',
+        "_year": 2023,
+        "_set": "a,b",
+        "_missing": None,
+    }
+
+
+def test_datahub_blob_fixtures():
+    """Paimon's DataWorks BLOB events: LONG, DOUBLE as a JSON string, STRING, and DATE as
+    epoch milliseconds (a DATE holding a time of day is a timestamp, not a date)."""
+    folder = FIXTURES / "datahub-blob"
+    names = ["paimon-event-insert.txt", "paimon-event-update-in-one.txt", "paimon-event-delete.txt"]
+    messages = [fixture_text(folder / n) for n in names]
+    ddl = "id bigint, val decimal(10,6), name string, create_time timestamp"
+    rows = both(messages, "datahub-blob", schema=ddl).to_pylist()
+    created = dt.datetime(2024, 11, 15, 8, 58, 34, tzinfo=UTC)
+
+    def image(id, val):
+        return {"id": id, "val": Decimal(val), "name": "a", "create_time": created}
+
+    assert [(r["op"], r["before"], r["after"]) for r in rows] == [
+        ("read", None, image(2, "1.100000")),
+        ("update", image(2, "1.100000"), image(2, "2.200000")),
+        ("delete", image(1, "1.100000"), None),
+    ]
+    rows = both(messages[:1], "datahub-blob", schema="create_time date").to_pylist()
+    assert rows[0]["error"] == 'after.create_time: cannot convert "1731661114000" to date'
+
+
+def test_datastream_avro_fixtures():
+    """Datastream's own files: MySQL DATE as a timestamp-micros midnight, decimals, hex
+    BLOBs and BINARY, booleans as 1/0, TIME kept as text; PostgreSQL bytea as bytes."""
+    folder = FIXTURES / "datastream-avro"
+    ddl = (
+        "tinyint_column tinyint, smallint_column smallint, mediumint_column int, "
+        "int_column int, bigint_column bigint, float_column float, double_column double, "
+        "decimal_column decimal(5,2), date_column date, datetime_column timestamp_ntz, "
+        "timestamp_column timestamp, time_column string, year_column smallint, "
+        "text_column string, blob_column binary, binary_column binary, bool_column boolean, "
+        "other_bool_column boolean, bit_column bigint, no_such_column string"
+    )
+    files = [(folder / "mysql-cdc1-AllDatatypeColumns.avro").read_bytes()]
+    rows = both(files, "datastream-avro", schema=ddl).to_pylist()
+    assert [(r["op"], r["after"]) for r in rows] == [
+        (
+            "delete",
+            None,
+        )
+    ]
+    assert rows[0]["before"] == {
+        "tinyint_column": 5,
+        "smallint_column": 25,
+        "mediumint_column": 500,
+        "int_column": 25000,
+        "bigint_column": 987654,
+        "float_column": pytest.approx(12.34),
+        "double_column": 56.789,
+        "decimal_column": Decimal("123.45"),
+        "date_column": dt.date(2024, 2, 9),
+        "datetime_column": dt.datetime(2024, 2, 9, 15, 30, 45),
+        "timestamp_column": dt.datetime(2024, 2, 9, 15, 30, 45, tzinfo=UTC),
+        "time_column": "15:30:45.000000",
+        "year_column": 2023,
+        "text_column": "text_data_2\n",
+        "blob_column": b"blob_data_2",
+        "binary_column": b"binary_2" + bytes(12),
+        "bool_column": True,
+        "other_bool_column": False,
+        "bit_column": 25,
+        "no_such_column": None,
+    }
+    files = [(folder / "bytearray.avro").read_bytes()]
+    rows = both(files, "datastream-avro", schema="binary_content binary, integer_field int")
+    assert rows.to_pylist()[0]["after"] == {
+        "binary_content": b"\xde\xad\xbe\xef",
+        "integer_field": None,
+    }
+    files = [(folder / "mysql-cdc-Users.avro").read_bytes()]
+    ddl = "id int, name string, age int, subscribed boolean, plan string, startDate date"
+    rows = both(files, "datastream-avro", schema=ddl).to_pylist()
+    assert [r["op"] for r in rows] == ["delete", "insert", "insert", "update_after"]
+    assert rows[0]["before"] == {
+        "id": 2,
+        "name": "Tester Yadav",
+        "age": 33,
+        "subscribed": True,
+        "plan": "B",
+        "startDate": dt.date(2024, 1, 1),
+    }
+
+
+# --- multi-table streams -----------------------------------------------------------------
+
+
+def test_tables_in_one_pass():
+    """A Debezium topic of two tables and a transaction marker: one typed batch per table,
+    and the rest (a table not asked for, the marker, an error row) as generic events."""
+    messages = [
+        json.dumps({"status": "BEGIN", "id": "tx1"}).encode(),
+        debezium({"id": 1, "price": "9.99"}),
+        json.dumps({"op": "c", "after": {"uid": 7}, "source": {"db": "d", "table": "u"}}).encode(),
+        json.dumps({"op": "c", "after": {"x": 1}, "source": {"db": "d", "table": "z"}}).encode(),
+        json.dumps(
+            {"op": "c", "after": {"uid": "x"}, "source": {"db": "d", "table": "u"}}
+        ).encode(),
+    ]
+    tables = {"d.t": "id bigint, price decimal(10,2)", "u": "uid int"}
+    out = both(messages, "debezium-json", tables=tables)
+    assert list(out) == ["d.t", "u", None]
+    assert out["d.t"].to_pylist()[0]["after"] == {"id": 1, "price": Decimal("9.99")}
+    assert out["d.t"].schema == cdc_decode.typed_event_schema(parse_ddl(tables["d.t"]))
+    assert [r["after"] for r in out["u"].to_pylist()] == [{"uid": 7}]
+    rest = out[None].to_pylist()
+    assert [r["op"] for r in rest] == ["begin", "insert", "error"]
+    assert rest[1]["after"] == [("x", "1")]
+    assert rest[2]["error"] == 'u: after.uid: cannot convert "x" to int'
+    assert out[None].schema == cdc_decode.event_schema()
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_tables_with_a_decoder(engine):
+    """``Decoder(tables=...)`` returns the one combined batch; ``split_tables`` splits it."""
+    decoder = cdc_decode.Decoder("debezium-json", engine=engine, tables={"t": "id int"})
+    batch = decoder.decode([debezium({"id": 5})])
+    assert batch.schema.names[-3:] == ["table", "before_0", "after_0"]
+    assert batch.column("table").to_pylist() == ["t"]
+    assert batch.column("after").to_pylist() == [None]  # held by after_0
+    split = cdc_decode.split_tables(batch, {"t": "id int"})
+    assert split["t"].to_pylist()[0]["after"] == {"id": 5}
+
+
+# --- Spark ---------------------------------------------------------------------------------
+
+
+def value_df(spark, values):
+    """A one-partition DataFrame of binary values with Kafka's offset column."""
+    rows = [(v, i) for i, v in enumerate(values)]
+    return spark.createDataFrame(rows, "value binary, offset long").coalesce(1)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("engine", ENGINES)
+def test_spark_typed(spark, engine):
+    """``cdc_spark.decode(df, fmt, schema=ddl)``: Spark types from the DDL, values
+    converted, and a bad value an error row."""
+    from cdc_decode import spark as cdc_spark
+
+    ddl = "id bigint, price decimal(10,2), payload binary, created timestamp, local timestamp_ntz"
+    values = [
+        debezium(
+            {
+                "id": 1,
+                "price": "9.99",
+                "payload": "3q2+7w==",
+                "created": "2024-05-01T10:00:00Z",
+                "local": "2024-05-01 10:00:00",
+            }
+        ),
+        debezium({"id": 2, "price": "abc"}),
+    ]
+    events = cdc_spark.decode(value_df(spark, values), "debezium-json", schema=ddl, engine=engine)
+    assert events.schema["after"].dataType.simpleString() == (
+        "struct<id:bigint,price:decimal(10,2),payload:binary,created:timestamp,local:timestamp_ntz>"
+    )
+    rows = events.orderBy("offset").collect()
+    assert rows[0].after.asDict() == {
+        "id": 1,
+        "price": Decimal("9.99"),
+        "payload": bytearray(b"\xde\xad\xbe\xef"),
+        "created": dt.datetime(2024, 5, 1, 10, 0),  # session time zone UTC
+        "local": dt.datetime(2024, 5, 1, 10, 0),
+    }
+    assert rows[1].op == "error"
+    assert rows[1].error == 'after.price: cannot convert "abc" to decimal(10,2)'
+
+
+@pytest.mark.spark
+def test_spark_tables_from_one_decode(spark):
+    """``tables=`` on a generated many-table DataHub BLOB stream: one DataFrame per table,
+    each equal to the in-process split, all selected from the one decoded DataFrame."""
+    import pyarrow as pa
+
+    from cdc_decode import spark as cdc_spark
+
+    stream = generate("datahub-blob", messages=120, seed=3)
+    frames = cdc_spark.decode(value_df(spark, list(stream.values)), "datahub-blob",
+                              tables=DDLS, keep=[])  # fmt: skip
+    assert set(frames) == {*DDLS, None, "*"}
+    frames["*"].persist()
+    expected = cdc_decode.decode(stream.values, "datahub-blob", tables=DDLS)
+    for name in [*DDLS, None]:
+        got = pa.Table.from_batches(frames[name].toArrow().to_batches())
+        want = pa.Table.from_batches([expected[name]])
+        assert got.num_rows == want.num_rows, name
+        assert got.cast(want.schema).equals(want), name
+    frames["*"].unpersist()
+
+
+# --- the engines agree on any text ---------------------------------------------------------
+
+TYPES = [
+    "boolean", "tinyint", "int", "bigint", "float", "double", "decimal(10,2)",
+    "decimal(38,0)", "decimal(5,5)", "binary", "date", "timestamp", "timestamp_ntz",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("ddl_type", TYPES)
+def test_engines_agree_on_random_text(ddl_type):
+    """Random texts built from the characters the rules look at: both engines convert the
+    same values and refuse the same ones, with the same error text."""
+    import random
+
+    rng = random.Random(ddl_type)
+    pieces = [
+        "0", "1", "9", "12", "-", "+", ".", "e", "E", "5", "Z", "T", " ", ":", "+08:00",
+        "2024-05-01", "2021-02-29", "23:59:59", "24:00", ".123456789", "=", "==", "ab",
+        "3q2+7w", "/", "nan", "Inf", "true", "false", "0000000000000000000000000000001",
+        "\u00e9", "99999999999999999999",
+    ]  # fmt: skip
+    texts = ["".join(rng.choices(pieces, k=rng.randint(1, 5))) for _ in range(400)]
+    values = [debezium({"v": t}) for t in texts]
+    native = cdc_decode.decode(values, "debezium-json", schema=f"v {ddl_type}")
+    python = cdc_decode.decode(values, "debezium-json", schema=f"v {ddl_type}", engine="python")
+    for text, n, p in zip(texts, native.to_pylist(), python.to_pylist(), strict=True):
+        n_value = n["after"] and n["after"]["v"]
+        p_value = p["after"] and p["after"]["v"]
+        if n_value != n_value and p_value != p_value:  # NaN
+            continue
+        assert (n["error"], n_value) == (p["error"], p_value), text
