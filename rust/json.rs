@@ -96,6 +96,9 @@ pub struct Parser {
     stack: Vec<Open>,
     skip: &'static [(Name, Name)],
     remember: &'static [Name],
+    /// The top-level keys of `skip` and `remember`, one bit per hash (mod 64): a key whose
+    /// bit is clear is none of them.
+    watch: u64,
     /// Values of the `remember` keys met before, the most recently met first.
     seen: Vec<Seen>,
     /// The message last parsed, which the tape spans point into; read only through a
@@ -111,6 +114,7 @@ impl Default for Parser {
             stack: Vec::new(),
             skip: &[],
             remember: &[],
+            watch: 0,
             seen: Vec::new(),
             src: std::ptr::null(),
             src_len: 0,
@@ -152,6 +156,7 @@ impl Parser {
     pub fn skipping(skip: &'static [(Name, Name)]) -> Self {
         Self {
             skip,
+            watch: skip.iter().fold(0, |watch, (top, _)| watch | top.bit()),
             ..Self::default()
         }
     }
@@ -166,6 +171,7 @@ impl Parser {
     pub fn remembering(self, keys: &'static [Name]) -> Self {
         Self {
             remember: keys,
+            watch: keys.iter().fold(self.watch, |watch, key| watch | key.bit()),
             ..self
         }
     }
@@ -187,6 +193,7 @@ impl Parser {
             nodes: &mut self.nodes,
             stack: &mut self.stack,
             skip: self.skip,
+            watch: self.watch,
             under: None,
             skip_next: false,
             skipping: 0,
@@ -211,6 +218,7 @@ struct Scanner<'s> {
     nodes: &'s mut Vec<Node>,
     stack: &'s mut Vec<Open>,
     skip: &'static [(Name, Name)],
+    watch: u64,
     /// The member to skip within the value of the current top-level key.
     under: Option<&'static Name>,
     /// The value about to start is to be skipped.
@@ -388,6 +396,11 @@ impl Name {
     /// The key's text.
     pub fn text(&self) -> &'static str {
         self.text
+    }
+
+    /// The key's bit in a 64-bit filter of hashes.
+    const fn bit(&self) -> u64 {
+        1 << (self.hash % 64)
     }
 }
 
@@ -681,17 +694,17 @@ impl Scanner<'_> {
         };
         // A key has no members: its `count` holds the hash of its text.
         self.push_counted(tag, start, end, hash);
-        let depth = self.stack.len();
-        if depth > 2 || (self.skip.is_empty() && self.remember.is_empty()) {
-            return;
-        }
-        let key = Str {
-            raw,
-            escaped: tag == Tag::Escaped,
-            hash: Some(hash),
-        };
-        match depth {
+        // Skipped and remembered values hang from the top two levels; most keys there are
+        // none of those looked for, told by one bit (`remember_next` and `skip_next` are
+        // taken by every value, so they are clear here).
+        match self.stack.len() {
+            1 if self.watch & (1 << (hash % 64)) == 0 => self.under = None,
             1 => {
+                let key = Str {
+                    raw,
+                    escaped: tag == Tag::Escaped,
+                    hash: Some(hash),
+                };
                 self.remember_next = self.remember.iter().position(|name| key.is(name));
                 self.under = self
                     .skip
@@ -699,7 +712,16 @@ impl Scanner<'_> {
                     .find(|(top, _)| key.is(top))
                     .map(|(_, member)| member);
             }
-            2 => self.skip_next = self.under.is_some_and(|member| key.is(member)),
+            2 => {
+                if let Some(member) = self.under {
+                    let key = Str {
+                        raw,
+                        escaped: tag == Tag::Escaped,
+                        hash: Some(hash),
+                    };
+                    self.skip_next = key.is(member);
+                }
+            }
             _ => {}
         }
     }
