@@ -419,8 +419,14 @@ fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     if n != b.len() {
         return false;
     }
+    let load4 = |bytes: &[u8], at: usize| {
+        let mut word = [0; 4];
+        word.copy_from_slice(&bytes[at..at + 4]);
+        u32::from_le_bytes(word)
+    };
     match n {
-        0..=7 => a.iter().zip(b).all(|(x, y)| x == y),
+        0..=3 => a.iter().zip(b).all(|(x, y)| x == y),
+        4..=7 => load4(a, 0) == load4(b, 0) && load4(a, n - 4) == load4(b, n - 4),
         8..=16 => load8(a, 0) == load8(b, 0) && load8(a, n - 8) == load8(b, n - 8),
         _ => a == b,
     }
@@ -1720,6 +1726,21 @@ mod tests {
         }
         assert!(!remembering.seen.is_empty());
         assert!(remembering.seen.len() <= REMEMBERED);
+    }
+
+    #[test]
+    fn short_texts_compare_as_slices_do() {
+        let text = b"abcdefghijklmnopqrstuvwxyz";
+        for n in 0..=text.len() {
+            let a = &text[..n];
+            assert!(bytes_eq(a, &a.to_vec()));
+            assert!(n == 0 || !bytes_eq(a, &text[..n - 1]));
+            for at in 0..n {
+                let mut b = a.to_vec();
+                b[at] ^= 1;
+                assert!(!bytes_eq(a, &b), "{n} bytes, differing at {at}");
+            }
+        }
     }
 
     #[test]
