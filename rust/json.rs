@@ -990,9 +990,9 @@ impl<'a> Value<'a> {
         let mut i = self.at + 1;
         while i < node.next as usize {
             let key = nodes[i];
-            let found = names.iter().position(|name| {
-                name.hash == key.count && key_str(src, key).eq_str(name.text)
-            });
+            let found = names
+                .iter()
+                .position(|name| name.hash == key.count && key_str(src, key).eq_str(name.text));
             match found {
                 Some(n) => {
                     fields[n].get_or_insert(self.at(i + 1));
@@ -1721,7 +1721,11 @@ mod tests {
                     (result, tape)
                 };
                 let expected = read(&mut fresh);
-                assert_eq!(read(&mut remembering), expected, "round {round}, message {i}");
+                assert_eq!(
+                    read(&mut remembering),
+                    expected,
+                    "round {round}, message {i}"
+                );
             }
         }
         assert!(!remembering.seen.is_empty());
@@ -1733,7 +1737,8 @@ mod tests {
         let text = b"abcdefghijklmnopqrstuvwxyz";
         for n in 0..=text.len() {
             let a = &text[..n];
-            assert!(bytes_eq(a, &a.to_vec()));
+            let copy = a.to_vec(); // equal text at another address
+            assert!(bytes_eq(a, &copy));
             assert!(n == 0 || !bytes_eq(a, &text[..n - 1]));
             for at in 0..n {
                 let mut b = a.to_vec();
@@ -1750,14 +1755,38 @@ mod tests {
             if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
                 return None;
             }
-            text.parse::<i128>().ok().and_then(|n| i64::try_from(n).ok())
+            text.parse::<i128>()
+                .ok()
+                .and_then(|n| i64::try_from(n).ok())
         };
         let mut texts: Vec<String> = [
-            "", "-", "+1", "0", "-0", "7", "12345678", "123456789", "1234567a", "12345678a",
-            "a2345678", "1234567890123456", "9223372036854775807", "9223372036854775808",
-            "-9223372036854775808", "-9223372036854775809", "18446744073709551615",
-            "99999999999999999999", "0000000000000000000000042", "-000000000000000000009",
-            "1714550400000000001", "1 ", "--1", "1-", "1.5", "1e3", "١",
+            "",
+            "-",
+            "+1",
+            "0",
+            "-0",
+            "7",
+            "12345678",
+            "123456789",
+            "1234567a",
+            "12345678a",
+            "a2345678",
+            "1234567890123456",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "18446744073709551615",
+            "99999999999999999999",
+            "0000000000000000000000042",
+            "-000000000000000000009",
+            "1714550400000000001",
+            "1 ",
+            "--1",
+            "1-",
+            "1.5",
+            "1e3",
+            "١",
         ]
         .map(String::from)
         .to_vec();
