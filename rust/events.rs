@@ -121,7 +121,7 @@ impl Validity {
 /// Appends `bytes` to `data`. Most values here are a few bytes long (column names, numbers),
 /// where a call to `memcpy` costs more than the copy: those are copied inline.
 #[inline(always)]
-fn append(data: &mut Vec<u8>, bytes: &[u8]) {
+pub(crate) fn append(data: &mut Vec<u8>, bytes: &[u8]) {
     let len = bytes.len();
     if len > 16 {
         data.extend_from_slice(bytes);

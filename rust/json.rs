@@ -35,6 +35,12 @@ pub const MAX_DEPTH: usize = 128;
 /// comparing each key with the ones before it.
 const LINEAR_DEDUP: u32 = 32;
 
+/// Values a parser remembers ([`Parser::remembering`]): one per table of a stream, mostly.
+const REMEMBERED: usize = 8;
+
+/// The largest value a parser remembers, in bytes.
+const MAX_REMEMBERED: usize = 16 << 10;
+
 /// Why bytes are not a JSON text this module accepts.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum JsonError {
@@ -92,7 +98,13 @@ struct Node {
 pub struct Parser {
     nodes: Vec<Node>,
     stack: Vec<Open>,
-    skip: &'static [(&'static str, &'static str)],
+    skip: &'static [(Name, Name)],
+    remember: &'static [Name],
+    /// The top-level keys of `skip` and `remember`, one bit per hash (mod 64): a key whose
+    /// bit is clear is none of them.
+    watch: u64,
+    /// Values of the `remember` keys met before, the most recently met first.
+    seen: Vec<Seen>,
     /// The message last parsed, which the tape spans point into; read only through a
     /// [`Value`], whose lifetime is the message's (see [`Parser::parse`]).
     src: *const u8,
@@ -111,6 +123,9 @@ impl Default for Parser {
             skip: &[],
             max_depth: limits.max_json_depth,
             max_items: limits.max_items,
+            remember: &[],
+            watch: 0,
+            seen: Vec::new(),
             src: std::ptr::null(),
             src_len: 0,
         }
@@ -123,6 +138,16 @@ impl Default for Parser {
 unsafe impl Send for Parser {}
 // SAFETY: as above; a shared parser gives out nothing that writes.
 unsafe impl Sync for Parser {}
+
+/// A value checked once and remembered: its text, and its nodes with spans relative to its
+/// start and `next` relative to its first node.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Which of the parser's `remember` keys it was the value of.
+    key: usize,
+    text: Vec<u8>,
+    nodes: Vec<Node>,
+}
 
 /// An open container: its node (none while skipping) and whether it is an object.
 #[derive(Debug, Clone, Copy)]
@@ -140,9 +165,10 @@ impl Parser {
     /// `top[key][member]` for each `(key, member)` of `skip`: parts of a message the
     /// decoder never reads (DataHub's `schema.dataColumn` column list). They read as
     /// [`Kind::Skipped`].
-    pub fn skipping(skip: &'static [(&'static str, &'static str)]) -> Self {
+    pub fn skipping(skip: &'static [(Name, Name)]) -> Self {
         Self {
             skip,
+            watch: skip.iter().fold(0, |watch, (top, _)| watch | top.bit()),
             ..Self::default()
         }
     }
@@ -152,6 +178,21 @@ impl Parser {
         self.max_depth = limits.max_json_depth;
         self.max_items = limits.max_items;
         self
+    }
+
+    /// The parser, remembering the objects and arrays found at `top[key]` for each key of
+    /// `keys`: parts of a message that repeat byte for byte from one message to the next
+    /// (DataHub's `schema`, the same in every message of a table). A value equal to one
+    /// remembered is not scanned again: its nodes are copied onto the tape. Parsing a text
+    /// is deterministic and a JSON object or array ends where its bracket closes, so those
+    /// bytes at that depth parse to the same nodes and are accepted the same way; nothing
+    /// is accepted that a scan would reject, and the tape is the same.
+    pub fn remembering(self, keys: &'static [Name]) -> Self {
+        Self {
+            remember: keys,
+            watch: keys.iter().fold(self.watch, |watch, key| watch | key.bit()),
+            ..self
+        }
     }
 
     /// Checks `src` whole and returns its top value.
@@ -173,9 +214,14 @@ impl Parser {
             skip: self.skip,
             max_depth: self.max_depth,
             max_items: self.max_items,
+            watch: self.watch,
             under: None,
             skip_next: false,
             skipping: 0,
+            remember: self.remember,
+            seen: &mut self.seen,
+            remember_next: None,
+            recording: None,
         }
         .document()?;
         // A value is two words, cheap to pass around: the parser, and a place on its tape.
@@ -192,15 +238,22 @@ struct Scanner<'s> {
     src: &'s [u8],
     nodes: &'s mut Vec<Node>,
     stack: &'s mut Vec<Open>,
-    skip: &'static [(&'static str, &'static str)],
+    skip: &'static [(Name, Name)],
+    watch: u64,
     max_depth: usize,
     max_items: usize,
     /// The member to skip within the value of the current top-level key.
-    under: Option<&'static str>,
+    under: Option<&'static Name>,
     /// The value about to start is to be skipped.
     skip_next: bool,
     /// While skipping: the stack depth of the skipped container; else 0.
     skipping: usize,
+    remember: &'static [Name],
+    seen: &'s mut Vec<Seen>,
+    /// The value about to start is that of `remember[key]`.
+    remember_next: Option<usize>,
+    /// The value of `remember[key]` being scanned: `(key, its first node, its start)`.
+    recording: Option<(usize, usize, usize)>,
 }
 
 #[inline(always)]
@@ -285,6 +338,22 @@ fn digits_end(src: &[u8], mut i: usize) -> usize {
     i
 }
 
+/// The value of eight ASCII digits read as a little-endian word (the first digit in the
+/// lowest byte), or `None` when one of them is not a digit.
+#[inline(always)]
+fn eight_digits(w: u64) -> Option<u64> {
+    // As in `digits_end`: a byte is a digit when its high nibble is 3 and adding 6 keeps it 3.
+    let high = splat(0xF0);
+    if ((w & high) ^ splat(0x30)) | ((w.wrapping_add(splat(0x06)) & high) ^ splat(0x30)) != 0 {
+        return None;
+    }
+    // Pairs, then fours, then all eight: each step joins neighbours as high * 10^k + low.
+    let v = w - splat(b'0');
+    let v = (v * 10 + (v >> 8)) & 0x00FF_00FF_00FF_00FF;
+    let v = (v * 100 + (v >> 16)) & 0x0000_FFFF_0000_FFFF;
+    Some((v * 10_000 + (v >> 32)) & 0xFFFF_FFFF)
+}
+
 /// A hash of a key's text, kept on the tape so key comparisons mostly compare two numbers:
 /// its length and its first and last eight bytes, mixed.
 #[inline(always)]
@@ -351,6 +420,11 @@ impl Name {
     pub fn text(&self) -> &'static str {
         self.text
     }
+
+    /// The key's bit in a 64-bit filter of hashes.
+    const fn bit(&self) -> u64 {
+        1 << (self.hash % 64)
+    }
 }
 
 /// The 8 bytes of `bytes` at `at` as a little-endian word.
@@ -368,8 +442,14 @@ fn bytes_eq(a: &[u8], b: &[u8]) -> bool {
     if n != b.len() {
         return false;
     }
+    let load4 = |bytes: &[u8], at: usize| {
+        let mut word = [0; 4];
+        word.copy_from_slice(&bytes[at..at + 4]);
+        u32::from_le_bytes(word)
+    };
     match n {
-        0..=7 => a.iter().zip(b).all(|(x, y)| x == y),
+        0..=3 => a.iter().zip(b).all(|(x, y)| x == y),
+        4..=7 => load4(a, 0) == load4(b, 0) && load4(a, n - 4) == load4(b, n - 4),
         8..=16 => load8(a, 0) == load8(b, 0) && load8(a, n - 8) == load8(b, n - 8),
         _ => a == b,
     }
@@ -425,7 +505,23 @@ impl Scanner<'_> {
                 return self.error("expected a value", pos);
             };
             let skip = std::mem::take(&mut self.skip_next);
+            // A remembered value's nodes are copied (and `pos` moved past it); a new one is
+            // recorded as it is scanned, and remembered when it closes.
+            let replayed = match self.remember_next.take() {
+                Some(key) if matches!(b, b'{' | b'[') => match self.replay(key, pos) {
+                    Some(end) => {
+                        pos = end;
+                        true
+                    }
+                    None => {
+                        self.recording = Some((key, self.nodes.len(), pos));
+                        false
+                    }
+                },
+                _ => false,
+            };
             match b {
+                _ if replayed => {}
                 b'{' | b'[' => {
                     if self.stack.len() >= self.max_depth {
                         return Err(OverLimit::new(
@@ -525,6 +621,12 @@ impl Scanner<'_> {
                             node.next = next;
                             node.count = top.count;
                             self.skipping = 0;
+                            if let Some((key, first, start)) = self.recording {
+                                if first == top.node as usize {
+                                    self.recording = None;
+                                    self.remember_value(key, first, start, pos + 1);
+                                }
+                            }
                         }
                         self.stack.pop();
                         pos += 1;
@@ -570,6 +672,55 @@ impl Scanner<'_> {
         self.push(tag, start, end);
     }
 
+    /// Copies the nodes of the value of `remember[key]` that `src[pos..]` starts with, if
+    /// one was remembered: returns the index after it.
+    fn replay(&mut self, key: usize, pos: usize) -> Option<usize> {
+        let rest = &self.src[pos..];
+        let i = self
+            .seen
+            .iter()
+            .position(|seen| seen.key == key && rest.starts_with(&seen.text))?;
+        self.seen[..=i].rotate_right(1);
+        let seen = &self.seen[0];
+        if let Some(parent) = self.stack.last_mut() {
+            parent.count += 1;
+        }
+        let (at, base) = (pos as u32, self.nodes.len() as u32);
+        self.nodes.extend(seen.nodes.iter().map(|node| Node {
+            start: node.start + at,
+            end: node.end + at,
+            next: node.next + base,
+            ..*node
+        }));
+        Some(pos + seen.text.len())
+    }
+
+    /// Remembers the value of `remember[key]` at `start..end`, whose nodes start at `first`,
+    /// in place of the one met least recently when [`REMEMBERED`] are.
+    #[cold]
+    fn remember_value(&mut self, key: usize, first: usize, start: usize, end: usize) {
+        if end - start > MAX_REMEMBERED {
+            return;
+        }
+        if self.seen.len() < REMEMBERED {
+            self.seen.push(Seen::default());
+        }
+        self.seen.rotate_right(1);
+        let seen = &mut self.seen[0];
+        seen.key = key;
+        seen.text.clear();
+        seen.text.extend_from_slice(&self.src[start..end]);
+        let (at, base) = (start as u32, first as u32);
+        seen.nodes.clear();
+        seen.nodes
+            .extend(self.nodes[first..].iter().map(|node| Node {
+                start: node.start - at,
+                end: node.end - at,
+                next: node.next - base,
+                ..*node
+            }));
+    }
+
     /// An object key at `pos` and its colon: returns where the value starts.
     #[inline(always)]
     fn key(&mut self, pos: usize) -> Result<usize> {
@@ -604,24 +755,34 @@ impl Scanner<'_> {
         };
         // A key has no members: its `count` holds the hash of its text.
         self.push_counted(tag, start, end, hash);
-        let depth = self.stack.len();
-        if depth > 2 || self.skip.is_empty() {
-            return;
-        }
-        let key = Str {
-            raw,
-            escaped: tag == Tag::Escaped,
-            hash: Some(hash),
-        };
-        match depth {
+        // Skipped and remembered values hang from the top two levels; most keys there are
+        // none of those looked for, told by one bit (`remember_next` and `skip_next` are
+        // taken by every value, so they are clear here).
+        match self.stack.len() {
+            1 if self.watch & (1 << (hash % 64)) == 0 => self.under = None,
             1 => {
+                let key = Str {
+                    raw,
+                    escaped: tag == Tag::Escaped,
+                    hash: Some(hash),
+                };
+                self.remember_next = self.remember.iter().position(|name| key.is(name));
                 self.under = self
                     .skip
                     .iter()
-                    .find(|(top, _)| key.eq_str(top))
-                    .map(|&(_, member)| member);
+                    .find(|(top, _)| key.is(top))
+                    .map(|(_, member)| member);
             }
-            2 => self.skip_next = self.under.is_some_and(|member| key.eq_str(member)),
+            2 => {
+                if let Some(member) = self.under {
+                    let key = Str {
+                        raw,
+                        escaped: tag == Tag::Escaped,
+                        hash: Some(hash),
+                    };
+                    self.skip_next = key.is(member);
+                }
+            }
             _ => {}
         }
     }
@@ -869,6 +1030,75 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// The first member named by each of `names` (by position), and whether the object has
+    /// members of other names; all `None` for anything but an object. One pass over the
+    /// tape, comparing each key's hash with the names' before any text.
+    #[inline]
+    pub fn named<const N: usize>(&self, names: &[Name; N]) -> ([Option<Value<'a>>; N], bool) {
+        let mut fields = [None; N];
+        let mut others = false;
+        let (nodes, src) = (self.nodes(), self.src());
+        let node = nodes[self.at];
+        if node.tag != Tag::Object {
+            return (fields, false);
+        }
+        let mut i = self.at + 1;
+        while i < node.next as usize {
+            let key = nodes[i];
+            let found = names
+                .iter()
+                .position(|name| name.hash == key.count && key_str(src, key).eq_str(name.text));
+            match found {
+                Some(n) => {
+                    fields[n].get_or_insert(self.at(i + 1));
+                }
+                None => others = true,
+            }
+            i = nodes[i + 1].next as usize;
+        }
+        (fields, others)
+    }
+
+    /// Calls `f` with each member of an object, as [`Value::members`] yields them (later
+    /// duplicates of a key left out): the same, without an iterator's state, for the loops
+    /// that write every member (row images).
+    #[inline]
+    pub fn for_each_member(&self, mut f: impl FnMut(Str<'a>, Value<'a>)) {
+        let (nodes, src) = (self.nodes(), self.src());
+        let node = nodes[self.at];
+        if node.tag != Tag::Object || node.count > LINEAR_DEDUP {
+            self.members().for_each(|(key, value)| f(key, value));
+            return;
+        }
+        // One bit per key hash seen (mod 64): a key whose bit is clear is new.
+        let mut bloom = 0u64;
+        let mut i = self.at + 1;
+        while i < node.next as usize {
+            let key = key_str(src, nodes[i]);
+            let bit = 1 << (nodes[i].count % 64);
+            if bloom & bit == 0 || !self.key_before(key, i) {
+                bloom |= bit;
+                f(key, self.at(i + 1));
+            }
+            i = nodes[i + 1].next as usize;
+        }
+    }
+
+    /// True when this object has a member before the one whose key is at `key_at` with the
+    /// same key as `key`.
+    fn key_before(&self, key: Str<'_>, key_at: usize) -> bool {
+        let nodes = self.nodes();
+        let hash = nodes[key_at].count;
+        let mut i = self.at + 1;
+        while i < key_at {
+            if nodes[i].count == hash && key_str(self.src(), nodes[i]).same(key) {
+                return true;
+            }
+            i = nodes[i + 1].next as usize;
+        }
+        false
+    }
+
     /// An array's items in order. Empty for anything but an array.
     pub fn items(&self) -> Items<'a> {
         let node = self.node();
@@ -892,7 +1122,8 @@ impl<'a> Value<'a> {
             Tag::Null => return false,
             Tag::False => out.extend_from_slice(b"false"),
             Tag::True => out.extend_from_slice(b"true"),
-            Tag::Number | Tag::Plain | Tag::Skipped => out.extend_from_slice(self.span()),
+            // Mostly short: copied inline rather than by a call to `memcpy`.
+            Tag::Number | Tag::Plain | Tag::Skipped => crate::events::append(out, self.span()),
             Tag::Escaped => unescape_into(self.span(), out),
             Tag::Object | Tag::Array => self.compact_into(out),
         }
@@ -981,21 +1212,12 @@ impl<'a> Members<'a> {
         if let Some(seen) = &mut self.seen {
             return !seen.insert(key.text());
         }
-        let nodes = self.nodes;
-        let hash = nodes[key_at].count;
-        let bit = 1 << (hash % 64);
+        let bit = 1 << (self.nodes[key_at].count % 64);
         if self.bloom & bit == 0 {
             self.bloom |= bit;
             return false;
         }
-        let mut i = self.object.at + 1;
-        while i < key_at {
-            if nodes[i].count == hash && self.object.at(i).as_str().is_some_and(|k| k.same(key)) {
-                return true;
-            }
-            i = nodes[i + 1].next as usize;
-        }
-        false
+        self.object.key_before(key, key_at)
     }
 }
 
@@ -1007,11 +1229,7 @@ impl<'a> Iterator for Members<'a> {
         while self.next < self.end {
             let at = self.next;
             let (name, value) = (self.nodes[at], self.nodes[at + 1]);
-            let key = Str {
-                raw: &self.src[name.start as usize..name.end as usize],
-                escaped: name.tag == Tag::Escaped,
-                hash: Some(name.count),
-            };
+            let key = key_str(self.src, name);
             self.next = value.next as usize;
             let value = self.object.at(at + 1);
             if !self.dedup || !self.repeats(key, at) {
@@ -1019,6 +1237,16 @@ impl<'a> Iterator for Members<'a> {
             }
         }
         None
+    }
+}
+
+/// The key on the tape at `node`, with its hash.
+#[inline(always)]
+fn key_str(src: &[u8], node: Node) -> Str<'_> {
+    Str {
+        raw: &src[node.start as usize..node.end as usize],
+        escaped: node.tag == Tag::Escaped,
+        hash: Some(node.count),
     }
 }
 
@@ -1094,13 +1322,7 @@ pub fn slots<'a, const N: usize>(
     object: Option<Value<'a>>,
     names: &[Name; N],
 ) -> [Option<Value<'a>>; N] {
-    let mut fields = [None; N];
-    for (key, value) in object.iter().flat_map(|o| o.all_members()) {
-        if let Some(i) = names.iter().position(|name| key.is(name)) {
-            fields[i].get_or_insert(value);
-        }
-    }
-    fields
+    object.map_or([None; N], |object| object.named(names).0)
 }
 
 /// Adds a metadata entry, unless the value is null or the key is there already (the first
@@ -1120,9 +1342,9 @@ pub fn write_image(map: &mut crate::events::MapColumn, columns: Option<Value<'_>
         map.push_null();
         return;
     };
-    for (name, value) in columns.members() {
+    columns.for_each_member(|name, value| {
         map.entry_rendered(&name.text(), |out| value.render_into(out));
-    }
+    });
     map.close();
 }
 
@@ -1325,32 +1547,49 @@ pub mod field {
 
     /// `-?[0-9]+` (leading zeros allowed) within i64.
     pub fn parse_i64(text: &str) -> Option<i64> {
-        let (negative, digits) = match text.strip_prefix('-') {
-            Some(rest) => (true, rest),
-            None => (false, text),
+        let (negative, digits) = match text.as_bytes() {
+            [b'-', rest @ ..] => (true, rest),
+            all => (false, all),
         };
         if digits.is_empty() {
             return None;
         }
-        // Accumulated negative: i64::MIN has no positive counterpart. Up to 18 digits
-        // cannot overflow; longer runs (leading zeros included) are checked.
-        let mut value: i64 = 0;
-        if digits.len() <= 18 {
-            for b in digits.bytes() {
-                let digit = b.wrapping_sub(b'0');
-                if digit > 9 {
-                    return None;
-                }
-                value = value * 10 - digit as i64;
+        if digits.len() > 19 {
+            return parse_long(negative, digits);
+        }
+        // Up to 19 digits fit a u64; eight at a time while eight are left.
+        let mut value: u64 = 0;
+        let mut rest = digits;
+        while let Some(chunk) = rest.get(..8) {
+            value = value * 100_000_000 + super::eight_digits(super::load8(chunk, 0))?;
+            rest = &rest[8..];
+        }
+        for &b in rest {
+            let digit = b.wrapping_sub(b'0');
+            if digit > 9 {
+                return None;
             }
+            value = value * 10 + digit as u64;
+        }
+        if negative {
+            // -2^63 is i64::MIN, which has no positive counterpart.
+            (value <= 1 << 63).then(|| (value as i64).wrapping_neg())
         } else {
-            for b in digits.bytes() {
-                let digit = b.wrapping_sub(b'0');
-                if digit > 9 {
-                    return None;
-                }
-                value = value.checked_mul(10)?.checked_sub(digit as i64)?;
+            i64::try_from(value).ok()
+        }
+    }
+
+    /// [`parse_i64`] of more than 19 digits (leading zeros), checked at every digit.
+    #[cold]
+    fn parse_long(negative: bool, digits: &[u8]) -> Option<i64> {
+        // Accumulated negative: i64::MIN has no positive counterpart.
+        let mut value: i64 = 0;
+        for &b in digits {
+            let digit = b.wrapping_sub(b'0');
+            if digit > 9 {
+                return None;
             }
+            value = value.checked_mul(10)?.checked_sub(digit as i64)?;
         }
         if negative {
             Some(value)
@@ -1363,6 +1602,9 @@ pub mod field {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const SCHEMA: Name = Name::new("schema");
+    const SKIP_COLUMNS: [(Name, Name); 1] = [(SCHEMA, Name::new("dataColumn"))];
 
     fn parse(text: &[u8]) -> Result<String> {
         let mut parser = Parser::default();
@@ -1474,7 +1716,7 @@ mod tests {
 
     #[test]
     fn skipped_values_are_checked_not_recorded() {
-        let mut parser = Parser::skipping(&[("schema", "dataColumn")]);
+        let mut parser = Parser::skipping(&SKIP_COLUMNS);
         let text = br#"{"schema":{"dataColumn":[{"name":"a","type":"LONG"},[[]]],"x":[1]},"dataColumn":{"y":2}}"#;
         let top = parser.parse(text).unwrap();
         let schema = top.get("schema").unwrap();
@@ -1524,9 +1766,125 @@ mod tests {
         assert!(over.starts_with("an array of more than 4 items, over max_items = 4 "));
         assert!(parser.parse(br#"{"a":1,"b":2,"c":3,"d":4,"a":5}"#).is_err());
         // Skipped containers count too, and commas in strings do not.
-        let mut skipping = Parser::skipping(&[("s", "d")]).limited(&limits);
+        const SKIP_S_D: [(Name, Name); 1] = [(Name::new("s"), Name::new("d"))];
+        let mut skipping = Parser::skipping(&SKIP_S_D).limited(&limits);
         assert!(skipping.parse(br#"{"s":{"d":[1,2,3,4,5]}}"#).is_err());
         assert!(skipping.parse(br#"{"s":{"d":[",,,,,,"]}}"#).is_ok());
+    }
+
+    #[test]
+    fn remembered_values_parse_as_scanned_ones() {
+        // Messages whose `schema` repeats, moves, changes, or is followed by bad bytes: a
+        // parser that remembers gives the same tape (compacted) and the same errors as one
+        // that scans every message.
+        let messages: &[&[u8]] = &[
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]},"p":1}"#,
+            br#"{"p":2,"schema":{"dataColumn":[{"n":"a"}],"k":["id"]}}"#,
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]}  ,"p":[3]}"#,
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]},"p":}"#,
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]}}x"#,
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]]}"#,
+            br#"{"schema":{"dataColumn":[{"n":"b"}],"k":["id"]},"p":4}"#,
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]},"schema":5}"#,
+            br#"{"x":{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]}}}"#,
+            br#"[{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]}}]"#,
+            br#"{"sch\u0065ma":{"dataColumn":[{"n":"a"}],"k":["id"]}}"#,
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"],"z":"\ud800"}}"#,
+            br#"{"schema":{"dataColumn":[{"n":"a"}],"k":["id"]},"p":5}"#,
+        ];
+        let mut remembering = Parser::skipping(&SKIP_COLUMNS).remembering(&[SCHEMA]);
+        for round in 0..2 {
+            for (i, &text) in messages.iter().enumerate() {
+                let mut fresh = Parser::skipping(&SKIP_COLUMNS);
+                // The result, and the whole tape when there is one.
+                let read = |parser: &mut Parser| {
+                    let result = parser.parse(text).map(|v| {
+                        let mut out = Vec::new();
+                        v.compact_into(&mut out);
+                        (out, v.get("schema").map(|s| (s.len(), s.describe())))
+                    });
+                    let tape = result.is_ok().then(|| format!("{:?}", parser.nodes));
+                    (result, tape)
+                };
+                let expected = read(&mut fresh);
+                assert_eq!(
+                    read(&mut remembering),
+                    expected,
+                    "round {round}, message {i}"
+                );
+            }
+        }
+        assert!(!remembering.seen.is_empty());
+        assert!(remembering.seen.len() <= REMEMBERED);
+    }
+
+    #[test]
+    fn short_texts_compare_as_slices_do() {
+        let text = b"abcdefghijklmnopqrstuvwxyz";
+        for n in 0..=text.len() {
+            let a = &text[..n];
+            let copy = a.to_vec(); // equal text at another address
+            assert!(bytes_eq(a, &copy));
+            assert!(n == 0 || !bytes_eq(a, &text[..n - 1]));
+            for at in 0..n {
+                let mut b = a.to_vec();
+                b[at] ^= 1;
+                assert!(!bytes_eq(a, &b), "{n} bytes, differing at {at}");
+            }
+        }
+    }
+
+    #[test]
+    fn integers_parse_as_i128_does_within_i64() {
+        let reference = |text: &str| {
+            let digits = text.strip_prefix('-').unwrap_or(text);
+            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            text.parse::<i128>()
+                .ok()
+                .and_then(|n| i64::try_from(n).ok())
+        };
+        let mut texts: Vec<String> = [
+            "",
+            "-",
+            "+1",
+            "0",
+            "-0",
+            "7",
+            "12345678",
+            "123456789",
+            "1234567a",
+            "12345678a",
+            "a2345678",
+            "1234567890123456",
+            "9223372036854775807",
+            "9223372036854775808",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "18446744073709551615",
+            "99999999999999999999",
+            "0000000000000000000000042",
+            "-000000000000000000009",
+            "1714550400000000001",
+            "1 ",
+            "--1",
+            "1-",
+            "1.5",
+            "1e3",
+            "١",
+        ]
+        .map(String::from)
+        .to_vec();
+        for n in 1..=20 {
+            texts.push("9".repeat(n));
+            texts.push(format!("-{}", "9".repeat(n)));
+            texts.push(format!("{}/", "1".repeat(n)));
+            texts.push(format!("{}:", "1".repeat(n)));
+        }
+        for text in texts {
+            assert_eq!(field::parse_i64(&text), reference(&text), "{text:?}");
+        }
     }
 
     #[test]

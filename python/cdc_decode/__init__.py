@@ -245,13 +245,24 @@ class Decoder:
         a row produced now for a message received in an earlier call (the completed set or
         the error rows of a multi-part envelope) can be traced to that message.
         """
+        return self._decode_indexed(values, keys, last=False)
+
+    def _decode_indexed(
+        self, values: Any, keys: Any, last: bool
+    ) -> tuple[pa.RecordBatch, pa.Array]:
+        """:meth:`decode_indexed`; with ``last``, :meth:`finish_indexed` too, in the same call
+        and batch (the one-shot :func:`decode`: no second, empty batch to export)."""
         if self.format in RECORD_FORMATS:
             if keys is not None:
                 raise ValueError(
                     f"keys do not apply to {self.format}: it has no multi-part messages"
                 )
+            batches = _as_batches(self.format, values)
             return _concat(
-                [self._inner.decode_records(b) for b in _as_batches(self.format, values)]
+                [
+                    self._inner.decode_records(b, last and i == len(batches) - 1)
+                    for i, b in enumerate(batches)
+                ]
             )
         if isinstance(values, pa.RecordBatch | pa.Table):
             raise TypeError(
@@ -262,12 +273,12 @@ class Decoder:
         all_keys = _as_keys(keys, sum(len(c) for c in chunks))
         parts = []
         offset = 0
-        for chunk in chunks:
+        for i, chunk in enumerate(chunks):
             chunk_keys = None if all_keys is None else all_keys.slice(offset, len(chunk))
-            parts.append(self._inner.decode(chunk, chunk_keys))
+            parts.append(self._inner.decode(chunk, chunk_keys, last and i == len(chunks) - 1))
             offset += len(chunk)
         if not parts:
-            parts.append(self._inner.decode(pa.array([], pa.binary()), None))
+            parts.append(self._inner.decode(pa.array([], pa.binary()), None, last))
         return _concat(parts)
 
     def finish(self) -> pa.RecordBatch:
@@ -390,9 +401,7 @@ def decode(
         tables=tables,
         limits=limits,
     )
-    batch, _ = decoder.decode_indexed(values, keys=keys)
-    rest, _ = decoder.finish_indexed()
-    if rest.num_rows:
-        batch = pa.concat_batches([batch, rest])
+    # The end of input in the same call: no second (mostly empty) batch from finish().
+    batch = decoder._decode_indexed(values, keys, last=True)[0]
     result = batch if decoder.tables is None else split_tables(batch, decoder.tables)
     return (result, decoder.stats()) if stats else result

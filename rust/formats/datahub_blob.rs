@@ -36,9 +36,12 @@ impl DatahubBlob {
     /// A decoder whose messages are held to `limits`.
     pub fn new(limits: &Limits) -> Self {
         // The column list is a third of a typical message and generic mode never reads
-        // it: checked, not recorded.
+        // it: checked, not recorded. The whole `schema` (column list, keys, source) is the
+        // same in every message of a table, half a message: checked once per table.
         Self {
-            parser: json::Parser::skipping(&[("schema", "dataColumn")]).limited(limits),
+            parser: json::Parser::skipping(&SKIP)
+                .remembering(&REMEMBER)
+                .limited(limits),
         }
     }
 }
@@ -116,6 +119,10 @@ const TIMESTAMP: [Name; 3] = [
 ];
 const DDL: [Name; 2] = [Name::new("text"), Name::new("ddlMeta")];
 const DATA_COLUMN: Name = Name::new("dataColumn");
+/// `schema.dataColumn`, the column list.
+const SKIP: [(Name, Name); 1] = [(TOP[0], DATA_COLUMN)];
+/// `schema`.
+const REMEMBER: [Name; 1] = [TOP[0]];
 
 /// One object's members: those named in `names` (by position) and whether it has others.
 struct Members<'a, const N: usize> {
@@ -128,16 +135,7 @@ struct Members<'a, const N: usize> {
 impl<'a, const N: usize> Members<'a, N> {
     /// Reads `object` (an object or `None`) in one pass, keeping the first of duplicates.
     fn read(object: Option<Value<'a>>, names: &'static [Name; N]) -> Self {
-        let mut fields = [None; N];
-        let mut others = false;
-        for (key, value) in object.iter().flat_map(|o| o.all_members()) {
-            match names.iter().position(|name| key.is(name)) {
-                Some(i) => {
-                    fields[i].get_or_insert(value);
-                }
-                None => others = true,
-            }
-        }
+        let (fields, others) = object.map_or(([None; N], false), |o| o.named(names));
         Self {
             object,
             names,
@@ -284,8 +282,11 @@ impl<'a> Event<'a> {
         rows.tx_id.push_null();
         match self.sequence_id {
             Some(id) => {
+                // Formatted once for `position` and `event_id`.
+                let mut digits = itoa::Buffer::new();
+                let digits = digits.format(id);
                 if id >= 0 {
-                    rows.position.push_str(itoa::Buffer::new().format(id));
+                    rows.position.push_str(digits);
                 } else {
                     rows.position.push_null();
                 }
@@ -296,7 +297,7 @@ impl<'a> Event<'a> {
                     rows.event_id.push_null();
                 } else {
                     rows.event_id.push_with(|out| {
-                        out.extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
+                        out.extend_from_slice(digits.as_bytes());
                         out.push(b':');
                         out.push(b'0' + half as u8);
                     });

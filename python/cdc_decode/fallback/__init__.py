@@ -106,7 +106,9 @@ class PythonDecoder:
         typed = schema is not None or tables is not None
         self._typed = Typed(schema, tables) if typed else None
 
-    def decode(self, values: pa.Array, keys: pa.Array | None) -> tuple[pa.RecordBatch, pa.Array]:
+    def decode(
+        self, values: pa.Array, keys: pa.Array | None, last: bool = False
+    ) -> tuple[pa.RecordBatch, pa.Array]:
         """Decodes a batch of input values.
 
         Args:
@@ -114,6 +116,8 @@ class PythonDecoder:
                 its UTF-8 bytes, a null is a Kafka tombstone.
             keys: ``None``, or a string array as long as ``values``: the multi-part
                 reassembly key of each value (a null key is the default key).
+            last: this is also the end of input: the rows :meth:`finish` would give
+                follow, in the same batch.
 
         Returns:
             The event batch and, for each of its rows, the input ordinal (``int64``) of the
@@ -154,14 +158,19 @@ class PythonDecoder:
             self._stats["messages"] = first + done
             if gc_was_enabled:
                 gc.enable()
+        if last:
+            self._decoder.finish(sink)
         return sink.build()
 
-    def decode_records(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, pa.Array]:
+    def decode_records(
+        self, batch: pa.RecordBatch, last: bool = False
+    ) -> tuple[pa.RecordBatch, pa.Array]:
         """Decodes a batch of records, for a format whose input is records
         (``datahub-tuple``): one input ordinal per record.
 
         Args:
             batch: the records.
+            last: this is also the end of input, as in :meth:`decode`.
 
         Returns:
             The event batch and each row's input ordinal, as :meth:`decode` returns them.
@@ -191,6 +200,8 @@ class PythonDecoder:
             self._stats["messages"] = first + done
             if gc_was_enabled:
                 gc.enable()
+        if last:
+            self._decoder.finish(sink)
         return sink.build()
 
     def finish(self) -> tuple[pa.RecordBatch, pa.Array]:
