@@ -475,3 +475,39 @@ def test_datastream_avro_files_from_a_folder_tree(spark, engine, tmp_path):
     expected = pa.Table.from_batches([cdc_decode.decode(files, "datastream-avro")])
     assert expected.num_rows == stream.rows - (stream.messages - len(files))  # no fillers
     assert_table_matches(got, expected.sort_by([("event_id", "ascending")]))
+
+
+def test_event_columns_keep_only_the_named_columns(spark, engine):
+    """event_columns= drops the other event columns in the worker: the same rows as a
+    select of the full decode, the kept Kafka columns first."""
+    df = kafka_df(spark, [envelope(INSERT), BAD, envelope(UPDATE)])
+    names = ["after", "op", "error"]
+    events = cdc_spark.decode(df, "tencent-dts", engine=engine, event_columns=names)
+    assert events.columns == ["topic", "partition", "offset", "timestamp", *names]
+    full = cdc_spark.decode(df, "tencent-dts", engine=engine)
+    assert collect(events) == collect(full.select(*events.columns))
+    records = spark.createDataFrame(
+        [("1", "I", "N", "Y", 7, 1714550400000)],
+        "_sequence_id_ string, _operation_type_ string, _before_image_ string, "
+        "_after_image_ string, id bigint, _execute_time_ bigint",
+    )
+    tuple_events = cdc_spark.decode(
+        records, "datahub-tuple", engine=engine, keep=[], event_columns=["op", "after"]
+    )
+    assert [tuple(r) for r in tuple_events.collect()] == [("insert", {"id": "7"})]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "message"),
+    [
+        ({"event_columns": ["op", "nope"]}, ValueError, "'nope' not an event column"),
+        ({"event_columns": ["op", "op"]}, ValueError, "names a column twice"),
+        ({"event_columns": []}, ValueError, "is empty"),
+        ({"event_columns": "op"}, TypeError, "list of names"),
+        ({"event_columns": ["op"], "tables": {"t": "id bigint"}}, ValueError, "tables="),
+    ],
+)
+def test_event_columns_bad_arguments(spark, kwargs, error, message):
+    df = kafka_df(spark, [envelope(INSERT)])
+    with pytest.raises(error, match=message):
+        cdc_spark.decode(df, "tencent-dts", **kwargs)

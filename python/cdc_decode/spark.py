@@ -218,6 +218,7 @@ def decode(
     tables: Mapping[str, Any] | None = None,
     limits: Limits | None = None,
     accounting: DecodeAccounting | None = None,
+    event_columns: Sequence[str] | None = None,
 ) -> DataFrame | dict[str | None, DataFrame]:
     """Decode a DataFrame of CDC messages into a DataFrame of change events.
 
@@ -266,6 +267,12 @@ def decode(
             decoder; ``None``: the defaults.
         accounting: a :class:`DecodeAccounting` that totals what every partition's
             decoder did, readable on the driver after an action.
+        event_columns: the event columns to return, in this order (default: all of
+            them). The others are dropped in the Python worker, before the batch goes back
+            to the JVM: Spark copies every column ``mapInArrow`` returns into its rows
+            whether a later ``select`` keeps it or not, so naming the columns you use
+            (``["op", "source_table", "sequence", "after"]``) saves that copy. Not with
+            ``tables=``, whose split needs them all.
 
     Returns:
         A DataFrame with the kept columns followed by the columns of
@@ -311,6 +318,7 @@ def decode(
 
         columns = _check_columns(format, columns)
     typed = _Typed(schema, tables)
+    event_columns = typed.checked_event_columns(event_columns)
     limits = as_limits(limits)
     if accounting is not None and not isinstance(accounting, DecodeAccounting):
         raise TypeError(
@@ -330,6 +338,7 @@ def decode(
             typed,
             limits=limits,
             reporter=reporter,
+            event_columns=event_columns,
         )
         return typed.split(combined, kept)
     if value_col is None:
@@ -345,7 +354,7 @@ def decode(
         )
 
     keep = _checked_keep(df, fields, keep)
-    events = spark_event_schema(typed.arrow_schema)
+    events = _selected(spark_event_schema(typed.arrow_schema), event_columns)
     has_topic = "topic" in fields and "partition" in fields
     has_headers = "headers" in fields and _is_kafka_headers(fields["headers"].dataType)
     # Only what the workers need crosses to Python: the value, the kept and the key columns.
@@ -370,6 +379,7 @@ def decode(
         tables=typed.tables,
         limits=limits,
         reporter=reporter,
+        event_columns=event_columns,
     )
     return typed.split(df.select(*needed).mapInArrow(fn, out_schema), keep)
 
@@ -383,6 +393,8 @@ def read_datastream(
     engine: str = "native",
     limits: Limits | None = None,
     accounting: DecodeAccounting | None = None,
+    schema: Any = None,
+    event_columns: Sequence[str] | None = None,
 ) -> DataFrame:
     """Read Google Cloud Datastream output as users find it: a tree of files under
     ``path`` (``gs://bucket/prefix/schema_table/yyyy/mm/dd/hh/mm/``, or any folder above
@@ -400,29 +412,28 @@ def read_datastream(
         engine: as :func:`decode`.
         limits: as :func:`decode`; ``max_message_bytes`` bounds an Avro file's size.
         accounting: as :func:`decode`.
+        schema: typed mode, as :func:`decode` (docs/typed.md): the table's columns.
+        event_columns: as :func:`decode`: the event columns to return.
 
     Returns:
         The change events, with ``path`` (the file each came from) before the event
         columns for Avro files.
     """
+    options = {
+        "mode": mode,
+        "engine": engine,
+        "limits": limits,
+        "accounting": accounting,
+        "schema": schema,
+        "event_columns": event_columns,
+    }
     reader = spark.read.option("recursiveFileLookup", "true")
     if format == "datastream-avro":
         files = reader.format("binaryFile").option("pathGlobFilter", "*.avro").load(path)
-        return decode(
-            files,
-            format,
-            value_col="content",
-            keep=["path"],
-            mode=mode,
-            engine=engine,
-            limits=limits,
-            accounting=accounting,
-        )
+        return decode(files, format, value_col="content", keep=["path"], **options)
     if format == "datastream-json":
         lines = reader.text(path)
-        return decode(
-            lines, format, keep=[], mode=mode, engine=engine, limits=limits, accounting=accounting
-        )
+        return decode(lines, format, keep=[], **options)
     raise ValueError(f"read_datastream reads datastream-avro or datastream-json, not {format!r}")
 
 
@@ -458,6 +469,7 @@ def _decode_records(
     *,
     limits: Limits,
     reporter: _Reporter | None,
+    event_columns: list[str] | None,
 ) -> DataFrame:
     """``datahub-tuple``: the columns not kept are the records."""
     from pyspark.sql.types import StructType
@@ -475,7 +487,7 @@ def _decode_records(
                 f"{format}: no {' (or '.join(names)}{')' * (len(names) - 1)} column among "
                 f"the records' columns ({', '.join(records)})"
             )
-    events = spark_event_schema(typed.arrow_schema)
+    events = _selected(spark_event_schema(typed.arrow_schema), event_columns)
     out_schema = StructType([fields[c] for c in keep] + list(events.fields))
     fn = _partition_decoder(
         format,
@@ -490,8 +502,19 @@ def _decode_records(
         tables=typed.tables,
         limits=limits,
         reporter=reporter,
+        event_columns=event_columns,
     )
     return df.mapInArrow(fn, out_schema), keep
+
+
+def _selected(events: Any, names: list[str] | None) -> Any:
+    """The Spark event schema, only ``names`` (in that order) when given."""
+    from pyspark.sql.types import StructType
+
+    if names is None:
+        return events
+    by_name = {f.name: f for f in events.fields}
+    return StructType([by_name[n] for n in names])
 
 
 class _Typed:
@@ -510,6 +533,30 @@ class _Typed:
             self.arrow_schema = multi_event_schema(self.tables)
         else:
             self.arrow_schema = None
+
+    def checked_event_columns(self, names: Sequence[str] | None) -> list[str] | None:
+        """``event_columns=``, checked on the driver: event column names, each once."""
+        if names is None:
+            return None
+        if isinstance(names, str | bytes):
+            raise TypeError('event_columns must be a list of names such as ["op", "after"]')
+        names = list(names)
+        if self.tables is not None:
+            raise ValueError(
+                "event_columns does not combine with tables= (its split needs every column)"
+            )
+        known = event_schema().names
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            raise ValueError(
+                f"event_columns: {', '.join(map(repr, unknown))} not an event column "
+                f"(they are {', '.join(known)})"
+            )
+        if len(set(names)) != len(names):
+            raise ValueError(f"event_columns names a column twice: {names}")
+        if not names:
+            raise ValueError("event_columns is empty: name at least one event column")
+        return names
 
     def split(self, combined: DataFrame, keep: Sequence[str]) -> Any:
         """The decoded DataFrame, or with ``tables=`` one DataFrame per table (and under
@@ -552,6 +599,7 @@ def _partition_decoder(
     tables: list[tuple[str, pa.Schema]] | None = None,
     limits: Limits | None = None,
     reporter: _Reporter | None = None,
+    event_columns: list[str] | None = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function ``mapInArrow`` runs on the executors, closed over plain values only
     (and the accumulator of ``reporter``, which reports the decoder's stats when the
@@ -575,7 +623,7 @@ def _partition_decoder(
         )
         try:
             yield from _decode_batches(
-                decoder, batches, keep, value_col, records, has_topic, has_headers
+                decoder, batches, keep, value_col, records, has_topic, has_headers, event_columns
             )
         finally:
             if reporter is not None:
@@ -592,8 +640,10 @@ def _decode_batches(
     records: list[str] | None,
     has_topic: bool,
     has_headers: bool,
+    event_columns: list[str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """One partition's batches through its decoder, the kept columns beside the events."""
+    """One partition's batches through its decoder, the kept columns beside the events
+    (only ``event_columns`` of them, when given)."""
     import pyarrow as pa
 
     carry = _Carry(keep)
@@ -606,11 +656,15 @@ def _decode_batches(
             events, ordinals = decoder.decode_indexed(batch.column(value_col), keys=keys)
         kept = batch.select(keep)
         if events.num_rows:
+            if event_columns is not None:
+                events = events.select(event_columns)
             yield _join(carry.take(ordinals, kept, start), events)
         carry.update(kept, start, ordinals, decoder.stats()["pending"])
         start += batch.num_rows
     events, ordinals = decoder.finish_indexed()
     if events.num_rows:
+        if event_columns is not None:
+            events = events.select(event_columns)
         empty = pa.RecordBatch.from_pylist([], schema=carry.schema) if carry.schema else None
         yield _join(carry.take(ordinals, empty, start), events)
 
