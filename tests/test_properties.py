@@ -1,4 +1,5 @@
-"""Property tests: random valid DTS messages, and mutations of them, give equal batches on
+"""Property tests: random valid DTS messages, and mutations of them (truncation, bit flips,
+dropped parts, swapped byte ranges, tags of the wrong wire type), give equal batches on
 both engines.
 
 The example count is `CDC_HYPOTHESIS_EXAMPLES` (300 by default, what `make test` runs); the
@@ -115,7 +116,11 @@ def streams(draw):
                 index=index,
                 data=chunk,
             ).SerializeToString()
-            mutation = draw(st.sampled_from(["none", "none", "none", "truncate", "flip", "drop"]))
+            mutation = draw(
+                st.sampled_from(
+                    ["none", "none", "none", "none", "truncate", "flip", "drop", "swap", "retype"]
+                )
+            )
             if mutation == "truncate" and value:
                 value = value[: draw(st.integers(0, len(value) - 1))]
             elif mutation == "flip" and value:
@@ -125,6 +130,17 @@ def streams(draw):
                     + bytes([value[at] ^ (1 << draw(st.integers(0, 7)))])
                     + value[at + 1 :]
                 )
+            elif mutation == "swap" and len(value) > 2:
+                # Two byte ranges trade places: fields swapped, or tags and values mixed.
+                at = draw(st.integers(0, len(value) - 2))
+                size = draw(st.integers(1, max(1, (len(value) - at) // 2)))
+                a, b = value[at : at + size], value[at + size : at + 2 * size]
+                value = value[:at] + b + a + value[at + 2 * size :]
+            elif mutation == "retype" and value:
+                # A byte read as a tag gets another wire type: a field of the wrong type.
+                at = draw(st.integers(0, len(value) - 1))
+                wire = draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6, 7]))
+                value = value[:at] + bytes([value[at] & ~7 | wire]) + value[at + 1 :]
             elif mutation == "drop":
                 continue
             values.append(value)
