@@ -76,7 +76,7 @@ impl Bytes<'_> {
 
     /// `Some(value)` most of the time, `None` (a null cell) otherwise.
     fn cell<T>(&mut self, value: impl FnOnce(&mut Self) -> T) -> Option<T> {
-        (self.u8() % 6 != 0).then(|| value(self))
+        (!self.u8().is_multiple_of(6)).then(|| value(self))
     }
 }
 
