@@ -15,19 +15,10 @@ import pyarrow as pa
 
 import cdc_decode
 from cdc_decode import _proto as pb
+from cdc_decode.generate.datastream_avro import _zigzag as zz
 
 MB = 1 << 20
 CORPUS = Path(__file__).resolve().parent / "dts_corpus"
-
-
-def zz(n):
-    n = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while n >= 0x80:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def avro(schema, body, count=1, codec=None, meta=()):

@@ -11,21 +11,14 @@ The example count is `CDC_HYPOTHESIS_EXAMPLES` (300 by default, what `make test`
 from __future__ import annotations
 
 import json
-import os
 
 import pyarrow as pa
 from compare import assert_same_events
-from hypothesis import HealthCheck, given, settings
+from conftest import PROPERTY_SETTINGS as SETTINGS
+from hypothesis import given
 from hypothesis import strategies as st
 
 import cdc_decode
-
-EXAMPLES = int(os.environ.get("CDC_HYPOTHESIS_EXAMPLES", "300"))
-SETTINGS = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 # Valid tokens: a message is broken on purpose by `mutated` (one bad token or byte), so
 # most messages decode.

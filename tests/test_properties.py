@@ -8,21 +8,13 @@ hardening work runs it with 100,000.
 
 from __future__ import annotations
 
-import os
-
 from compare import assert_same_events
-from hypothesis import HealthCheck, given, settings
+from conftest import PROPERTY_SETTINGS as SETTINGS
+from hypothesis import given
 from hypothesis import strategies as st
 
 import cdc_decode
 from cdc_decode import _proto as pb
-
-EXAMPLES = int(os.environ.get("CDC_HYPOTHESIS_EXAMPLES", "300"))
-SETTINGS = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 CHARSETS = ["utf8mb4", "utf8", "UTF8MB4", "", "gbk", "gb18030", "latin1", "ascii", "binary", "big5"]
 TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)
