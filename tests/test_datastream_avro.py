@@ -266,6 +266,37 @@ def test_zstandard(engine):
     assert batch.column("error").null_count == batch.num_rows > 0
 
 
+def test_an_incomplete_zstandard_frame_is_an_error(engine):
+    # Found by fuzz/differential.py: the frame lacks only its 4-byte checksum, so every
+    # record is there, but the fallback's stream reader stopped at the end of the input
+    # without an error where the native engine said "incomplete frame". One frame means a
+    # whole one (docs/formats/datastream-avro.md).
+    import zstandard
+
+    from cdc_decode.generate.datastream_avro import _zigzag
+
+    null = _one([{"name": "x", "type": "string"}], {"x": "y" * 100})
+    sync = null[-16:]
+    body = null.index(sync) + 16  # the one block: count 1, size, the record
+    assert null[body] == 2
+    at = body + 1  # past the size, a varint
+    while null[at] & 0x80:
+        at += 1
+    record = null[at + 1 : -16]
+    head = null[: body + 1].replace(b"\x14avro.codec\x08null", b"\x14avro.codec\x12zstandard")
+    assert head != null[: body + 1]
+
+    def file(frame: bytes) -> bytes:
+        return head + _zigzag(len(frame)) + frame + sync
+
+    whole = zstandard.ZstdCompressor(write_checksum=True).compress(record)
+    (row,) = _decode([file(whole)], engine).to_pylist()
+    assert row["error"] is None and dict(row["after"]) == {"x": "y" * 100}
+    cut = whole[:-4]
+    (row,) = _decode([file(cut)], engine).to_pylist()
+    assert row["op"] == "error" and "zstandard" in row["error"]
+
+
 def test_ops_and_sources(engine):
     meta = [{"name": "change_type", "type": ["null", "string"]},
             {"name": "scn", "type": ["null", "long"]}, {"name": "rs_id", "type": "string"},

@@ -170,11 +170,23 @@ def _decompress(codec: str, data: bytes, budget: int) -> bytes:
                 break
             chunks.append(chunk)
             total += len(chunk)
+        # The reader ends quietly where the input ends, even inside the frame: a frame cut
+        # short (its checksum, its last block) is an error, as the native engine says.
+        if total <= budget and not _frame_ends(data):
+            raise _Malformed("zstandard: incomplete frame")
     except zstandard.ZstdError as exc:
         raise _Malformed(f"zstandard: {exc}") from None
     if total > budget:
         raise _Malformed(over)
     return b"".join(chunks)
+
+
+def _frame_ends(data: bytes) -> bool:
+    """True when `data` holds a whole zstandard frame (decoding it again, which gives the
+    bytes just read, no more)."""
+    check = zstandard.ZstdDecompressor().decompressobj()
+    check.decompress(data)
+    return check.eof
 
 
 # ---------------------------------------------------------------------------------------
