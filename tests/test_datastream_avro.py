@@ -15,6 +15,7 @@ from conftest import FIXTURES
 
 import cdc_decode
 from cdc_decode.generate import generate
+from cdc_decode.generate.datastream_avro import _zigzag
 
 FORMAT = "datastream-avro"
 FIXTURE_DIR = FIXTURES / "datastream-avro"
@@ -273,8 +274,6 @@ def test_an_incomplete_zstandard_frame_is_an_error(engine):
     # whole one (docs/formats/datastream-avro.md).
     import zstandard
 
-    from cdc_decode.generate.datastream_avro import _zigzag
-
     null = _one([{"name": "x", "type": "string"}], {"x": "y" * 100})
     sync = null[-16:]
     body = null.index(sync) + 16  # the one block: count 1, size, the record
@@ -335,16 +334,7 @@ def _null_schema_file(schema, body: bytes) -> bytes:
     import json
 
     text = json.dumps(schema).encode()
-
-    def zz(n):
-        n = (n << 1) ^ (n >> 63)
-        out = bytearray()
-        while n >= 0x80:
-            out.append(n & 0x7F | 0x80)
-            n >>= 7
-        out.append(n)
-        return bytes(out)
-
+    zz = _zigzag
     sync = bytes(range(16))
     head = b"Obj\x01" + zz(1) + zz(11) + b"avro.schema" + zz(len(text)) + text + b"\x00" + sync
     return head + zz(1) + zz(len(body)) + body + sync
