@@ -16,7 +16,8 @@ RUST_SOURCES := Cargo.toml Cargo.lock build.rs $(wildcard proto/*.proto) \
 	$(shell find rust -name '*.rs' 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv build test test-rust test-python demo bench bench-spark jars lint fmt proto clean
+.PHONY: help venv build test test-rust test-python test-fuzz fuzz fuzz-build demo bench \
+	bench-spark jars lint fmt proto clean
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -38,13 +39,51 @@ $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml
 	$(PY) -c "import cdc_decode._native"
 	touch $@
 
-test: test-rust test-python ## Everything CI runs: cargo test, then pytest (Spark included)
+test: test-rust test-python test-fuzz ## Everything CI runs: cargo test, pytest (Spark included), fuzz briefly
 
 test-rust: ## Rust unit tests (no Python needed)
 	cargo test
 
 test-python: build ## pytest: parity, fixtures, Spark
 	$(PY) -m pytest
+
+# Fuzzing (fuzz/, docs/hardening.md): cargo-fuzz on the nightly toolchain, installed into
+# .tools/ on first use. Every target runs FUZZ_SECONDS from corpora that fuzz/seed.py builds
+# in fuzz/corpus/ (git-ignored) and keeps what it finds there; a crash stops the run with
+# its input in fuzz/artifacts/. Then fuzz/differential.py (atheris) feeds each format's
+# corpus to both engines, which must agree.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS := $(shell sed -n 's/^name = "\([a-z-]*\)"$$/\1/p' fuzz/Cargo.toml | grep -v -e fuzz -e harness)
+# Bounded memory: libFuzzer fails a run whose RSS passes 2 GiB or that asks for more than
+# 512 MiB in one allocation (inputs are at most 64 KiB).
+FUZZ_FLAGS := -rss_limit_mb=2048 -malloc_limit_mb=512 -max_len=65536 -timeout=20
+CARGO_FUZZ := $(abspath .tools/bin/cargo-fuzz)
+FUZZ := PATH="$(abspath .tools/bin):$$PATH" cargo +nightly fuzz
+
+$(CARGO_FUZZ):
+	rustup run nightly rustc --version >/dev/null 2>&1 || \
+		rustup toolchain install nightly --profile minimal
+	# --debug: a driver that only runs cargo builds in half the time, unoptimised.
+	cargo install cargo-fuzz --locked --debug --quiet --root .tools
+
+fuzz-build: $(CARGO_FUZZ) ## Build the fuzz targets (release, AddressSanitizer)
+	cd fuzz && $(FUZZ) build
+
+fuzz: fuzz-build build ## Run every fuzz target, then the differential one per format, FUZZ_SECONDS each
+	$(PY) fuzz/seed.py
+	cd fuzz && for target in $(FUZZ_TARGETS); do \
+		$(FUZZ) run $$target -- \
+			-max_total_time=$(FUZZ_SECONDS) $(FUZZ_FLAGS) -print_final_stats=1 || exit 1; \
+	done
+	mkdir -p fuzz/artifacts/differential
+	for format in $(filter-out datahub-tuple,$(FUZZ_TARGETS)); do \
+		$(PY) fuzz/differential.py $$format -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+			-rss_limit_mb=4096 -artifact_prefix=fuzz/artifacts/differential/$$format- \
+			-print_final_stats=1 fuzz/corpus/$$format || exit 1; \
+	done
+
+test-fuzz: ## Every fuzz target briefly (10 s each), as CI runs them
+	$(MAKE) fuzz FUZZ_SECONDS=10
 
 demo: build ## Generate a DTS stream, decode it on local Spark, show events and the table
 	$(PY) -m cdc_decode.demo
@@ -79,8 +118,8 @@ bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs pa
 lint: $(STAMPS)/venv ## rustfmt check, clippy -D warnings, ruff
 	cargo fmt --check
 	cargo clippy --all-targets --all-features -- -D warnings
-	$(VENV)/bin/ruff check python tests benches
-	$(VENV)/bin/ruff format --check python tests benches
+	$(VENV)/bin/ruff check python tests benches fuzz
+	$(VENV)/bin/ruff format --check python tests benches fuzz
 
 fmt: $(STAMPS)/venv ## Format Rust and Python sources in place
 	cargo fmt
@@ -91,6 +130,7 @@ proto: ## Rewrite python/cdc_decode/fallback/subscribe.desc from proto/subscribe
 
 clean: ## Remove build outputs, caches and the venv
 	cargo clean
+	rm -rf fuzz/target fuzz/corpus fuzz/artifacts
 	rm -rf $(VENV) python/cdc_decode/_native*.so .pytest_cache .ruff_cache .benchmarks \
 		spark-warehouse metastore_db derby.log demo-output
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

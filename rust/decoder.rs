@@ -1,5 +1,8 @@
-//! The decoder every format shares: the modes, the accounting, the input loop, and the
-//! [`Sink`] a format writes its events and error rows into.
+//! The decoder every format shares: the modes, the accounting, the input loop, the panic
+//! boundary, and the [`Sink`] a format writes its events and error rows into.
+
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::OnceLock;
 
 use crate::error::{Error, Result};
 use crate::events::EventBuilder;
@@ -156,6 +159,28 @@ impl Sink {
         }
     }
 
+    /// Runs `decode`, which decodes the message with this ordinal, behind the panic boundary
+    /// (`docs/hardening.md`): a panic inside it is a bug, and rather than take the process
+    /// down it becomes the message's error ([`Error::Panic`]), reported as the mode says,
+    /// with whatever the message wrote taken back first.
+    fn guarded(
+        &mut self,
+        ordinal: i64,
+        raw: &[u8],
+        decode: impl FnOnce(&mut Sink) -> Result<()>,
+    ) -> Result<()> {
+        let (rows, ordinals, stats) = (self.rows.len(), self.ordinals.len(), self.stats);
+        match panic::catch_unwind(AssertUnwindSafe(|| decode(self))) {
+            Ok(result) => result,
+            Err(payload) => {
+                self.rows.truncate(rows);
+                self.ordinals.truncate(ordinals);
+                self.stats = stats;
+                self.error(ordinal, raw, Error::Panic(panic_text(payload.as_ref())))
+            }
+        }
+    }
+
     fn tombstone(&mut self, ordinal: i64) {
         self.rows.push_bare("tombstone", None);
         self.ordinals.push(ordinal);
@@ -174,6 +199,39 @@ impl Sink {
     }
 }
 
+/// What a panic said, for its error.
+fn panic_text(payload: &(dyn std::any::Any + Send)) -> String {
+    let text = match (
+        payload.downcast_ref::<&str>(),
+        payload.downcast_ref::<String>(),
+    ) {
+        (Some(text), _) => text,
+        (_, Some(text)) => text.as_str(),
+        _ => "a panic without a message",
+    };
+    format!("panicked: {text}")
+}
+
+/// The test hook of the panic boundary: the ordinal in `CDC_DECODE_TEST_PANIC_AT`, read once
+/// per process. Decoding the message with that ordinal panics, so tests can show the
+/// boundary holds without a real bug. Not an API: unset, it costs one comparison a message.
+fn panic_at_from_env() -> Option<i64> {
+    static PANIC_AT: OnceLock<Option<i64>> = OnceLock::new();
+    *PANIC_AT.get_or_init(|| {
+        std::env::var("CDC_DECODE_TEST_PANIC_AT")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+    })
+}
+
+/// Panics when `ordinal` is the test hook's (see [`panic_at_from_env`]).
+#[inline]
+fn test_hook(panic_at: Option<i64>, ordinal: i64) {
+    if panic_at == Some(ordinal) {
+        panic!("test hook CDC_DECODE_TEST_PANIC_AT={ordinal}");
+    }
+}
+
 /// A stateful decoder for one stream of one format.
 pub struct Decoder {
     format: Box<dyn FormatDecoder>,
@@ -183,6 +241,8 @@ pub struct Decoder {
     typed: Option<Arc<TypedSpec>>,
     /// `Limits::max_message_bytes`, checked here for every format of binary values.
     max_message_bytes: usize,
+    /// The panic boundary's test hook: the ordinal whose decoding panics.
+    panic_at: Option<i64>,
 }
 
 impl Decoder {
@@ -202,6 +262,7 @@ impl Decoder {
             stats: Stats::default(),
             typed: options.typed.clone(),
             max_message_bytes: options.limits.max_message_bytes,
+            panic_at: panic_at_from_env(),
         })
     }
 
@@ -254,9 +315,12 @@ impl Decoder {
                 continue;
             }
             let key = keys.and_then(|k| k.is_valid(i).then(|| k.value(i)));
-            result = self
-                .format
-                .decode(&mut sink, ordinal, owner.slice(range), key);
+            let value = owner.slice(range);
+            let (format, panic_at) = (&mut self.format, self.panic_at);
+            result = sink.guarded(ordinal, &value.clone(), |sink| {
+                test_hook(panic_at, ordinal);
+                format.decode(sink, ordinal, value, key)
+            });
             if result.is_err() {
                 break;
             }
@@ -284,7 +348,7 @@ impl Decoder {
         let per_row = 100.max(16 * records.num_columns());
         sink.rows.reserve_for_input(records.num_rows() * per_row);
         let base = self.stats.messages as i64;
-        let mut result = self.format.decode_records(&mut sink, base, records);
+        let mut result = self.records_guarded(&mut sink, base, records);
         // Records seen: all, none when the columns were refused, up to the failing one in
         // failfast.
         self.stats.messages += match &result {
@@ -298,10 +362,44 @@ impl Decoder {
         self.absorb(sink, result)
     }
 
+    /// Decodes records behind the panic boundary. Records decode in one call, so after a
+    /// panic the batch is decoded again one record at a time, each guarded: the record that
+    /// panics becomes the error row, with its raw bytes as the format renders a record's.
+    fn records_guarded(&mut self, sink: &mut Sink, base: i64, records: &RecordBatch) -> Result<()> {
+        let (rows, ordinals, stats) = (sink.rows.len(), sink.ordinals.len(), sink.stats);
+        let (format, panic_at) = (&mut self.format, self.panic_at);
+        let all = panic::catch_unwind(AssertUnwindSafe(|| {
+            let last = base + records.num_rows() as i64;
+            if let Some(at) = panic_at.filter(|at| (base..last).contains(at)) {
+                test_hook(panic_at, at);
+            }
+            format.decode_records(sink, base, records)
+        }));
+        if let Ok(result) = all {
+            return result;
+        }
+        sink.rows.truncate(rows);
+        sink.ordinals.truncate(ordinals);
+        sink.stats = stats;
+        for row in 0..records.num_rows() {
+            let ordinal = base + row as i64;
+            let record = records.slice(row, 1);
+            let raw = format.raw_record(&record);
+            sink.guarded(ordinal, &raw, |sink| {
+                test_hook(panic_at, ordinal);
+                format.decode_records(sink, ordinal, &record)
+            })?;
+        }
+        Ok(())
+    }
+
     /// End of input: rows for whatever the format still holds (incomplete multi-part sets).
+    /// A panic here names no message: it fails the call with [`Error::Panic`].
     pub fn finish(&mut self) -> Result<Output> {
         let mut sink = Sink::new(self.name, self.mode, self.typed.clone());
-        let result = self.format.finish(&mut sink);
+        let format = &mut self.format;
+        let result = panic::catch_unwind(AssertUnwindSafe(|| format.finish(&mut sink)))
+            .unwrap_or_else(|payload| Err(Error::Panic(panic_text(payload.as_ref()))));
         self.absorb(sink, result)
     }
 
@@ -318,5 +416,64 @@ impl Decoder {
     /// What this decoder did so far.
     pub fn stats(&self) -> Stats {
         self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Array, ArrayRef, BinaryArray, StringArray};
+
+    use super::{Decoder, Mode};
+    use crate::error::Error;
+
+    fn values(messages: &[&[u8]]) -> ArrayRef {
+        Arc::new(BinaryArray::from(
+            messages.iter().map(|m| Some(*m)).collect::<Vec<_>>(),
+        ))
+    }
+
+    const GOOD: &[u8] = br#"{"after":{"id":1},"source":{"db":"d","table":"t"},"op":"c"}"#;
+
+    /// A panic while decoding one message becomes that message's error row, raw bytes kept;
+    /// the messages around it decode, and the counts add up.
+    #[test]
+    fn a_panic_is_the_message_error_row() {
+        let mut decoder = Decoder::new("debezium-json", Mode::Permissive).unwrap();
+        decoder.panic_at = Some(1);
+        let out = decoder
+            .decode(&values(&[GOOD, b"{\"panic\":1}", GOOD]), None, true)
+            .unwrap();
+        assert_eq!(out.ordinals, [0, 1, 2]);
+        let errors = out.batch.column_by_name("error").unwrap();
+        let errors = errors.as_any().downcast_ref::<StringArray>().unwrap();
+        assert!(errors.is_null(0) && errors.is_null(2));
+        assert_eq!(
+            errors.value(1),
+            "internal error (a bug in cdc-decode, please report it): panicked: \
+             test hook CDC_DECODE_TEST_PANIC_AT=1"
+        );
+        let raw = out.batch.column_by_name("raw").unwrap();
+        let raw = raw.as_any().downcast_ref::<BinaryArray>().unwrap();
+        assert_eq!(raw.value(1), b"{\"panic\":1}");
+        let stats = decoder.stats();
+        assert_eq!((stats.messages, stats.events, stats.errors), (3, 2, 1));
+    }
+
+    /// In failfast the panic is the call's error, naming the message.
+    #[test]
+    fn a_panic_in_failfast_names_the_message() {
+        let mut decoder = Decoder::new("debezium-json", Mode::FailFast).unwrap();
+        decoder.panic_at = Some(3);
+        decoder.decode(&values(&[GOOD, GOOD]), None, false).unwrap();
+        let error = decoder
+            .decode(&values(&[GOOD, GOOD]), None, false)
+            .unwrap_err();
+        assert!(matches!(
+            &error,
+            Error::Message { ordinal: 3, source } if matches!(**source, Error::Panic(_))
+        ));
+        assert!(error.to_string().starts_with("message 3: internal error"));
     }
 }

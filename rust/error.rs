@@ -128,6 +128,10 @@ pub enum Error {
     /// (`after.price: cannot convert "abc" to decimal(10,2)`).
     #[error("{0}")]
     Convert(String),
+    /// A panic inside the decoder: a bug in cdc-decode, caught at the message it happened
+    /// on (`docs/hardening.md`, "The panic boundary") so it becomes that message's error.
+    #[error("internal error (a bug in cdc-decode, please report it): {0}")]
+    Panic(String),
     /// failfast: the first message that did not decode.
     #[error("message {ordinal}: {source}")]
     Message { ordinal: i64, source: Box<Error> },

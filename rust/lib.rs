@@ -34,6 +34,7 @@ pub mod wire;
 // into the JVM); mimalloc keeps freed pages for the next batch where the system allocator
 // returns them to the OS and faults them in again (measured: page faults were a quarter of
 // decode time).
+#[cfg(feature = "mimalloc")]
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -44,6 +45,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// - segments are committed as they are used, not eagerly: with transparent huge pages,
 ///   eager commits zeroed whole segments up front, and the first batches of a process ran
 ///   up to 8 times slower than the rest.
+#[cfg(feature = "mimalloc")]
 pub(crate) fn tune_allocator() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     // Indexes in mimalloc 2's `mi_option_e` (libmimalloc-sys names no constants for them).
@@ -58,3 +60,7 @@ pub(crate) fn tune_allocator() {
         }
     });
 }
+
+/// Without mimalloc (the fuzz targets), the system allocator needs no tuning.
+#[cfg(not(feature = "mimalloc"))]
+pub(crate) fn tune_allocator() {}

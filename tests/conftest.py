@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parent.parent
 # ../shared sits beside the checkout, locally and in CI.
@@ -12,6 +14,15 @@ SHARED = ROOT.parent / "shared"
 FIXTURES = SHARED / "fixtures"
 
 ENGINES = ["native", "python"]
+
+# Examples per property test: 300 by default (what `make test` runs); the hardening runs set
+# CDC_HYPOTHESIS_EXAMPLES=100000 (docs/hardening.md).
+EXAMPLES = int(os.environ.get("CDC_HYPOTHESIS_EXAMPLES", "300"))
+PROPERTY_SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 
 
 @pytest.fixture(params=ENGINES)

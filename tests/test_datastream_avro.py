@@ -15,6 +15,7 @@ from conftest import FIXTURES
 
 import cdc_decode
 from cdc_decode.generate import generate
+from cdc_decode.generate.datastream_avro import _zigzag
 
 FORMAT = "datastream-avro"
 FIXTURE_DIR = FIXTURES / "datastream-avro"
@@ -306,6 +307,35 @@ def test_zstandard(engine):
     assert batch.column("error").null_count == batch.num_rows > 0
 
 
+def test_an_incomplete_zstandard_frame_is_an_error(engine):
+    # Found by fuzz/differential.py: the frame lacks only its 4-byte checksum, so every
+    # record is there, but the fallback's stream reader stopped at the end of the input
+    # without an error where the native engine said "incomplete frame". One frame means a
+    # whole one (docs/formats/datastream-avro.md).
+    import zstandard
+
+    null = _one([{"name": "x", "type": "string"}], {"x": "y" * 100})
+    sync = null[-16:]
+    body = null.index(sync) + 16  # the one block: count 1, size, the record
+    assert null[body] == 2
+    at = body + 1  # past the size, a varint
+    while null[at] & 0x80:
+        at += 1
+    record = null[at + 1 : -16]
+    head = null[: body + 1].replace(b"\x14avro.codec\x08null", b"\x14avro.codec\x12zstandard")
+    assert head != null[: body + 1]
+
+    def file(frame: bytes) -> bytes:
+        return head + _zigzag(len(frame)) + frame + sync
+
+    whole = zstandard.ZstdCompressor(write_checksum=True).compress(record)
+    (row,) = _decode([file(whole)], engine).to_pylist()
+    assert row["error"] is None and dict(row["after"]) == {"x": "y" * 100}
+    cut = whole[:-4]
+    (row,) = _decode([file(cut)], engine).to_pylist()
+    assert row["op"] == "error" and "zstandard" in row["error"]
+
+
 def test_ops_and_sources(engine):
     meta = [{"name": "change_type", "type": ["null", "string"]},
             {"name": "scn", "type": ["null", "long"]}, {"name": "rs_id", "type": "string"},
@@ -337,6 +367,21 @@ def test_ops_and_sources(engine):
 
 def _valid() -> bytes:
     return (FIXTURE_DIR / "mysql-cdc-Users.avro").read_bytes()
+
+
+def _null_schema_file(schema, body: bytes) -> bytes:
+    """A file with one block of ``body`` (one record) under ``schema``, written by hand."""
+    import json
+
+    text = json.dumps(schema).encode()
+    zz = _zigzag
+    sync = bytes(range(16))
+    head = b"Obj\x01" + zz(1) + zz(11) + b"avro.schema" + zz(len(text)) + text + b"\x00" + sync
+    return head + zz(1) + zz(len(body)) + body + sync
+
+
+_DEEP = {"type": "record", "name": "A", "fields": [
+    {"name": "n", "type": ["null", {"type": "array", "items": "A"}]}]}  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import fastavro
 import pyarrow as pa
 import pytest
 from compare import assert_same_events
-from test_datastream_avro import _one
+from test_datastream_avro import _DEEP, _one
 from test_tencent_dts_rules import BEGIN, INSERT, dml, entries_bytes, entry, envelope, split, text
 
 import cdc_decode
@@ -20,10 +20,6 @@ from cdc_decode import Limits
 from cdc_decode.generate import generate
 
 MiB = 1 << 20
-
-# A record whose field is an array of itself: nesting as deep as the value makes it.
-_DEEP = {"type": "record", "name": "A", "fields": [
-    {"name": "n", "type": ["null", {"type": "array", "items": "A"}]}]}  # fmt: skip
 
 
 def both(values, format: str, limits: Limits | None = None, **options) -> pa.RecordBatch:

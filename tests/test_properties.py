@@ -1,4 +1,5 @@
-"""Property tests: random valid DTS messages, and mutations of them, give equal batches on
+"""Property tests: random valid DTS messages, and mutations of them (truncation, bit flips,
+dropped parts, swapped byte ranges, tags of the wrong wire type), give equal batches on
 both engines.
 
 The example count is `CDC_HYPOTHESIS_EXAMPLES` (300 by default, what `make test` runs); the
@@ -7,21 +8,13 @@ hardening work runs it with 100,000.
 
 from __future__ import annotations
 
-import os
-
 from compare import assert_same_events
-from hypothesis import HealthCheck, given, settings
+from conftest import PROPERTY_SETTINGS as SETTINGS
+from hypothesis import given
 from hypothesis import strategies as st
 
 import cdc_decode
 from cdc_decode import _proto as pb
-
-EXAMPLES = int(os.environ.get("CDC_HYPOTHESIS_EXAMPLES", "300"))
-SETTINGS = settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
 
 CHARSETS = ["utf8mb4", "utf8", "UTF8MB4", "", "gbk", "gb18030", "latin1", "ascii", "binary", "big5"]
 TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=12)
@@ -115,7 +108,11 @@ def streams(draw):
                 index=index,
                 data=chunk,
             ).SerializeToString()
-            mutation = draw(st.sampled_from(["none", "none", "none", "truncate", "flip", "drop"]))
+            mutation = draw(
+                st.sampled_from(
+                    ["none", "none", "none", "none", "truncate", "flip", "drop", "swap", "retype"]
+                )
+            )
             if mutation == "truncate" and value:
                 value = value[: draw(st.integers(0, len(value) - 1))]
             elif mutation == "flip" and value:
@@ -125,6 +122,17 @@ def streams(draw):
                     + bytes([value[at] ^ (1 << draw(st.integers(0, 7)))])
                     + value[at + 1 :]
                 )
+            elif mutation == "swap" and len(value) > 2:
+                # Two byte ranges trade places: fields swapped, or tags and values mixed.
+                at = draw(st.integers(0, len(value) - 2))
+                size = draw(st.integers(1, max(1, (len(value) - at) // 2)))
+                a, b = value[at : at + size], value[at + size : at + 2 * size]
+                value = value[:at] + b + a + value[at + 2 * size :]
+            elif mutation == "retype" and value:
+                # A byte read as a tag gets another wire type: a field of the wrong type.
+                at = draw(st.integers(0, len(value) - 1))
+                wire = draw(st.sampled_from([0, 1, 2, 3, 4, 5, 6, 7]))
+                value = value[:at] + bytes([value[at] & ~7 | wire]) + value[at + 1 :]
             elif mutation == "drop":
                 continue
             values.append(value)

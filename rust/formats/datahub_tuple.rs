@@ -106,6 +106,14 @@ impl FormatDecoder for DatahubTuple {
         }
         Ok(())
     }
+
+    fn raw_record(&self, record: &RecordBatch) -> Vec<u8> {
+        let mut raw = Vec::new();
+        if let Ok(layout) = Layout::new(record) {
+            layout.raw_json(0, &mut raw, &mut Vec::new());
+        }
+        raw
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -63,6 +63,12 @@ pub trait FormatDecoder: Send + Sync {
         ))
     }
 
+    /// The raw bytes of a one-record batch's error row, as [`FormatDecoder::decode_records`]
+    /// renders them: what the panic boundary keeps of a record that panicked.
+    fn raw_record(&self, _record: &RecordBatch) -> Vec<u8> {
+        Vec::new()
+    }
+
     /// End of input: report whatever is still held.
     fn finish(&mut self, _sink: &mut Sink) -> Result<()> {
         Ok(())

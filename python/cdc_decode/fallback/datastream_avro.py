@@ -172,18 +172,23 @@ def _decompress(codec: str, data: bytes, budget: int, limits: Limits) -> bytes:
                 break
             chunks.append(chunk)
             total += len(chunk)
-        if total <= budget:
-            # The reader ends quietly on a cut frame; the Rust core's zstd refuses it. Read
-            # again (no more than the budget now) to see the frame end.
-            whole = zstandard.ZstdDecompressor().decompressobj()
-            whole.decompress(data)
-            if not whole.eof:
-                raise _Malformed("zstandard: incomplete frame")
+        # The reader ends quietly where the input ends, even inside the frame: a frame cut
+        # short (its checksum, its last block) is an error, as the native engine says.
+        if total <= budget and not _frame_ends(data):
+            raise _Malformed("zstandard: incomplete frame")
     except zstandard.ZstdError as exc:
         raise _Malformed(f"zstandard: {exc}") from None
     if total > budget:
         raise _Malformed(too_much)
     return b"".join(chunks)
+
+
+def _frame_ends(data: bytes) -> bool:
+    """True when `data` holds a whole zstandard frame (decoding it again, which gives the
+    bytes just read, no more)."""
+    check = zstandard.ZstdDecompressor().decompressobj()
+    check.decompress(data)
+    return check.eof
 
 
 # ---------------------------------------------------------------------------------------

@@ -1,0 +1,131 @@
+//! What every fuzz target checks, and how a fuzz input becomes messages or records.
+//!
+//! A target asserts, besides not panicking (a panic, an abort or running out of the
+//! memory libFuzzer allows is a crash):
+//! - in `permissive`, `decode` never fails: every message is accounted for;
+//! - `stats()`: `messages` is the number of input values, rows = `events` + `errors`, and
+//!   nothing is `pending` after the last call;
+//! - a message gives all of its events or exactly one error row, with its raw bytes whole;
+//! - formats where one input value is one change give exactly one row per value.
+//!
+//! The input is split in two `decode` calls, so state carried between calls (multi-part
+//! sets) is exercised too.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch, StringArray};
+
+use _native::decoder::{Decoder, Mode, Output, Stats};
+
+pub mod records;
+
+/// Formats where every input value gives exactly one row (its event or its error row).
+const ONE_ROW_EACH: &[&str] = &[
+    "datahub-blob",
+    "tdsql-json",
+    "debezium-json",
+    "datastream-json",
+    "datahub-tuple",
+];
+
+/// The messages of a fuzz input, in the format of the generators' `values.bin` so their
+/// output seeds the corpora: each a u32 little-endian length then its bytes, `0xFFFFFFFF`
+/// a null value (a tombstone). Whatever does not parse (a length past the end) is one last
+/// message, so an input without framing is one message.
+pub fn split(mut data: &[u8]) -> Vec<Option<&[u8]>> {
+    let mut messages = Vec::new();
+    while !data.is_empty() {
+        let Some((head, rest)) = data.split_first_chunk::<4>() else {
+            messages.push(Some(data));
+            break;
+        };
+        let length = u32::from_le_bytes(*head);
+        if length == u32::MAX {
+            messages.push(None);
+            data = rest;
+        } else if (length as usize) <= rest.len() {
+            let (message, rest) = rest.split_at(length as usize);
+            messages.push(Some(message));
+            data = rest;
+        } else {
+            messages.push(Some(data));
+            break;
+        }
+    }
+    messages
+}
+
+/// Decodes a fuzz input of binary values in `format` and checks the accounting.
+pub fn check_values(format: &str, data: &[u8]) {
+    let messages = split(data);
+    let values: ArrayRef = Arc::new(BinaryArray::from(messages.clone()));
+    let mut decoder = Decoder::new(format, Mode::Permissive).expect("a known format");
+    let cut = messages.len() / 2;
+    let mut outputs = Vec::new();
+    for (start, length, last) in [(0, cut, false), (cut, messages.len() - cut, true)] {
+        let out = decoder.decode(&values.slice(start, length), None, last);
+        outputs.push(out.unwrap_or_else(|e| panic!("permissive decode failed: {e}")));
+    }
+    let raws: Vec<Option<&[u8]>> = messages;
+    check_output(format, &outputs, decoder.stats(), raws.len(), |ordinal| {
+        raws[ordinal].map(<[u8]>::to_vec)
+    });
+}
+
+/// Checks the rows and stats of one decoder's calls over `inputs` messages; `raw(ordinal)`
+/// is what an error row of that message must keep.
+pub fn check_output(
+    format: &str,
+    outputs: &[Output],
+    stats: Stats,
+    inputs: usize,
+    raw: impl Fn(usize) -> Option<Vec<u8>>,
+) {
+    assert_eq!(stats.messages, inputs as u64, "{stats:?}");
+    assert_eq!(stats.pending, 0, "{stats:?}");
+    assert_eq!(stats.dropped, 0, "{stats:?}");
+    // Per ordinal: (event rows, error rows).
+    let mut rows: HashMap<i64, (u64, u64)> = HashMap::new();
+    let mut total = 0u64;
+    for out in outputs {
+        let batch = &out.batch;
+        assert_eq!(batch.num_rows(), out.ordinals.len());
+        total += batch.num_rows() as u64;
+        let errors = strings(batch, "error");
+        let raws = batch.column_by_name("raw").expect("a raw column");
+        let raws = raws.as_any().downcast_ref::<BinaryArray>().expect("binary");
+        for (row, &ordinal) in out.ordinals.iter().enumerate() {
+            assert!((0..inputs as i64).contains(&ordinal), "ordinal {ordinal}");
+            let counts = rows.entry(ordinal).or_default();
+            if errors.is_valid(row) {
+                counts.1 += 1;
+                assert!(raws.is_valid(row), "an error row without raw");
+                if let Some(expected) = raw(ordinal as usize) {
+                    assert_eq!(raws.value(row), &expected[..], "raw of message {ordinal}");
+                }
+            } else {
+                counts.0 += 1;
+                assert!(raws.is_null(row), "an event with raw");
+            }
+        }
+    }
+    assert_eq!(total, stats.events + stats.errors, "{stats:?}");
+    let errors: u64 = rows.values().map(|c| c.1).sum();
+    assert_eq!(errors, stats.errors, "{stats:?}");
+    for (ordinal, (events, errors)) in &rows {
+        assert!(
+            *errors == 0 || (*errors == 1 && *events == 0),
+            "message {ordinal}: {events} events and {errors} error rows"
+        );
+    }
+    if ONE_ROW_EACH.contains(&format) {
+        assert_eq!(rows.len(), inputs, "a message without a row");
+        assert_eq!(total, inputs as u64, "a message with several rows");
+    }
+}
+
+fn strings<'a>(batch: &'a RecordBatch, name: &str) -> &'a StringArray {
+    let column = batch.column_by_name(name).expect("the column");
+    column.as_any().downcast_ref().expect("a string column")
+}
