@@ -15,7 +15,7 @@ import pyarrow as pa
 
 import cdc_decode
 from cdc_decode import _proto as pb
-from cdc_decode.generate.datastream_avro import _zigzag as zz
+from cdc_decode.generate.datastream_avro import avro_long as zz
 
 MB = 1 << 20
 CORPUS = Path(__file__).resolve().parent / "dts_corpus"

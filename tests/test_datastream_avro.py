@@ -15,7 +15,7 @@ from conftest import FIXTURES
 
 import cdc_decode
 from cdc_decode.generate import generate
-from cdc_decode.generate.datastream_avro import _zigzag
+from cdc_decode.generate.datastream_avro import avro_long
 
 FORMAT = "datastream-avro"
 FIXTURE_DIR = FIXTURES / "datastream-avro"
@@ -326,7 +326,7 @@ def test_an_incomplete_zstandard_frame_is_an_error(engine):
     assert head != null[: body + 1]
 
     def file(frame: bytes) -> bytes:
-        return head + _zigzag(len(frame)) + frame + sync
+        return head + avro_long(len(frame)) + frame + sync
 
     whole = zstandard.ZstdCompressor(write_checksum=True).compress(record)
     (row,) = _decode([file(whole)], engine).to_pylist()
@@ -374,7 +374,7 @@ def _null_schema_file(schema, body: bytes) -> bytes:
     import json
 
     text = json.dumps(schema).encode()
-    zz = _zigzag
+    zz = avro_long
     sync = bytes(range(16))
     head = b"Obj\x01" + zz(1) + zz(11) + b"avro.schema" + zz(len(text)) + text + b"\x00" + sync
     return head + zz(1) + zz(len(body)) + body + sync
