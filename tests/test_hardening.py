@@ -81,7 +81,9 @@ def test_a_panic_is_the_error_of_the_message_it_happened_on():
         {"op": "insert", "error": None, "raw": None},
     ]
     assert out["dropped"] == ["insert", "insert"]
-    assert out["stats"] == {"messages": 3, "events": 2, "errors": 1, "dropped": 1, "pending": 0}
+    assert out["stats"] == {
+        "messages": 3, "decoded": 2, "events": 2, "errors": 1, "dropped": 1, "pending": 0
+    }  # fmt: skip
     assert out["failfast"] == f"message 1: {text}"
     # Records decode in one call: the record that panicked is the error row, raw kept.
     assert out["records"] == [
