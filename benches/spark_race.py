@@ -198,14 +198,10 @@ def spark_datahub_blob(df, _source):
     j = df.select(F.from_json(F.col("value").cast("string"), schema).alias("j")).select("j.*")
 
     def image_sql(side: str) -> str:
-        p = f"payload.{side}.dataColumn"
-        fields = ", ".join(
-            f"'{name}', CAST({p}.{name} AS {kind})"
-            if name != "returned_at"
-            else f"'{name}', timestamp_millis(CAST({p}.{name} AS bigint))"
-            for name, kind in _fields()
+        row = _row(
+            lambda _, n: f"payload.{side}.dataColumn.{n}", "timestamp_millis(CAST({} AS bigint))"
         )
-        return f"CASE WHEN payload.{side} IS NULL THEN NULL ELSE named_struct({fields}) END"
+        return f"CASE WHEN payload.{side} IS NULL THEN NULL ELSE {row} END"
 
     return j.selectExpr(
         """CASE payload.op WHEN 'INSERT' THEN 'insert' WHEN 'DELETE' THEN 'delete'
@@ -220,6 +216,23 @@ def spark_datahub_blob(df, _source):
         f"{image_sql('before')} AS before",
         f"{image_sql('after')} AS after",
     )
+
+
+def _row(value: Callable[[int, str], str | None], timestamp: str | None = None) -> str:
+    """The typed columns as a SQL ``named_struct``: ``value(i, name)`` is the i-th column's
+    text (``None``: null), cast to the column's type, except ``returned_at`` where the
+    format sends time its own way and ``timestamp`` (with ``{}`` for the value) reads it."""
+    parts = []
+    for i, (name, kind) in enumerate(_fields()):
+        text = value(i, name)
+        if text is None:
+            expr = "NULL"
+        elif name == "returned_at" and timestamp is not None:
+            expr = timestamp.format(text)
+        else:
+            expr = f"CAST({text} AS {kind})"
+        parts.append(f"'{name}', {expr}")
+    return f"named_struct({', '.join(parts)})"
 
 
 def _fields() -> list[tuple[str, str]]:
@@ -245,13 +258,8 @@ def spark_debezium_json(df, _source):
     j = j.select(*[F.coalesce(F.col(f"j.payload.{n}"), F.col(f"j.{n}")).alias(n) for n in names])
 
     def image_sql(side: str) -> str:
-        fields = ", ".join(
-            f"'{name}', CAST({side}.{name} AS {kind})"
-            if name != "returned_at"
-            else f"'{name}', to_timestamp({side}.{name})"
-            for name, kind in _fields()
-        )
-        return f"CASE WHEN {side} IS NULL THEN NULL ELSE named_struct({fields}) END"
+        row = _row(lambda _, n: f"{side}.{n}", "to_timestamp({})")
+        return f"CASE WHEN {side} IS NULL THEN NULL ELSE {row} END"
 
     return j.selectExpr(
         """CASE op WHEN 'c' THEN 'insert' WHEN 'u' THEN 'update' WHEN 'd' THEN 'delete'
@@ -276,13 +284,7 @@ def spark_datastream_json(df, _source):
         f"log_position: bigint, change_type: string>, payload: {_string_struct()}>"
     )
     j = df.select(F.from_json(F.col("value").cast("string"), schema).alias("j")).select("j.*")
-    fields = ", ".join(
-        f"'{name}', CAST(payload.{name} AS {kind})"
-        if name != "returned_at"
-        else f"'{name}', to_timestamp(payload.{name}, 'yyyy-MM-dd HH:mm:ss[.SSSSSS] XXX')"
-        for name, kind in _fields()
-    )
-    row = f"named_struct({fields})"
+    row = _row(lambda _, n: f"payload.{n}", "to_timestamp({}, 'yyyy-MM-dd HH:mm:ss[.SSSSSS] XXX')")
     deleted = "source_metadata.change_type IN ('DELETE', 'UPDATE-DELETE')"
     return j.selectExpr(
         """CASE WHEN source_metadata IS NULL THEN 'tombstone'
@@ -321,11 +323,8 @@ def spark_tdsql_json(df, _source):
         return text
 
     def image_sql(side: str) -> str:
-        fields = ", ".join(
-            f"'{name}', CAST({literal(side, i)} AS {kind})"
-            for i, (name, kind) in enumerate(_fields())
-        )
-        return f"IF({side} IS NULL OR size({side}) = 0, NULL, named_struct({fields}))"
+        row = _row(lambda i, _: literal(side, i))
+        return f"IF({side} IS NULL OR size({side}) = 0, NULL, {row})"
 
     return j.selectExpr(
         """CASE eventtypestr WHEN 'insert' THEN 'insert' WHEN 'update' THEN 'update'
@@ -351,11 +350,7 @@ def spark_datahub_tuple(df, _source):
     names = set(df.columns)
     seq = "_sequence_id_" if "_sequence_id_" in names else "_log_file_name_offset_"
     time_col = "_execute_time_" if "_execute_time_" in names else "_excute_time_"
-    fields = ", ".join(
-        f"'{name}', CAST(`{name}` AS {kind})" if name in names else f"'{name}', NULL"
-        for name, kind in _fields()
-    )
-    row = f"named_struct({fields})"
+    row = _row(lambda _, n: f"`{n}`" if n in names else None)
     return df.selectExpr(
         """CASE _operation_type_ WHEN 'I' THEN 'insert' WHEN 'D' THEN 'delete'
              WHEN 'U' THEN IF(CAST(_before_image_ AS string) IN ('Y', 'true'), 'update_before',
@@ -379,8 +374,7 @@ def spark_datastream_avro(_df, source):
 
     spark = SparkSession.getActiveSession()
     j = spark.read.format("avro").option("recursiveFileLookup", "true").load(source)
-    fields = ", ".join(f"'{name}', CAST(payload.{name} AS {kind})" for name, kind in _fields())
-    row = f"named_struct({fields})"
+    row = _row(lambda _, n: f"payload.{n}")
     deleted = "source_metadata.change_type IN ('DELETE', 'UPDATE-DELETE')"
     return j.selectExpr(
         """CASE WHEN read_method LIKE '%backfill%' THEN 'read'
