@@ -154,19 +154,21 @@ def decoded(fmt: str, engine: str, typed: bool = True) -> Callable:
 
     # Only the raced columns leave the Python worker (Spark copies every column mapInArrow
     # returns into its rows, used or not).
-    schema = {"schema": COLUMNS, "event_columns": OUTPUT} if typed else {"event_columns": OUTPUT}
+    options = {"event_columns": OUTPUT}
+    if typed:
+        options["schema"] = COLUMNS
     if fmt == "tdsql-json":  # positional images: name them
-        schema["columns"] = {TABLE: [name for name, _ in _fields()]}
+        options["columns"] = {TABLE: [name for name, _ in _fields()]}
 
     def run(df, _source):
         if fmt == "datahub-tuple":
-            events = cdc_spark.decode(df, fmt, engine=engine, **schema)
+            events = cdc_spark.decode(df, fmt, engine=engine, **options)
         elif fmt == "datastream-avro":
             events = cdc_spark.decode(
-                df, fmt, engine=engine, value_col="content", keep=[], **schema
+                df, fmt, engine=engine, value_col="content", keep=[], **options
             )
         else:
-            events = cdc_spark.decode(df, fmt, engine=engine, keep=[], **schema)
+            events = cdc_spark.decode(df, fmt, engine=engine, keep=[], **options)
         return events
 
     return run
@@ -369,8 +371,6 @@ def spark_datahub_tuple(df, _source):
 def spark_datastream_avro(_df, source):
     """Datastream Avro files through the spark-avro reader, casts of the payload."""
     from pyspark.sql import SparkSession
-
-    from cdc_decode.spark import local_session  # noqa: F401  (the active session)
 
     spark = SparkSession.getActiveSession()
     j = spark.read.format("avro").option("recursiveFileLookup", "true").load(source)

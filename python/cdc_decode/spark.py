@@ -656,21 +656,23 @@ def _decode_batches(
             events, ordinals = decoder.decode_indexed(batch.column(value_col), keys=keys)
         kept = batch.select(keep)
         if events.num_rows:
-            if event_columns is not None:
-                events = events.select(event_columns)
-            yield _join(carry.take(ordinals, kept, start), events)
+            yield _join(carry.take(ordinals, kept, start), events, event_columns)
         carry.update(kept, start, ordinals, decoder.stats()["pending"])
         start += batch.num_rows
     events, ordinals = decoder.finish_indexed()
     if events.num_rows:
-        if event_columns is not None:
-            events = events.select(event_columns)
         empty = pa.RecordBatch.from_pylist([], schema=carry.schema) if carry.schema else None
-        yield _join(carry.take(ordinals, empty, start), events)
+        yield _join(carry.take(ordinals, empty, start), events, event_columns)
 
 
-def _join(kept: pa.RecordBatch, events: pa.RecordBatch) -> pa.RecordBatch:
+def _join(
+    kept: pa.RecordBatch, events: pa.RecordBatch, event_columns: list[str] | None
+) -> pa.RecordBatch:
+    """The kept columns, then the event columns (only ``event_columns``, when given)."""
     import pyarrow as pa
+
+    if event_columns is not None:
+        events = events.select(event_columns)
 
     return pa.RecordBatch.from_arrays(
         [*kept.columns, *events.columns],
