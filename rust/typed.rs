@@ -123,6 +123,11 @@ impl Table {
         } else {
             format!("tables[{name:?}]")
         };
+        if schema.fields().is_empty() {
+            // As Python's `as_schema`: structs of no field hold nothing, surely a mistake
+            // (and arrow's StructArray::new cannot give them a length).
+            return Err(Error::Schema(format!("{label}: no column")));
+        }
         for (i, field) in schema.fields().iter().enumerate() {
             if !supported(field.data_type()) {
                 return Err(Error::Schema(format!(
@@ -1167,6 +1172,18 @@ mod tests {
         let schema = Arc::new(Schema::new(vec![Field::new("u", DataType::UInt64, true)]));
         let error = TypedSpec::single(&schema).unwrap_err().to_string();
         assert!(error.contains("column 'u' has type UInt64"), "{error}");
+    }
+
+    /// Found by the typed fuzz target: a schema of no column reached arrow's
+    /// `StructArray::new`, which panics on structs without fields.
+    #[test]
+    fn schemas_without_columns_are_refused() {
+        use arrow_schema::Schema;
+        let empty = Arc::new(Schema::empty());
+        let error = TypedSpec::single(&empty).unwrap_err().to_string();
+        assert!(error.contains("schema: no column"), "{error}");
+        let error = TypedSpec::tables(vec![("shop.orders".into(), empty)]).unwrap_err();
+        assert!(error.to_string().contains("no column"), "{error}");
     }
 
     /// Through the decoder: a message whose value does not convert is one error row and

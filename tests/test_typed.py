@@ -125,6 +125,12 @@ def test_pyarrow_schemas_are_checked(engine):
         cdc_decode.Decoder("debezium-json", engine=engine, schema="a int, a bigint")
     with pytest.raises(ValueError, match="not both"):
         cdc_decode.Decoder("debezium-json", engine=engine, schema="a int", tables={"t": "a int"})
+    # Found by the typed fuzz target: a schema of no column panicked in the native engine
+    # when it built the structs (a PanicException); now both engines refuse it, as "".
+    with pytest.raises(ValueError, match="schema: no column"):
+        cdc_decode.Decoder("debezium-json", engine=engine, schema=pa.schema([]))
+    with pytest.raises(ValueError, match=r"tables\[.t.\]: no column"):
+        cdc_decode.Decoder("debezium-json", engine=engine, tables={"t": pa.schema([])})
 
 
 # --- every conversion rule, both engines -------------------------------------------------

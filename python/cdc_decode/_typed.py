@@ -167,13 +167,17 @@ def as_schema(schema: TableSchema, label: str = "schema") -> pa.Schema:
         label: how errors name it (``schema``, ``tables["shop.orders"]``).
 
     Raises:
-        ValueError: a type typed mode does not convert to, or a column named twice.
+        ValueError: a type typed mode does not convert to, a column named twice, or no
+            column at all.
         TypeError: neither a schema nor a string.
     """
     if isinstance(schema, str):
         schema = parse_ddl(schema)
     if not isinstance(schema, pa.Schema):
         raise TypeError(f"{label} must be a pyarrow schema or a Spark DDL string")
+    if len(schema) == 0:
+        # As the DDL "" is: structs of no field hold nothing, and are surely a mistake.
+        raise ValueError(f"{label}: no column")
     names = set()
     for field in schema:
         if not _supported(field.type):
