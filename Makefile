@@ -76,7 +76,7 @@ fuzz: fuzz-build build ## Run every fuzz target, then the differential one per f
 			-max_total_time=$(FUZZ_SECONDS) $(FUZZ_FLAGS) -print_final_stats=1 || exit 1; \
 	done
 	mkdir -p fuzz/artifacts/differential
-	for format in $(filter-out datahub-tuple,$(FUZZ_TARGETS)); do \
+	for format in $(filter-out datahub-tuple typed,$(FUZZ_TARGETS)); do \
 		$(PY) fuzz/differential.py $$format -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 			-rss_limit_mb=4096 -artifact_prefix=fuzz/artifacts/differential/$$format- \
 			-print_final_stats=1 fuzz/corpus/$$format || exit 1; \

@@ -5,7 +5,8 @@ little-endian length then its bytes, as the generators' ``values.bin``. They com
 the generators (windows of one to four consecutive messages, so multi-part DTS sets and
 their neighbours are there), the real fixtures in ../shared/fixtures, and the hostile DTS
 corpus in tests/dts_corpus. ``datahub-tuple`` seeds are recipes for record batches
-(fuzz/src/records.rs) with the meta columns it requires.
+(fuzz/src/records.rs) with the meta columns it requires. ``typed`` seeds are those of the
+formats of binary values behind a header declaring the columns' types (``typed_header``).
 
 Usage: python fuzz/seed.py [--messages N]
 """
@@ -121,12 +122,94 @@ def tuple_recipes() -> list[bytes]:
     return recipes
 
 
+# The typed target's header (fuzz/src/lib.rs, `check_typed`): the names it declares types
+# for, and the kind numbers of `typed_column`.
+TYPED_NAMES = (
+    "id account_no name email age balance score birthday created_at updated_at avatar "
+    "order_id user_id amount quantity discount placed_at ship_window line_no sku qty "
+    "unit_price cost weight_g gift_wrap returned_at price weight_kg made_year restocked_at "
+    "checksum opened lat 0 1 2 3 4"
+).split()
+KINDS = {"boolean": 1, "bigint": 5, "double": 7, "string": 8, "binary": 9, "date": 10}
+KINDS |= {"timestamp": 12, "timestamp_ntz": 13, "int": 4, "smallint": 3, "float": 6}
+
+
+def spark_type(column) -> str:
+    """The Spark type a data engineer declares for a generated MySQL column (as in
+    tests/test_typed.py)."""
+    if column.type in ("tinyint", "smallint", "mediumint", "int", "bigint"):
+        return "decimal(20,0)" if column.unsigned and column.type == "bigint" else "bigint"
+    if column.type == "decimal":
+        return column.sql.replace(" unsigned", "")
+    if column.type in ("float", "double"):
+        return "double"
+    if column.type == "date":
+        return "date"
+    if column.type in ("datetime", "timestamp"):
+        return "timestamp"
+    if column.type in ("binary", "blob", "geometry"):
+        return "binary"
+    return "string"
+
+
+def typed_header(format_index: int, multi: bool, types: dict[str, str]) -> bytes:
+    """A typed input's header declaring ``types`` (name to Spark type) for its names."""
+    header = bytearray([format_index | (0x80 if multi else 0)])
+    for name in TYPED_NAMES:
+        spark = types.get(name)
+        if spark is None:
+            header += bytes(3)
+        elif spark.startswith("decimal("):
+            p, s = (int(x) for x in spark[len("decimal(") : -1].split(","))
+            header += bytes([11, p - 1, s])
+        else:
+            header += bytes([KINDS[spark], 0, 0])
+    return bytes(header)
+
+
+def typed_seeds(values: dict[str, list[bytes | None]]) -> list[bytes]:
+    """Typed inputs: each format's generated windows under the types the tables declare
+    (one schema for all tables, and one per table), under all-text and under
+    mistaken types (every conversion's error path)."""
+    from cdc_decode.generate.source import default_tables
+
+    right = {"0": "bigint", "1": "string", "2": "string", "3": "string", "4": "double"}
+    for table in default_tables():
+        for column in table.columns:
+            right.setdefault(column.name, spark_type(column))
+    text = dict.fromkeys(right, "string")
+    wrong = {
+        name: ["int", "date", "timestamp_ntz", "decimal(5,2)", "boolean"][i % 5]
+        for i, name in enumerate(right)
+    }
+    seeds = []
+    for index, format in enumerate(BINARY_FORMATS_TYPED):
+        stream = values[format]
+        for at in range(0, min(len(stream), 60), 3):
+            window = frame(stream[at : at + 3])
+            for multi, types in [(False, right), (True, right), (False, text), (True, wrong)]:
+                seeds.append(typed_header(index, multi, types) + window)
+    return seeds
+
+
+# The typed target's format numbers (fuzz/src/lib.rs, VALUE_FORMATS).
+BINARY_FORMATS_TYPED = [
+    "tencent-dts",
+    "datahub-blob",
+    "tdsql-json",
+    "debezium-json",
+    "datastream-json",
+    "datastream-avro",
+]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=200)
     args = parser.parse_args()
+    streams = {}
     for format in BINARY_FORMATS:
-        values = generated(format, args.messages)
+        values = streams[format] = generated(format, args.messages)
         at, width = 0, 1
         while at < len(values):
             save(format, frame(values[at : at + width]))
@@ -136,6 +219,8 @@ def main() -> None:
             save(format, frame([message]))
     for recipe in tuple_recipes():
         save("datahub-tuple", recipe)
+    for seed in typed_seeds(streams):
+        save("typed", seed)
     for folder in sorted(CORPUS.iterdir()):
         print(f"{folder.name}: {len(list(folder.iterdir()))} seeds")
 

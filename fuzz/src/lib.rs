@@ -15,8 +15,11 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
 
 use _native::decoder::{Decoder, Mode, Output, Stats};
+use _native::formats::Options;
+use _native::typed::TypedSpec;
 
 pub mod records;
 
@@ -58,9 +61,101 @@ pub fn split(mut data: &[u8]) -> Vec<Option<&[u8]>> {
 
 /// Decodes a fuzz input of binary values in `format` and checks the accounting.
 pub fn check_values(format: &str, data: &[u8]) {
+    check_values_with(format, data, &Options::default());
+}
+
+/// The formats of binary values, in the order the typed target's first byte picks them.
+pub const VALUE_FORMATS: [&str; 6] = [
+    "tencent-dts",
+    "datahub-blob",
+    "tdsql-json",
+    "debezium-json",
+    "datastream-json",
+    "datastream-avro",
+];
+
+/// The column names a typed input declares types for: the generators' tables' columns (so
+/// seeds from the generators convert real values) and TDSQL's positional names.
+pub const TYPED_NAMES: [&str; 38] = [
+    "id", "account_no", "name", "email", "age", "balance", "score", "birthday", "created_at",
+    "updated_at", "avatar", "order_id", "user_id", "amount", "quantity", "discount",
+    "placed_at", "ship_window", "line_no", "sku", "qty", "unit_price", "cost", "weight_g",
+    "gift_wrap", "returned_at", "price", "weight_kg", "made_year", "restocked_at", "checksum",
+    "opened", "lat", "0", "1", "2", "3", "4",
+];
+
+/// The tables a multi-table typed input routes (the generators' tables).
+pub const TYPED_TABLES: [&str; 5] = [
+    "shop.users",
+    "shop.orders",
+    "shop.order_items",
+    "inventory.items",
+    "inventory.warehouses",
+];
+
+/// Bytes before the messages in a typed input: the format byte, then three per name.
+pub const TYPED_HEADER: usize = 1 + 3 * TYPED_NAMES.len();
+
+/// The type of a typed input's column: `kind` picks it (0: the column is not declared), `p`
+/// and `s` give a decimal's precision (1 to 38) and scale (0 to the precision).
+pub fn typed_column(kind: u8, p: u8, s: u8) -> Option<DataType> {
+    let precision = 1 + p % 38;
+    Some(match kind % 14 {
+        0 => return None,
+        1 => DataType::Boolean,
+        2 => DataType::Int8,
+        3 => DataType::Int16,
+        4 => DataType::Int32,
+        5 => DataType::Int64,
+        6 => DataType::Float32,
+        7 => DataType::Float64,
+        8 => DataType::Utf8,
+        9 => DataType::Binary,
+        10 => DataType::Date32,
+        11 => DataType::Decimal128(precision, (s % (precision + 1)) as i8),
+        12 => DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+        _ => DataType::Timestamp(TimeUnit::Microsecond, None),
+    })
+}
+
+/// Typed mode: the input's header (`TYPED_HEADER` bytes) picks the format (first byte, low
+/// bits), one schema or one per generated table (its high bit), and a type for each of
+/// `TYPED_NAMES`; the rest is the messages, as for [`check_values`].
+pub fn check_typed(data: &[u8]) {
+    let Some((header, messages)) = data.split_at_checked(TYPED_HEADER) else {
+        return;
+    };
+    let format = VALUE_FORMATS[usize::from(header[0] & 0x7f) % VALUE_FORMATS.len()];
+    let fields: Vec<Field> = header[1..]
+        .chunks_exact(3)
+        .zip(TYPED_NAMES)
+        .filter_map(|(t, name)| Some(Field::new(name, typed_column(t[0], t[1], t[2])?, true)))
+        .collect();
+    let columns = fields.len();
+    let schema = Arc::new(Schema::new(fields));
+    let spec = if header[0] & 0x80 == 0 {
+        TypedSpec::single(&schema)
+    } else {
+        TypedSpec::tables(TYPED_TABLES.map(|t| (t.to_string(), schema.clone())).to_vec())
+    };
+    let spec = match spec {
+        Ok(spec) => spec,
+        // A schema of no column is refused (it once panicked building the structs).
+        Err(e) if columns == 0 => return assert!(e.to_string().contains("no column"), "{e}"),
+        Err(e) => panic!("every generated type is supported: {e}"),
+    };
+    let options = Options {
+        typed: Some(Arc::new(spec)),
+        ..Options::default()
+    };
+    check_values_with(format, messages, &options);
+}
+
+fn check_values_with(format: &str, data: &[u8], options: &Options) {
     let messages = split(data);
     let values: ArrayRef = Arc::new(BinaryArray::from(messages.clone()));
-    let mut decoder = Decoder::new(format, Mode::Permissive).expect("a known format");
+    let mut decoder =
+        Decoder::with_options(format, Mode::Permissive, options).expect("a known format");
     let cut = messages.len() / 2;
     let mut outputs = Vec::new();
     for (start, length, last) in [(0, cut, false), (cut, messages.len() - cut, true)] {
