@@ -76,6 +76,7 @@ pub const VALUE_FORMATS: [&str; 6] = [
 
 /// The column names a typed input declares types for: the generators' tables' columns (so
 /// seeds from the generators convert real values) and TDSQL's positional names.
+#[rustfmt::skip]
 pub const TYPED_NAMES: [&str; 38] = [
     "id", "account_no", "name", "email", "age", "balance", "score", "birthday", "created_at",
     "updated_at", "avatar", "order_id", "user_id", "amount", "quantity", "discount",
@@ -136,7 +137,11 @@ pub fn check_typed(data: &[u8]) {
     let spec = if header[0] & 0x80 == 0 {
         TypedSpec::single(&schema)
     } else {
-        TypedSpec::tables(TYPED_TABLES.map(|t| (t.to_string(), schema.clone())).to_vec())
+        TypedSpec::tables(
+            TYPED_TABLES
+                .map(|t| (t.to_string(), schema.clone()))
+                .to_vec(),
+        )
     };
     let spec = match spec {
         Ok(spec) => spec,
