@@ -17,7 +17,7 @@ RUST_SOURCES := Cargo.toml Cargo.lock build.rs $(wildcard proto/*.proto) \
 
 .DEFAULT_GOAL := help
 .PHONY: help venv build test test-rust test-python test-fuzz fuzz fuzz-build demo bench \
-	bench-spark jars lint fmt proto clean
+	bench-spark jars lint fmt proto clean fuzz-campaign
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -80,6 +80,24 @@ fuzz: fuzz-build build ## Run every fuzz target, then the differential one per f
 		$(PY) fuzz/differential.py $$format -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 			-rss_limit_mb=4096 -artifact_prefix=fuzz/artifacts/differential/$$format- \
 			-print_final_stats=1 fuzz/corpus/$$format || exit 1; \
+	done
+
+# The long runs (docs/hardening.md): FUZZ_RUNS executions of each target (or of TARGETS),
+# built without a sanitizer, several times faster than under ASan (a crash found is re-run
+# under ASan by `cargo fuzz run <target> <artifact>`); each run's stats end its log in
+# fuzz/campaign/ (git-ignored).
+FUZZ_RUNS ?= 10000000
+TARGETS ?= $(FUZZ_TARGETS)
+
+fuzz-campaign: $(CARGO_FUZZ) build ## Long runs: FUZZ_RUNS executions of each fuzz target (or of TARGETS)
+	$(PY) fuzz/seed.py
+	mkdir -p fuzz/campaign
+	cd fuzz && for target in $(TARGETS); do \
+		$(FUZZ) run -s none --target-dir target-nosan $$target -- -runs=$(FUZZ_RUNS) \
+			$(FUZZ_FLAGS) -print_final_stats=1 2>&1 | tee campaign/$$target.log | \
+			grep -E '^(#[0-9]+ +(pulse|DONE)|stat::|==[0-9]+== ERROR)' ; \
+		grep -q 'stat::number_of_executed_units' campaign/$$target.log || exit 1; \
+		! grep -q 'ERROR: libFuzzer' campaign/$$target.log || exit 1; \
 	done
 
 test-fuzz: ## Every fuzz target briefly (10 s each), as CI runs them
