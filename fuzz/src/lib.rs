@@ -74,25 +74,19 @@ pub const VALUE_FORMATS: [&str; 6] = [
     "datastream-avro",
 ];
 
-/// The column names a typed input declares types for: the generators' tables' columns (so
-/// seeds from the generators convert real values) and TDSQL's positional names.
+/// The column names a typed input declares types for: generated tables' columns of every
+/// kind of value (so seeds from the generators convert real values) and TDSQL's positional
+/// names. Twenty, not all 62: each executes in a third of the time.
 #[rustfmt::skip]
-pub const TYPED_NAMES: [&str; 38] = [
-    "id", "account_no", "name", "email", "age", "balance", "score", "birthday", "created_at",
-    "updated_at", "avatar", "order_id", "user_id", "amount", "quantity", "discount",
-    "placed_at", "ship_window", "line_no", "sku", "qty", "unit_price", "cost", "weight_g",
-    "gift_wrap", "returned_at", "price", "weight_kg", "made_year", "restocked_at", "checksum",
-    "opened", "lat", "0", "1", "2", "3", "4",
+pub const TYPED_NAMES: [&str; 20] = [
+    "id", "name", "balance", "score", "birthday", "created_at", "avatar", "order_id",
+    "amount", "discount", "placed_at", "line_no", "sku", "unit_price", "gift_wrap",
+    "returned_at", "checksum", "0", "1", "4",
 ];
 
-/// The tables a multi-table typed input routes (the generators' tables).
-pub const TYPED_TABLES: [&str; 5] = [
-    "shop.users",
-    "shop.orders",
-    "shop.order_items",
-    "inventory.items",
-    "inventory.warehouses",
-];
+/// The tables a multi-table typed input routes (three of the generators' five: every struct
+/// column is built for every row, so each table more costs executions a second).
+pub const TYPED_TABLES: [&str; 3] = ["shop.users", "shop.orders", "shop.order_items"];
 
 /// Bytes before the messages in a typed input: the format byte, then three per name.
 pub const TYPED_HEADER: usize = 1 + 3 * TYPED_NAMES.len();
