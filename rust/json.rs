@@ -105,6 +105,10 @@ pub struct Parser {
     watch: u64,
     /// Values of the `remember` keys met before, the most recently met first.
     seen: Vec<Seen>,
+    /// The id the next value remembered gets ([`Value::remembered`]).
+    next_id: u64,
+    /// The remembered values on the tape of the message last parsed: `(node, id)`.
+    replayed: Vec<(u32, u64)>,
     /// The message last parsed, which the tape spans point into; read only through a
     /// [`Value`], whose lifetime is the message's (see [`Parser::parse`]).
     src: *const u8,
@@ -126,6 +130,8 @@ impl Default for Parser {
             remember: &[],
             watch: 0,
             seen: Vec::new(),
+            next_id: 0,
+            replayed: Vec::new(),
             src: std::ptr::null(),
             src_len: 0,
         }
@@ -145,6 +151,8 @@ unsafe impl Sync for Parser {}
 struct Seen {
     /// Which of the parser's `remember` keys it was the value of.
     key: usize,
+    /// Told apart from every other value this parser remembered, before or after.
+    id: u64,
     text: Vec<u8>,
     nodes: Vec<Node>,
 }
@@ -207,6 +215,7 @@ impl Parser {
         }
         self.nodes.clear();
         self.stack.clear();
+        self.replayed.clear();
         Scanner {
             src,
             nodes: &mut self.nodes,
@@ -220,6 +229,8 @@ impl Parser {
             skipping: 0,
             remember: self.remember,
             seen: &mut self.seen,
+            next_id: &mut self.next_id,
+            replayed: &mut self.replayed,
             remember_next: None,
             recording: None,
         }
@@ -250,6 +261,8 @@ struct Scanner<'s> {
     skipping: usize,
     remember: &'static [Name],
     seen: &'s mut Vec<Seen>,
+    next_id: &'s mut u64,
+    replayed: &'s mut Vec<(u32, u64)>,
     /// The value about to start is that of `remember[key]`.
     remember_next: Option<usize>,
     /// The value of `remember[key]` being scanned: `(key, its first node, its start)`.
@@ -686,6 +699,7 @@ impl Scanner<'_> {
             parent.count += 1;
         }
         let (at, base) = (pos as u32, self.nodes.len() as u32);
+        self.replayed.push((base, seen.id));
         self.nodes.extend(seen.nodes.iter().map(|node| Node {
             start: node.start + at,
             end: node.end + at,
@@ -708,6 +722,9 @@ impl Scanner<'_> {
         self.seen.rotate_right(1);
         let seen = &mut self.seen[0];
         seen.key = key;
+        seen.id = *self.next_id;
+        *self.next_id += 1;
+        self.replayed.push((first as u32, seen.id));
         seen.text.clear();
         seen.text.extend_from_slice(&self.src[start..end]);
         let (at, base) = (start as u32, first as u32);
@@ -973,6 +990,19 @@ impl<'a> Value<'a> {
     /// True for an empty object or array, and for scalars.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// For a value the parser remembers ([`Parser::remembering`]), its id: the same for
+    /// every message in which the parser finds these bytes again, and never given to
+    /// another value, even once this one is forgotten. What a decoder derives from the
+    /// value alone can be kept under its id rather than derived again.
+    #[inline]
+    pub fn remembered(&self) -> Option<u64> {
+        self.parser
+            .replayed
+            .iter()
+            .find(|&&(node, _)| node as usize == self.at)
+            .map(|&(_, id)| id)
     }
 
     /// The value of the first member named `key`, for an object.
@@ -1816,6 +1846,55 @@ mod tests {
         }
         assert!(!remembering.seen.is_empty());
         assert!(remembering.seen.len() <= REMEMBERED);
+    }
+
+    #[test]
+    fn remembered_values_keep_their_ids_until_forgotten() {
+        let mut parser = Parser::skipping(&SKIP_COLUMNS).remembering(&[SCHEMA]);
+        let mut id = |text: String| {
+            let top = parser.parse(text.as_bytes()).unwrap();
+            let schemas: Vec<_> = top
+                .all_members()
+                .filter(|(key, _)| key.is(&SCHEMA))
+                .map(|(_, value)| value.remembered())
+                .collect();
+            (schemas, top.get("p").and_then(|p| p.remembered()))
+        };
+        let table = |n: usize| format!(r#"{{"dataColumn":[],"t":{n}}}"#);
+        let first = id(format!(r#"{{"schema":{},"p":{}}}"#, table(0), table(0)));
+        let Some(zero) = first.0[0] else {
+            panic!("not remembered: {first:?}")
+        };
+        // Only the values of `remember` keys; the same bytes, the same id, wherever they are.
+        assert_eq!(first.1, None);
+        assert_eq!(
+            id(format!(r#"{{"p":1, "schema":{}}}"#, table(0))).0,
+            [Some(zero)]
+        );
+        // A changed value is another; scalars and values too large are not remembered.
+        let one = id(format!(r#"{{"schema":{}}}"#, table(1))).0[0].unwrap();
+        assert_ne!(one, zero);
+        assert_eq!(id(r#"{"schema":"x"}"#.into()).0, [None]);
+        let large = format!(r#"{{"dataColumn":["{}"]}}"#, "x".repeat(MAX_REMEMBERED));
+        assert_eq!(id(format!(r#"{{"schema":{large}}}"#)).0, [None]);
+        // Later duplicates are remembered apart (a decoder reads the first).
+        let both = id(format!(
+            r#"{{"schema":{},"schema":{}}}"#,
+            table(1),
+            table(0)
+        ))
+        .0;
+        assert_eq!(both, [Some(one), Some(zero)]);
+        // Past REMEMBERED values the least recently met is forgotten: met again, it is
+        // a new value with a new id, and no id is ever given twice.
+        let mut ids: Vec<u64> = vec![zero, one];
+        for n in 2..REMEMBERED + 2 {
+            ids.push(id(format!(r#"{{"schema":{}}}"#, table(n))).0[0].unwrap());
+        }
+        let again = id(format!(r#"{{"schema":{}}}"#, table(0))).0[0].unwrap();
+        assert!(!ids.contains(&again), "{again} in {ids:?}");
+        let last = id(format!(r#"{{"schema":{}}}"#, table(REMEMBERED + 1))).0[0];
+        assert_eq!(last, ids.last().copied());
     }
 
     #[test]
