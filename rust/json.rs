@@ -1372,8 +1372,10 @@ pub fn write_image(map: &mut crate::events::MapColumn, columns: Option<Value<'_>
         map.push_null();
         return;
     };
-    columns.for_each_member(|name, value| {
-        map.entry_rendered(&name.text(), |out| value.render_into(out));
+    columns.for_each_member(|name, value| match value.node().tag {
+        // Most values: copied as they are, with no call per value.
+        Tag::Number | Tag::Plain if !name.escaped => map.entry_utf8(name.raw, value.span()),
+        _ => map.entry_rendered(&name.text(), |out| value.render_into(out)),
     });
     map.close();
 }

@@ -235,41 +235,54 @@ impl Schemas {
     /// The fields of `schema` (an object, or `None`): those read before from the same
     /// remembered value, else read now and kept under its id. A `schema` with an error is
     /// read again in each message, and its error returned each time.
+    #[inline]
     fn read<'s>(&'s mut self, schema: Option<Value<'_>>) -> Result<&'s SchemaFields> {
         let Some(schema) = schema else {
             return Ok(&NO_SCHEMA);
         };
         self.clock += 1;
-        let Some(id) = schema.remembered() else {
-            self.other = SchemaFields::read(schema)?;
-            return Ok(&self.other);
-        };
-        let kept = match self.kept.iter().position(|fields| fields.id == Some(id)) {
+        let id = schema.remembered();
+        let kept = match self
+            .kept
+            .iter()
+            .position(|fields| id.is_some() && fields.id == id)
+        {
             Some(at) => at,
-            None => {
-                let fields = SchemaFields {
-                    id: Some(id),
-                    ..SchemaFields::read(schema)?
-                };
-                if self.kept.len() < Self::KEPT {
-                    self.kept.push(fields);
-                    self.kept.len() - 1
-                } else {
-                    // Full: in place of the least recently used.
-                    let (at, _) = self
-                        .kept
-                        .iter()
-                        .enumerate()
-                        .min_by_key(|(_, fields)| fields.used)
-                        .unwrap_or((0, &NO_SCHEMA));
-                    self.kept[at] = fields;
-                    at
-                }
-            }
+            None => return self.read_new(schema, id),
         };
         let fields = &mut self.kept[kept];
         fields.used = self.clock;
         Ok(fields)
+    }
+
+    /// [`Schemas::read`] of a `schema` not read before.
+    #[cold]
+    #[inline(never)]
+    fn read_new<'s>(&'s mut self, schema: Value<'_>, id: Option<u64>) -> Result<&'s SchemaFields> {
+        let fields = SchemaFields {
+            id,
+            used: self.clock,
+            ..SchemaFields::read(schema)?
+        };
+        if id.is_none() {
+            self.other = fields;
+            return Ok(&self.other);
+        }
+        let at = if self.kept.len() < Self::KEPT {
+            self.kept.push(fields);
+            self.kept.len() - 1
+        } else {
+            // Full: in place of the least recently used.
+            let (at, _) = self
+                .kept
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, fields)| fields.used)
+                .unwrap_or((0, &NO_SCHEMA));
+            self.kept[at] = fields;
+            at
+        };
+        Ok(&self.kept[at])
     }
 }
 
@@ -533,7 +546,7 @@ mod tests {
             .collect()
     }
 
-    fn text(batch: &RecordBatch, column: &str) -> Option<String> {
+    fn text_of(batch: &RecordBatch, column: &str) -> Option<String> {
         let column = batch.column_by_name(column).unwrap();
         let column = column.as_any().downcast_ref::<StringArray>().unwrap();
         column.is_valid(0).then(|| column.value(0).to_string())
@@ -586,11 +599,11 @@ mod tests {
             assert_eq!(kept, fresh, "message {i}: {}", messages[i]);
         }
         let (first, _) = &rows[0];
-        assert_eq!(text(first, "source_table").as_deref(), Some("t0"));
+        assert_eq!(text_of(first, "source_table").as_deref(), Some("t0"));
         let (altered, _) = &rows[10];
         let keys = altered.column_by_name("primary_key").unwrap();
         assert_eq!(format!("{keys:?}").matches("\"d\"").count(), 1);
-        let error = |at: usize| text(&rows[at].0, "error").unwrap_or_default();
+        let error = |at: usize| text_of(&rows[at].0, "error").unwrap_or_default();
         assert!(
             error(36).contains("schema.source.dbVersion"),
             "{}",
@@ -602,7 +615,7 @@ mod tests {
             error(46)
         );
         assert!(error(42).contains("schema"), "{}", error(42));
-        assert_eq!(text(&rows[38].0, "source_table").as_deref(), Some("t5"));
+        assert_eq!(text_of(&rows[38].0, "source_table").as_deref(), Some("t5"));
         let metadata = format!("{:?}", rows[37].0.column_by_name("metadata").unwrap());
         assert!(
             metadata.contains("\"r4\"") && !metadata.contains("again"),
@@ -637,7 +650,7 @@ mod tests {
         }
         for (i, (kept, fresh)) in decode_each(&options, &messages).iter().enumerate() {
             assert_eq!(kept, fresh, "message {i}");
-            assert!(text(kept, "error").is_none(), "message {i}");
+            assert!(text_of(kept, "error").is_none(), "message {i}");
             let table = kept.column_by_name("table").unwrap();
             assert_eq!(table.null_count(), 0, "message {i}");
         }
