@@ -333,6 +333,8 @@ struct Event<'a> {
     event_time: Option<i64>,
     capture_time: Option<i64>,
     checkpoint: Option<i64>,
+    /// `payload.timestamp.checkpointTime` as sent.
+    checkpoint_sent: Option<Value<'a>>,
     ddl_text: Option<Str<'a>>,
     ddl_meta: Option<Str<'a>>,
     before: Option<Value<'a>>,
@@ -365,10 +367,10 @@ impl<'a> Event<'a> {
 
         let timestamp = field::object(timestamp, "payload.timestamp")?;
         let timestamp = Members::read(timestamp, &TIMESTAMP);
-        let [event_time, system_time, checkpoint] = timestamp.fields;
+        let [event_time, system_time, checkpoint_sent] = timestamp.fields;
         let event_time = field::time(event_time, "payload.timestamp.eventTime")?;
         let capture_time = field::time(system_time, "payload.timestamp.systemTime")?;
-        let checkpoint = field::time(checkpoint, "payload.timestamp.checkpointTime")?;
+        let checkpoint = field::time(checkpoint_sent, "payload.timestamp.checkpointTime")?;
 
         let ddl = Members::read(field::object(ddl, "payload.ddl")?, &DDL);
         let [ddl_text, ddl_meta] = ddl.fields;
@@ -389,6 +391,7 @@ impl<'a> Event<'a> {
             event_time,
             capture_time,
             checkpoint,
+            checkpoint_sent,
             ddl_text,
             ddl_meta,
             before,
@@ -488,7 +491,12 @@ impl<'a> Event<'a> {
             }
         }
         if let Some(micros) = self.checkpoint {
-            map.entry_int("checkpointTime", micros / 1000);
+            // A number token read as an integer is the integer's decimal text (JSON has no
+            // leading zeros), but for "-0": copied rather than formatted again.
+            match self.checkpoint_sent.and_then(|v| v.number()) {
+                Some(token) if token != "-0" => map.entry("checkpointTime", Some(token)),
+                _ => map.entry_int("checkpointTime", micros / 1000),
+            }
         }
         if let Some(meta) = self.ddl_meta {
             map.entry_with("ddlMeta", |out| meta.write_to(out));
@@ -621,6 +629,49 @@ mod tests {
             metadata.contains("\"r4\"") && !metadata.contains("again"),
             "{metadata}"
         );
+    }
+
+    /// `checkpointTime` in metadata is the integer's decimal text however it was sent.
+    #[test]
+    fn checkpoint_time_is_the_integer_text() {
+        use arrow_array::MapArray;
+        let mut decoder = Decoder::new("datahub-blob", Mode::Permissive).unwrap();
+        for (sent, expected) in [
+            ("1714550400000", Some("1714550400000")),
+            ("-0", Some("0")),
+            ("0", Some("0")),
+            ("-25", Some("-25")),
+            (r#""0017""#, Some("17")),
+            (r#""-0""#, Some("0")),
+            ("-1", None),
+            ("null", None),
+        ] {
+            let text = format!(
+                r#"{{"payload":{{"op":"INSERT","timestamp":{{"checkpointTime":{sent}}}}}}}"#
+            );
+            let values: ArrayRef = Arc::new(BinaryArray::from(vec![Some(text.as_bytes())]));
+            let batch = decoder.decode(&values, None, false).unwrap().batch;
+            assert_eq!(text_of(&batch, "error"), None, "{sent}");
+            let metadata = batch.column_by_name("metadata").unwrap();
+            let metadata = metadata.as_any().downcast_ref::<MapArray>().unwrap();
+            let found = metadata.is_valid(0).then(|| {
+                let entries = metadata.value(0);
+                let keys = entries
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap();
+                let values = entries
+                    .column(1)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap();
+                (0..keys.len())
+                    .find(|&i| keys.value(i) == "checkpointTime")
+                    .map(|i| values.value(i).to_string())
+            });
+            assert_eq!(found.flatten().as_deref(), expected, "{sent}");
+        }
     }
 
     /// Typed mode routes each row by the `schema`'s source, read once per table: the same
