@@ -1559,7 +1559,7 @@ pub mod field {
 
     /// A 64-bit integer sent as a number token or a string matching `-?[0-9]+`, or `None`
     /// for null/absent.
-    #[inline]
+    #[inline(always)]
     pub fn integer(value: Option<Value<'_>>, path: &str) -> Result<Option<i64>> {
         let Some(v) = present(value) else {
             return Ok(None);
@@ -1577,7 +1577,7 @@ pub mod field {
     }
 
     /// Epoch milliseconds as microseconds; `-1` (and null/absent) is `None`.
-    #[inline]
+    #[inline(always)]
     pub fn time(value: Option<Value<'_>>, path: &str) -> Result<Option<i64>> {
         match integer(value, path)? {
             None | Some(-1) => Ok(None),
