@@ -330,6 +330,7 @@ impl Default for ListColumn {
 
 impl ListColumn {
     /// Appends one item to the open row; [`ListColumn::close`] ends the row.
+    #[inline]
     pub fn item(&mut self, value: &str) {
         self.items.push_required(value);
     }
@@ -401,6 +402,16 @@ impl MapColumn {
     pub fn entry_with(&mut self, key: &str, write: impl FnOnce(&mut Vec<u8>)) {
         self.keys.push_required(key);
         self.values.push_with(write);
+    }
+
+    /// Appends an entry of a key and a value given as their UTF-8 bytes (row images: a
+    /// JSON key and a number token or a string without escapes, both checked UTF-8).
+    #[inline(always)]
+    pub fn entry_utf8(&mut self, key: &[u8], value: &[u8]) {
+        append(&mut self.keys.data, key);
+        self.keys.offsets.push(self.keys.data.len() as i32);
+        append(&mut self.values.data, value);
+        self.values.close(true);
     }
 
     /// Appends an entry whose value `write` appends in place (valid UTF-8 only), or a null

@@ -105,6 +105,10 @@ pub struct Parser {
     watch: u64,
     /// Values of the `remember` keys met before, the most recently met first.
     seen: Vec<Seen>,
+    /// The id the next value remembered gets ([`Value::remembered`]).
+    next_id: u64,
+    /// The remembered values on the tape of the message last parsed: `(node, id)`.
+    replayed: Vec<(u32, u64)>,
     /// The message last parsed, which the tape spans point into; read only through a
     /// [`Value`], whose lifetime is the message's (see [`Parser::parse`]).
     src: *const u8,
@@ -126,6 +130,8 @@ impl Default for Parser {
             remember: &[],
             watch: 0,
             seen: Vec::new(),
+            next_id: 0,
+            replayed: Vec::new(),
             src: std::ptr::null(),
             src_len: 0,
         }
@@ -145,6 +151,8 @@ unsafe impl Sync for Parser {}
 struct Seen {
     /// Which of the parser's `remember` keys it was the value of.
     key: usize,
+    /// Told apart from every other value this parser remembered, before or after.
+    id: u64,
     text: Vec<u8>,
     nodes: Vec<Node>,
 }
@@ -207,6 +215,7 @@ impl Parser {
         }
         self.nodes.clear();
         self.stack.clear();
+        self.replayed.clear();
         Scanner {
             src,
             nodes: &mut self.nodes,
@@ -220,6 +229,8 @@ impl Parser {
             skipping: 0,
             remember: self.remember,
             seen: &mut self.seen,
+            next_id: &mut self.next_id,
+            replayed: &mut self.replayed,
             remember_next: None,
             recording: None,
         }
@@ -250,6 +261,8 @@ struct Scanner<'s> {
     skipping: usize,
     remember: &'static [Name],
     seen: &'s mut Vec<Seen>,
+    next_id: &'s mut u64,
+    replayed: &'s mut Vec<(u32, u64)>,
     /// The value about to start is that of `remember[key]`.
     remember_next: Option<usize>,
     /// The value of `remember[key]` being scanned: `(key, its first node, its start)`.
@@ -686,6 +699,7 @@ impl Scanner<'_> {
             parent.count += 1;
         }
         let (at, base) = (pos as u32, self.nodes.len() as u32);
+        self.replayed.push((base, seen.id));
         self.nodes.extend(seen.nodes.iter().map(|node| Node {
             start: node.start + at,
             end: node.end + at,
@@ -708,6 +722,9 @@ impl Scanner<'_> {
         self.seen.rotate_right(1);
         let seen = &mut self.seen[0];
         seen.key = key;
+        seen.id = *self.next_id;
+        *self.next_id += 1;
+        self.replayed.push((first as u32, seen.id));
         seen.text.clear();
         seen.text.extend_from_slice(&self.src[start..end]);
         let (at, base) = (start as u32, first as u32);
@@ -973,6 +990,19 @@ impl<'a> Value<'a> {
     /// True for an empty object or array, and for scalars.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// For a value the parser remembers ([`Parser::remembering`]), its id: the same for
+    /// every message in which the parser finds these bytes again, and never given to
+    /// another value, even once this one is forgotten. What a decoder derives from the
+    /// value alone can be kept under its id rather than derived again.
+    #[inline]
+    pub fn remembered(&self) -> Option<u64> {
+        self.parser
+            .replayed
+            .iter()
+            .find(|&&(node, _)| node as usize == self.at)
+            .map(|&(_, id)| id)
     }
 
     /// The value of the first member named `key`, for an object.
@@ -1342,8 +1372,10 @@ pub fn write_image(map: &mut crate::events::MapColumn, columns: Option<Value<'_>
         map.push_null();
         return;
     };
-    columns.for_each_member(|name, value| {
-        map.entry_rendered(&name.text(), |out| value.render_into(out));
+    columns.for_each_member(|name, value| match value.node().tag {
+        // Most values: copied as they are, with no call per value.
+        Tag::Number | Tag::Plain if !name.escaped => map.entry_utf8(name.raw, value.span()),
+        _ => map.entry_rendered(&name.text(), |out| value.render_into(out)),
     });
     map.close();
 }
@@ -1440,7 +1472,7 @@ fn quote_text(text: &[u8], out: &mut Vec<u8>) {
 /// docs/formats/datahub-blob.md ("Field types"): `null` and absent are the same, and a value
 /// of the wrong type is an [`Error::Field`] naming the field.
 pub mod field {
-    use super::{Kind, Str, Value};
+    use super::{Kind, Str, Tag, Value};
     use crate::error::{Error, Result};
 
     /// The largest |milliseconds| whose microseconds fit an i64.
@@ -1454,30 +1486,38 @@ pub mod field {
         }
     }
 
+    #[inline(always)]
     fn present(value: Option<Value<'_>>) -> Option<Value<'_>> {
         value.filter(|v| !v.is_null())
     }
 
+    /// The error for a field of the wrong type: out of line, so that the checks that pass
+    /// (all of them, nearly always) are a few instructions where they are made.
+    #[cold]
+    #[inline(never)]
+    fn expected(path: &str, what: &str, got: Value<'_>) -> Error {
+        error(path, format!("expected {what}, got {}", got.describe()))
+    }
+
     /// An object, or `None` for null/absent.
+    #[inline]
     pub fn object<'a>(value: Option<Value<'a>>, path: &str) -> Result<Option<Value<'a>>> {
         match present(value) {
             None => Ok(None),
             Some(v) if v.kind() == Kind::Object => Ok(Some(v)),
-            Some(v) => Err(error(
-                path,
-                format!("expected an object, got {}", v.describe()),
-            )),
+            Some(v) => Err(expected(path, "an object", v)),
         }
     }
 
     /// A string, or `None` for null/absent.
+    #[inline]
     pub fn string<'a>(value: Option<Value<'a>>, path: &str) -> Result<Option<Str<'a>>> {
         match present(value) {
             None => Ok(None),
-            Some(v) => v
-                .as_str()
-                .map(Some)
-                .ok_or_else(|| error(path, format!("expected a string, got {}", v.describe()))),
+            Some(v) => match v.as_str() {
+                Some(s) => Ok(Some(s)),
+                None => Err(expected(path, "a string", v)),
+            },
         }
     }
 
@@ -1519,42 +1559,58 @@ pub mod field {
 
     /// A 64-bit integer sent as a number token or a string matching `-?[0-9]+`, or `None`
     /// for null/absent.
+    #[inline(always)]
     pub fn integer(value: Option<Value<'_>>, path: &str) -> Result<Option<i64>> {
         let Some(v) = present(value) else {
             return Ok(None);
         };
-        let parsed = match (v.number(), v.as_str()) {
-            (Some(token), _) => parse_i64(token),
-            (_, Some(s)) => parse_i64(&s.text()),
+        let parsed = match v.node().tag {
+            // A number token, or a string without escapes: its span is its text.
+            Tag::Number | Tag::Plain => parse_digits(v.span()),
+            Tag::Escaped => v.as_str().and_then(|s| parse_i64(&s.text())),
             _ => None,
         };
-        parsed.map(Some).ok_or_else(|| {
-            error(
-                path,
-                format!("expected a 64-bit integer, got {}", v.describe()),
-            )
-        })
+        match parsed {
+            Some(n) => Ok(Some(n)),
+            None => Err(expected(path, "a 64-bit integer", v)),
+        }
     }
 
     /// Epoch milliseconds as microseconds; `-1` (and null/absent) is `None`.
+    #[inline(always)]
     pub fn time(value: Option<Value<'_>>, path: &str) -> Result<Option<i64>> {
         match integer(value, path)? {
             None | Some(-1) => Ok(None),
             Some(ms) if (-MAX_MS..=MAX_MS).contains(&ms) => Ok(Some(ms * 1000)),
-            Some(ms) => Err(error(path, format!("{ms} milliseconds is out of range"))),
+            Some(ms) => Err(out_of_range(path, ms)),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn out_of_range(path: &str, ms: i64) -> Error {
+        error(path, format!("{ms} milliseconds is out of range"))
     }
 
     /// `-?[0-9]+` (leading zeros allowed) within i64.
     pub fn parse_i64(text: &str) -> Option<i64> {
-        let (negative, digits) = match text.as_bytes() {
+        parse_digits(text.as_bytes())
+    }
+
+    /// [`parse_i64`] of bytes.
+    #[inline]
+    fn parse_digits(text: &[u8]) -> Option<i64> {
+        /// 10^n for the digits left after the whole groups of eight.
+        const POWERS: [u64; 8] = [1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000];
+        let (negative, digits) = match text {
             [b'-', rest @ ..] => (true, rest),
             all => (false, all),
         };
-        if digits.is_empty() {
+        let n = digits.len();
+        if n == 0 {
             return None;
         }
-        if digits.len() > 19 {
+        if n > 19 {
             return parse_long(negative, digits);
         }
         // Up to 19 digits fit a u64; eight at a time while eight are left.
@@ -1564,12 +1620,21 @@ pub mod field {
             value = value * 100_000_000 + super::eight_digits(super::load8(chunk, 0))?;
             rest = &rest[8..];
         }
-        for &b in rest {
-            let digit = b.wrapping_sub(b'0');
-            if digit > 9 {
-                return None;
+        let r = rest.len();
+        if r > 0 && n >= 8 {
+            // The last r digits as eight: the 8 bytes that end with them, the 8 - r bytes
+            // before them (read already) replaced by '0's.
+            let zeros = (1u64 << (8 * (8 - r))) - 1;
+            let word = super::load8(digits, n - 8) & !zeros | super::splat(b'0') & zeros;
+            value = value * POWERS[r] + super::eight_digits(word)?;
+        } else {
+            for &b in rest {
+                let digit = b.wrapping_sub(b'0');
+                if digit > 9 {
+                    return None;
+                }
+                value = value * 10 + digit as u64;
             }
-            value = value * 10 + digit as u64;
         }
         if negative {
             // -2^63 is i64::MIN, which has no positive counterpart.
@@ -1816,6 +1881,55 @@ mod tests {
         }
         assert!(!remembering.seen.is_empty());
         assert!(remembering.seen.len() <= REMEMBERED);
+    }
+
+    #[test]
+    fn remembered_values_keep_their_ids_until_forgotten() {
+        let mut parser = Parser::skipping(&SKIP_COLUMNS).remembering(&[SCHEMA]);
+        let mut id = |text: String| {
+            let top = parser.parse(text.as_bytes()).unwrap();
+            let schemas: Vec<_> = top
+                .all_members()
+                .filter(|(key, _)| key.is(&SCHEMA))
+                .map(|(_, value)| value.remembered())
+                .collect();
+            (schemas, top.get("p").and_then(|p| p.remembered()))
+        };
+        let table = |n: usize| format!(r#"{{"dataColumn":[],"t":{n}}}"#);
+        let first = id(format!(r#"{{"schema":{},"p":{}}}"#, table(0), table(0)));
+        let Some(zero) = first.0[0] else {
+            panic!("not remembered: {first:?}")
+        };
+        // Only the values of `remember` keys; the same bytes, the same id, wherever they are.
+        assert_eq!(first.1, None);
+        assert_eq!(
+            id(format!(r#"{{"p":1, "schema":{}}}"#, table(0))).0,
+            [Some(zero)]
+        );
+        // A changed value is another; scalars and values too large are not remembered.
+        let one = id(format!(r#"{{"schema":{}}}"#, table(1))).0[0].unwrap();
+        assert_ne!(one, zero);
+        assert_eq!(id(r#"{"schema":"x"}"#.into()).0, [None]);
+        let large = format!(r#"{{"dataColumn":["{}"]}}"#, "x".repeat(MAX_REMEMBERED));
+        assert_eq!(id(format!(r#"{{"schema":{large}}}"#)).0, [None]);
+        // Later duplicates are remembered apart (a decoder reads the first).
+        let both = id(format!(
+            r#"{{"schema":{},"schema":{}}}"#,
+            table(1),
+            table(0)
+        ))
+        .0;
+        assert_eq!(both, [Some(one), Some(zero)]);
+        // Past REMEMBERED values the least recently met is forgotten: met again, it is
+        // a new value with a new id, and no id is ever given twice.
+        let mut ids: Vec<u64> = vec![zero, one];
+        for n in 2..REMEMBERED + 2 {
+            ids.push(id(format!(r#"{{"schema":{}}}"#, table(n))).0[0].unwrap());
+        }
+        let again = id(format!(r#"{{"schema":{}}}"#, table(0))).0[0].unwrap();
+        assert!(!ids.contains(&again), "{again} in {ids:?}");
+        let last = id(format!(r#"{{"schema":{}}}"#, table(REMEMBERED + 1))).0[0];
+        assert_eq!(last, ids.last().copied());
     }
 
     #[test]

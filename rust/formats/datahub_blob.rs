@@ -20,10 +20,11 @@ use crate::sequence::OrderKey;
 pub const FORMAT: &str = "datahub-blob";
 
 /// Decodes `datahub-blob` messages. Holds no state between messages but the parser's
-/// buffers.
+/// buffers and what it read from the `schema`s the parser remembers.
 #[derive(Debug)]
 pub struct DatahubBlob {
     parser: json::Parser,
+    schemas: Schemas,
 }
 
 impl Default for DatahubBlob {
@@ -42,6 +43,7 @@ impl DatahubBlob {
             parser: json::Parser::skipping(&SKIP)
                 .remembering(&REMEMBER)
                 .limited(limits),
+            schemas: Schemas::default(),
         }
     }
 }
@@ -54,14 +56,14 @@ impl FormatDecoder for DatahubBlob {
         value: Bytes,
         _key: Option<&str>,
     ) -> Result<()> {
-        let parser = &mut self.parser;
+        let (parser, schemas) = (&mut self.parser, &mut self.schemas);
         sink.events(ordinal, &value, |rows| {
             let message = parser.parse(&value)?;
             if let Some(typed) = rows.typed() {
                 // DataHub DATE values are epoch milliseconds (docs/typed.md).
                 typed.hints.epoch = Some(crate::typed::Unit::Millis);
             }
-            Event::read(message)?.write(rows);
+            Event::read(message, schemas)?.write(rows);
             Ok(())
         })
     }
@@ -144,6 +146,24 @@ impl<'a, const N: usize> Members<'a, N> {
         }
     }
 
+    /// Appends the members not in `names` (not null, first of duplicates), rendered, to
+    /// `out`.
+    fn others(&self, out: &mut Vec<(String, String)>) {
+        if !self.others {
+            return;
+        }
+        for (key, value) in self.object.iter().flat_map(|o| o.members()) {
+            if value.is_null() || self.names.iter().any(|name| key.is(name)) {
+                continue;
+            }
+            let mut rendered = Vec::new();
+            value.render_into(&mut rendered);
+            // Rendered from checked UTF-8: compact JSON, or a string's text unescaped.
+            let rendered = String::from_utf8_lossy(&rendered).into_owned();
+            out.push((key.text().into_owned(), rendered));
+        }
+    }
+
     /// Adds the members not in `names` to `metadata` (not null, first key wins).
     fn others_into(&self, metadata: &mut MapColumn) {
         if !self.others {
@@ -163,24 +183,158 @@ impl<'a, const N: usize> Members<'a, N> {
     }
 }
 
+/// What a message's `schema` says (but its column list, which generic mode never reads),
+/// owned: read once per `schema` the parser remembers, rather than from the copied nodes
+/// of every message of the table.
+#[derive(Debug, Default)]
+struct SchemaFields {
+    /// The [`Value::remembered`] id of the `schema` these were read from.
+    id: Option<u64>,
+    /// When these were last used, to forget the least recently used first.
+    used: u64,
+    db: Option<String>,
+    schema: Option<String>,
+    table: Option<String>,
+    db_type: Option<String>,
+    db_version: Option<String>,
+    /// `None` when null, absent or empty.
+    primary_key: Option<Vec<String>>,
+    /// The members of `schema` and `schema.source` not read above (not null, first of
+    /// duplicates), in order, rendered: metadata unless a key before them is the same.
+    others: Vec<(String, String)>,
+}
+
+/// The fields of a message without a `schema`.
+static NO_SCHEMA: SchemaFields = SchemaFields {
+    id: None,
+    used: 0,
+    db: None,
+    schema: None,
+    table: None,
+    db_type: None,
+    db_version: None,
+    primary_key: None,
+    others: Vec::new(),
+};
+
+/// What was read from each of the last [`Schemas::KEPT`] `schema`s the parser remembered,
+/// by their ids: a table's `schema` is the same bytes in every one of its messages.
+#[derive(Debug, Default)]
+struct Schemas {
+    kept: Vec<SchemaFields>,
+    /// The fields of a `schema` the parser does not remember (over its size limit).
+    other: SchemaFields,
+    /// Counts lookups, for [`SchemaFields::used`].
+    clock: u64,
+}
+
+impl Schemas {
+    /// As many as the parser remembers: one per table of a stream, mostly.
+    const KEPT: usize = 8;
+
+    /// The fields of `schema` (an object, or `None`): those read before from the same
+    /// remembered value, else read now and kept under its id. A `schema` with an error is
+    /// read again in each message, and its error returned each time.
+    #[inline]
+    fn read<'s>(&'s mut self, schema: Option<Value<'_>>) -> Result<&'s SchemaFields> {
+        let Some(schema) = schema else {
+            return Ok(&NO_SCHEMA);
+        };
+        self.clock += 1;
+        let id = schema.remembered();
+        let kept = match self
+            .kept
+            .iter()
+            .position(|fields| id.is_some() && fields.id == id)
+        {
+            Some(at) => at,
+            None => return self.read_new(schema, id),
+        };
+        let fields = &mut self.kept[kept];
+        fields.used = self.clock;
+        Ok(fields)
+    }
+
+    /// [`Schemas::read`] of a `schema` not read before.
+    #[cold]
+    #[inline(never)]
+    fn read_new<'s>(&'s mut self, schema: Value<'_>, id: Option<u64>) -> Result<&'s SchemaFields> {
+        let fields = SchemaFields {
+            id,
+            used: self.clock,
+            ..SchemaFields::read(schema)?
+        };
+        if id.is_none() {
+            self.other = fields;
+            return Ok(&self.other);
+        }
+        let at = if self.kept.len() < Self::KEPT {
+            self.kept.push(fields);
+            self.kept.len() - 1
+        } else {
+            // Full: in place of the least recently used.
+            let (at, _) = self
+                .kept
+                .iter()
+                .enumerate()
+                .min_by_key(|(_, fields)| fields.used)
+                .unwrap_or((0, &NO_SCHEMA));
+            self.kept[at] = fields;
+            at
+        };
+        Ok(&self.kept[at])
+    }
+}
+
+impl SchemaFields {
+    /// Reads and checks the `schema` object (its column list aside).
+    fn read(schema: Value<'_>) -> Result<Self> {
+        let schema = Members::read(Some(schema), &SCHEMA);
+        let [_columns, keys, source] = schema.fields;
+        let source = Members::read(field::object(source, "schema.source")?, &SOURCE);
+        let [db_type, db_version, db_name, schema_name, table_name] = source.fields;
+        let text = |value: Option<Str<'_>>| value.map(|s| s.text().into_owned());
+        let db = text(field::string(db_name, "schema.source.dbName")?);
+        let source_schema = text(field::string(schema_name, "schema.source.schemaName")?);
+        let table = text(field::string(table_name, "schema.source.tableName")?);
+        let db_type = text(field::string(db_type, "schema.source.dbType")?);
+        let db_version = text(field::string(db_version, "schema.source.dbVersion")?);
+        let primary_key = field::string_array(keys, "schema.primaryKey")?.map(|keys| {
+            keys.items()
+                .filter_map(|key| key.as_str())
+                .map(|key| key.text().into_owned())
+                .collect()
+        });
+        let mut others = Vec::new();
+        schema.others(&mut others);
+        source.others(&mut others);
+        Ok(Self {
+            id: None,
+            used: 0,
+            db,
+            schema: source_schema,
+            table,
+            db_type,
+            db_version,
+            primary_key,
+            others,
+        })
+    }
+}
+
 /// The fields of one message, read and checked.
 struct Event<'a> {
     top: Members<'a, 3>,
-    schema: Members<'a, 3>,
-    source: Members<'a, 5>,
+    schema: &'a SchemaFields,
     payload: Members<'a, 6>,
     timestamp: Members<'a, 3>,
     ddl: Members<'a, 2>,
     source_op: Str<'a>,
-    source_db: Option<Str<'a>>,
-    source_schema: Option<Str<'a>>,
-    source_table: Option<Str<'a>>,
-    db_type: Option<Str<'a>>,
-    db_version: Option<Str<'a>>,
-    primary_key: Option<Value<'a>>,
     event_time: Option<i64>,
     capture_time: Option<i64>,
     checkpoint: Option<i64>,
+    /// `payload.timestamp.checkpointTime` as sent.
+    checkpoint_sent: Option<Value<'a>>,
     ddl_text: Option<Str<'a>>,
     ddl_meta: Option<Str<'a>>,
     before: Option<Value<'a>>,
@@ -195,13 +349,13 @@ fn image<'a>(side: Option<Value<'a>>, path: &str, columns: &str) -> Result<Optio
 }
 
 impl<'a> Event<'a> {
-    fn read(message: Value<'a>) -> Result<Self> {
+    fn read(message: Value<'a>, schemas: &'a mut Schemas) -> Result<Self> {
         if message.kind() != Kind::Object {
             return Err(Error::NotAnObject(message.describe()));
         }
         let top = Members::read(Some(message), &TOP);
         let [schema, payload, _version] = top.fields;
-        let schema = Members::read(field::object(schema, "schema")?, &SCHEMA);
+        let schema = field::object(schema, "schema")?;
         let payload = field::object(payload, "payload")?
             .ok_or_else(|| field::error("payload", "missing".into()))?;
         let payload = Members::read(Some(payload), &PAYLOAD);
@@ -209,22 +363,14 @@ impl<'a> Event<'a> {
         let source_op = field::string(op, "payload.op")?
             .ok_or_else(|| field::error("payload.op", "missing".into()))?;
 
-        let [_columns, keys, source] = schema.fields;
-        let source = Members::read(field::object(source, "schema.source")?, &SOURCE);
-        let [db_type, db_version, db_name, schema_name, table_name] = source.fields;
-        let source_db = field::string(db_name, "schema.source.dbName")?;
-        let source_schema = field::string(schema_name, "schema.source.schemaName")?;
-        let source_table = field::string(table_name, "schema.source.tableName")?;
-        let db_type = field::string(db_type, "schema.source.dbType")?;
-        let db_version = field::string(db_version, "schema.source.dbVersion")?;
-        let primary_key = field::string_array(keys, "schema.primaryKey")?;
+        let schema = schemas.read(schema)?;
 
         let timestamp = field::object(timestamp, "payload.timestamp")?;
         let timestamp = Members::read(timestamp, &TIMESTAMP);
-        let [event_time, system_time, checkpoint] = timestamp.fields;
+        let [event_time, system_time, checkpoint_sent] = timestamp.fields;
         let event_time = field::time(event_time, "payload.timestamp.eventTime")?;
         let capture_time = field::time(system_time, "payload.timestamp.systemTime")?;
-        let checkpoint = field::time(checkpoint, "payload.timestamp.checkpointTime")?;
+        let checkpoint = field::time(checkpoint_sent, "payload.timestamp.checkpointTime")?;
 
         let ddl = Members::read(field::object(ddl, "payload.ddl")?, &DDL);
         let [ddl_text, ddl_meta] = ddl.fields;
@@ -238,20 +384,14 @@ impl<'a> Event<'a> {
         Ok(Self {
             top,
             schema,
-            source,
             payload,
             timestamp,
             ddl,
             source_op,
-            source_db,
-            source_schema,
-            source_table,
-            db_type,
-            db_version,
-            primary_key,
             event_time,
             capture_time,
             checkpoint,
+            checkpoint_sent,
             ddl_text,
             ddl_meta,
             before,
@@ -274,9 +414,17 @@ impl<'a> Event<'a> {
         };
         rows.op.push_str(op);
         rows.source_op.push_str(&source_op);
-        json::push_text(&mut rows.source_db, self.source_db);
-        json::push_text(&mut rows.source_schema, self.source_schema);
-        json::push_text(&mut rows.source_table, self.source_table);
+        let schema = self.schema;
+        for (column, text) in [
+            (&mut rows.source_db, &schema.db),
+            (&mut rows.source_schema, &schema.schema),
+            (&mut rows.source_table, &schema.table),
+        ] {
+            match text {
+                Some(text) => column.push_str(text),
+                None => column.push_null(),
+            }
+        }
         rows.event_time.push(self.event_time);
         rows.capture_time.push(self.capture_time);
         rows.tx_id.push_null();
@@ -309,12 +457,10 @@ impl<'a> Event<'a> {
                 rows.event_id.push_null();
             }
         }
-        match self.primary_key {
+        match &schema.primary_key {
             Some(keys) => {
-                for key in keys.items() {
-                    if let Some(key) = key.as_str() {
-                        rows.primary_key.item(&key.text());
-                    }
+                for key in keys {
+                    rows.primary_key.item(key);
                 }
                 rows.primary_key.close();
             }
@@ -335,23 +481,229 @@ impl<'a> Event<'a> {
                 version.render_into(out);
             });
         }
-        for (key, value) in [("dbType", self.db_type), ("dbVersion", self.db_version)] {
+        let schema = self.schema;
+        for (key, value) in [
+            ("dbType", &schema.db_type),
+            ("dbVersion", &schema.db_version),
+        ] {
             if let Some(value) = value {
-                map.entry_with(key, |out| value.write_to(out));
+                map.entry(key, Some(value));
             }
         }
         if let Some(micros) = self.checkpoint {
-            map.entry_int("checkpointTime", micros / 1000);
+            // A number token read as an integer is the integer's decimal text (JSON has no
+            // leading zeros), but for "-0": copied rather than formatted again.
+            match self.checkpoint_sent.and_then(|v| v.number()) {
+                Some(token) if token != "-0" => map.entry("checkpointTime", Some(token)),
+                _ => map.entry_int("checkpointTime", micros / 1000),
+            }
         }
         if let Some(meta) = self.ddl_meta {
             map.entry_with("ddlMeta", |out| meta.write_to(out));
         }
         self.top.others_into(map);
-        self.schema.others_into(map);
-        self.source.others_into(map);
+        for (key, value) in &schema.others {
+            map.insert(key, value);
+        }
         self.payload.others_into(map);
         self.timestamp.others_into(map);
         self.ddl.others_into(map);
         map.close_or_null();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch, StringArray};
+    use arrow_schema::{DataType, Field, Schema};
+
+    use crate::decoder::{Decoder, Mode};
+    use crate::formats::Options;
+    use crate::typed::TypedSpec;
+
+    /// A message whose `schema` is `schema` (JSON text) or absent.
+    fn message(schema: Option<&str>, id: i64) -> String {
+        let schema = schema.map_or(String::new(), |s| format!(r#""schema":{s},"#));
+        format!(
+            r#"{{{schema}"payload":{{"after":{{"dataColumn":{{"id":{id},"d":"{id}"}}}},"op":"INSERT","sequenceId":"{id}","timestamp":{{"eventTime":1714550400000}}}},"version":"0.0.1"}}"#
+        )
+    }
+
+    /// A `schema` for table `t{table}` with key `key`, the source's members before `extra`.
+    fn schema(table: usize, key: &str, extra: &str) -> String {
+        format!(
+            r#"{{"dataColumn":[{{"name":"id","type":"LONG"}},{{"name":"d","type":"DATETIME"}}],"primaryKey":["{key}"],"note":{{"n":{table}}},"source":{{"dbType":"MySQL","dbName":"shop","tableName":"t{table}","region":"r{table}"{extra}}}}}"#
+        )
+    }
+
+    /// One message per call: by a decoder that keeps what it read from each remembered
+    /// `schema`, and by a new decoder for each message, which reads every one afresh.
+    fn decode_each(options: &Options, messages: &[String]) -> Vec<(RecordBatch, RecordBatch)> {
+        let new = || Decoder::with_options("datahub-blob", Mode::Permissive, options).unwrap();
+        let mut kept = new();
+        messages
+            .iter()
+            .map(|m| {
+                let values: ArrayRef = Arc::new(BinaryArray::from(vec![Some(m.as_bytes())]));
+                let a = kept.decode(&values, None, false).unwrap().batch;
+                let b = new().decode(&values, None, true).unwrap().batch;
+                (a, b)
+            })
+            .collect()
+    }
+
+    fn text_of(batch: &RecordBatch, column: &str) -> Option<String> {
+        let column = batch.column_by_name(column).unwrap();
+        let column = column.as_any().downcast_ref::<StringArray>().unwrap();
+        column.is_valid(0).then(|| column.value(0).to_string())
+    }
+
+    /// Ten tables take turns (more than the parser remembers, so values are forgotten and
+    /// their places reused), a table's `schema` changes mid-stream (an ALTER), and some
+    /// `schema`s are wrong, absent, repeated or escaped: every row is the row a decoder
+    /// that never saw the stream before writes.
+    #[test]
+    fn schemas_read_once_give_the_rows_read_every_time() {
+        let mut messages = Vec::new();
+        for round in 0..3 {
+            for table in 0..10 {
+                messages.push(message(
+                    Some(&schema(table, "id", "")),
+                    round * 10 + table as i64,
+                ));
+            }
+            // Table 0 altered: a new key; then back to its first schema.
+            messages.push(message(Some(&schema(0, "d", "")), 100 + round));
+            messages.push(message(Some(&schema(0, "id", "")), 200 + round));
+        }
+        let bad = schema(3, "id", r#","dbVersion":5"#);
+        let escaped = schema(4, "\\u0069d", r#","schemaName":"s\"1","region":"again""#);
+        let duplicated = format!(
+            r#"{},"schema":{}"#,
+            schema(5, "id", ""),
+            schema(6, "id", "")
+        );
+        for _ in 0..2 {
+            for schema in [Some(bad.as_str()), Some(&escaped), Some(&duplicated)] {
+                messages.push(message(schema, 7));
+            }
+            for schema in [
+                None,
+                Some("null"),
+                Some("{}"),
+                Some("[1]"),
+                Some(r#"{"x":1}"#),
+            ] {
+                messages.push(message(schema, 8));
+            }
+            // The payload missing, with a good schema: an error, then the schema is read.
+            messages.push(format!(r#"{{"schema":{}}}"#, schema(1, "id", "")));
+            messages.push(message(Some(&schema(1, "id", "")), 9));
+        }
+        let rows = decode_each(&Options::default(), &messages);
+        for (i, (kept, fresh)) in rows.iter().enumerate() {
+            assert_eq!(kept, fresh, "message {i}: {}", messages[i]);
+        }
+        let (first, _) = &rows[0];
+        assert_eq!(text_of(first, "source_table").as_deref(), Some("t0"));
+        let (altered, _) = &rows[10];
+        let keys = altered.column_by_name("primary_key").unwrap();
+        assert_eq!(format!("{keys:?}").matches("\"d\"").count(), 1);
+        let error = |at: usize| text_of(&rows[at].0, "error").unwrap_or_default();
+        assert!(
+            error(36).contains("schema.source.dbVersion"),
+            "{}",
+            error(36)
+        );
+        assert!(
+            error(46).contains("schema.source.dbVersion"),
+            "{}",
+            error(46)
+        );
+        assert!(error(42).contains("schema"), "{}", error(42));
+        assert_eq!(text_of(&rows[38].0, "source_table").as_deref(), Some("t5"));
+        let metadata = format!("{:?}", rows[37].0.column_by_name("metadata").unwrap());
+        assert!(
+            metadata.contains("\"r4\"") && !metadata.contains("again"),
+            "{metadata}"
+        );
+    }
+
+    /// `checkpointTime` in metadata is the integer's decimal text however it was sent.
+    #[test]
+    fn checkpoint_time_is_the_integer_text() {
+        use arrow_array::MapArray;
+        let mut decoder = Decoder::new("datahub-blob", Mode::Permissive).unwrap();
+        for (sent, expected) in [
+            ("1714550400000", Some("1714550400000")),
+            ("-0", Some("0")),
+            ("0", Some("0")),
+            ("-25", Some("-25")),
+            (r#""0017""#, Some("17")),
+            (r#""-0""#, Some("0")),
+            ("-1", None),
+            ("null", None),
+        ] {
+            let text = format!(
+                r#"{{"payload":{{"op":"INSERT","timestamp":{{"checkpointTime":{sent}}}}}}}"#
+            );
+            let values: ArrayRef = Arc::new(BinaryArray::from(vec![Some(text.as_bytes())]));
+            let batch = decoder.decode(&values, None, false).unwrap().batch;
+            assert_eq!(text_of(&batch, "error"), None, "{sent}");
+            let metadata = batch.column_by_name("metadata").unwrap();
+            let metadata = metadata.as_any().downcast_ref::<MapArray>().unwrap();
+            let found = metadata.is_valid(0).then(|| {
+                let entries = metadata.value(0);
+                let keys = entries
+                    .column(0)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap();
+                let values = entries
+                    .column(1)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .unwrap();
+                (0..keys.len())
+                    .find(|&i| keys.value(i) == "checkpointTime")
+                    .map(|i| values.value(i).to_string())
+            });
+            assert_eq!(found.flatten().as_deref(), expected, "{sent}");
+        }
+    }
+
+    /// Typed mode routes each row by the `schema`'s source, read once per table: the same
+    /// typed rows as a decoder that reads it afresh, across an ALTER and forgotten values.
+    #[test]
+    fn typed_rows_follow_the_schemas_read_once() {
+        let table = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("d", DataType::Int64, true),
+        ]));
+        let tables = (0..10)
+            .map(|t| (format!("shop.t{t}"), table.clone()))
+            .collect();
+        let options = Options {
+            typed: Some(Arc::new(TypedSpec::tables(tables).unwrap())),
+            ..Options::default()
+        };
+        let mut messages = Vec::new();
+        for round in 0..2 {
+            for table in (0..10).chain([0, 9]) {
+                messages.push(message(
+                    Some(&schema(table, "id", "")),
+                    round * 10 + table as i64,
+                ));
+            }
+            messages.push(message(Some(&schema(2, "d", "")), 50 + round));
+        }
+        for (i, (kept, fresh)) in decode_each(&options, &messages).iter().enumerate() {
+            assert_eq!(kept, fresh, "message {i}");
+            assert!(text_of(kept, "error").is_none(), "message {i}");
+            let table = kept.column_by_name("table").unwrap();
+            assert_eq!(table.null_count(), 0, "message {i}");
+        }
     }
 }
