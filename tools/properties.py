@@ -62,11 +62,18 @@ def run_chunk(format: str, examples: int, seed: int) -> dict:
         " ".join(f"{k}={v}" for k, v in env.items()) + " " + shlex.join([".venv/bin/python", *args])
     )
     return {
-        "format": format, "seed": seed, "passing": passing, "failing": failing,
-        "invalid": invalid, "wall": time.monotonic() - start,
-        "cpu": usage.ru_utime + usage.ru_stime, "ok": proc.returncode == 0,
-        "output": output, "rerun": rerun,
-    }  # fmt: skip
+        "format": format,
+        "seed": seed,
+        "passing": passing,
+        "failing": failing,
+        "invalid": invalid,
+        "wall": time.monotonic() - start,
+        "cpu": usage.ru_utime + usage.ru_stime,
+        "rss": usage.ru_maxrss / 1024,
+        "ok": proc.returncode == 0,
+        "output": output,
+        "rerun": rerun,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,23 +97,29 @@ def main(argv: list[str] | None = None) -> int:
         for r in pool.map(lambda w: run_chunk(*w), work):
             results.append(r)
             verdict = "ok" if r["ok"] else "FAILED"
-            print(f"  {r['format']} seed {r['seed']}: {r['passing']} passed, "
-                  f"{r['failing']} failing, {r['invalid']} invalid, {r['wall']:.0f} s wall, "
-                  f"{r['cpu']:.0f} s CPU: {verdict}", flush=True)  # fmt: skip
+            print(
+                f"  {r['format']} seed {r['seed']}: {r['passing']} passed, {r['failing']} failing, "
+                f"{r['invalid']} invalid, {r['wall']:.0f} s wall, {r['cpu']:.0f} s CPU, "
+                f"{r['rss']:.0f} MiB peak: {verdict}",
+                flush=True,
+            )
             if not r["ok"]:
                 print(r["output"], f"rerun: {r['rerun']}", sep="\n", flush=True)
 
-    print("\n| format | examples passed | wall time | CPU time | examples/CPU s | failures |")
-    print("|---|---:|---:|---:|---:|---:|")
+    columns = ["format", "examples passed", "wall time", "CPU time", "examples/CPU s",
+               "peak RSS", "failures"]  # fmt: skip
+    print("\n| " + " | ".join(columns) + " |\n|---" + "|---:" * (len(columns) - 1) + "|")
     failed = 0
     for format in opts.formats:
         mine = [r for r in results if r["format"] == format]
         passing = sum(r["passing"] for r in mine)
         cpu = sum(r["cpu"] for r in mine)
+        rss = max(r["rss"] for r in mine)
         bad = sum(not r["ok"] for r in mine)
         failed += bad
-        print(f"| `{format}` | {passing:,} | {sum(r['wall'] for r in mine):.0f} s | {cpu:.0f} s "
-              f"| {passing / cpu:.0f} | {bad} |")  # fmt: skip
+        cells = [f"`{format}`", f"{passing:,}", f"{sum(r['wall'] for r in mine):.0f} s",
+                 f"{cpu:.0f} s", f"{passing / cpu:.0f}", f"{rss:.0f} MiB", f"{bad}"]  # fmt: skip
+        print("| " + " | ".join(cells) + " |")
     return 1 if failed else 0
 
 
