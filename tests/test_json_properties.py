@@ -90,7 +90,7 @@ def members(items, max_size: int):
 
 def field(name: str, good, odds: int = 20):
     """A member `name` whose value is `good`, or now and then (1 in `odds + 1`) any value."""
-    return st.tuples(st.just(name), mostly(good, ANY_VALUE, odds))
+    return mostly(good, ANY_VALUE, odds).map(lambda value: (name, value))
 
 
 WHITESPACE = st.sampled_from(["", " "])
