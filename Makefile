@@ -48,7 +48,8 @@ test-python: build ## pytest: parity, fixtures, Spark
 	$(PY) -m pytest
 
 # The long property-test runs (docs/hardening.md): EXAMPLES per format, in CHUNKS with seeds
-# SEED, SEED+1, ..., JOBS chunks at once; `make test` runs 300 per format.
+# SEED, SEED+1, ... (at least one chunk per 5,000 examples), JOBS chunks at once; `make
+# test` runs 300 per format.
 EXAMPLES ?= 2000
 SEED     ?= 1
 CHUNKS   ?= 1
