@@ -17,7 +17,7 @@ RUST_SOURCES := Cargo.toml Cargo.lock build.rs $(wildcard proto/*.proto) \
 
 .DEFAULT_GOAL := help
 .PHONY: help venv build test test-rust test-python test-fuzz fuzz fuzz-build demo bench \
-	bench-spark jars lint fmt proto clean fuzz-campaign
+	bench-spark jars lint fmt proto clean fuzz-campaign properties
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -46,6 +46,18 @@ test-rust: ## Rust unit tests (no Python needed)
 
 test-python: build ## pytest: parity, fixtures, Spark
 	$(PY) -m pytest
+
+# The long property-test runs (docs/hardening.md): EXAMPLES per format, in CHUNKS with seeds
+# SEED, SEED+1, ... (at least one chunk per 5,000 examples), JOBS chunks at once; `make
+# test` runs 300 per format.
+EXAMPLES ?= 2000
+SEED     ?= 1
+CHUNKS   ?= 1
+JOBS     ?= 1
+
+properties: build ## Property tests, EXAMPLES per format (CHUNKS, JOBS, SEED); a table of what passed
+	$(PY) tools/properties.py --examples $(EXAMPLES) --seed $(SEED) --chunks $(CHUNKS) \
+		--jobs $(JOBS) $(FORMATS)
 
 # Fuzzing (fuzz/, docs/hardening.md): cargo-fuzz on the nightly toolchain, installed into
 # .tools/ on first use. Every target runs FUZZ_SECONDS from corpora that fuzz/seed.py builds
@@ -136,8 +148,8 @@ bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs pa
 lint: $(STAMPS)/venv ## rustfmt check, clippy -D warnings, ruff
 	cargo fmt --check
 	cargo clippy --all-targets --all-features -- -D warnings
-	$(VENV)/bin/ruff check python tests benches fuzz
-	$(VENV)/bin/ruff format --check python tests benches fuzz
+	$(VENV)/bin/ruff check python tests benches fuzz tools/properties.py
+	$(VENV)/bin/ruff format --check python tests benches fuzz tools/properties.py
 
 fmt: $(STAMPS)/venv ## Format Rust and Python sources in place
 	cargo fmt

@@ -15,13 +15,16 @@ FIXTURES = SHARED / "fixtures"
 
 ENGINES = ["native", "python"]
 
-# Examples per property test: 300 by default (what `make test` runs); the hardening runs set
-# CDC_HYPOTHESIS_EXAMPLES=100000 (docs/hardening.md).
+# Examples per property test: 300 by default (what `make test` runs); `make properties`
+# (tools/properties.py, docs/hardening.md) sets CDC_HYPOTHESIS_EXAMPLES for the long runs,
+# and CDC_HYPOTHESIS_NO_DATABASE=1 so that the seed alone decides what a run tries (no
+# replay of examples saved by earlier runs, nothing written to .hypothesis/).
 EXAMPLES = int(os.environ.get("CDC_HYPOTHESIS_EXAMPLES", "300"))
 PROPERTY_SETTINGS = settings(
     max_examples=EXAMPLES,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    **({"database": None} if os.environ.get("CDC_HYPOTHESIS_NO_DATABASE") else {}),
 )
 
 

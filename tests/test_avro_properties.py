@@ -109,13 +109,27 @@ READ_METHODS = ["mysql-cdc-binlog", "mysql-backfill-fulldump", "oracle-cdc-logmi
                 "x"]  # fmt: skip
 
 
+# Strategies are built once, at import: hypothesis validates a new strategy object on its
+# first draw, a cost paid per example when they were built inside the composites.
+PAYLOAD_KINDS = st.lists(st.sampled_from(range(len(TYPES))), max_size=5)
+METADATA_KINDS = st.lists(st.sampled_from(range(len(METADATA))), max_size=5, unique=True)
+READ_TIMESTAMPS = st.integers(0, 2**41)
+SOURCE_TIMESTAMPS = st.integers(-(2**41), 2**41)
+READ_METHOD = st.sampled_from(READ_METHODS)
+CODECS = st.sampled_from(["null", "null", "deflate", "snappy"])
+SYNC_INTERVALS = st.sampled_from([16_000, 1])
+MUTATIONS = st.sampled_from(["flip", "cut", "set", "swap", "insert"])
+SET_BYTES = st.sampled_from([0x00, 0x01, 0x02, 0x7F, 0x80, 0xFF])
+SPLICES = st.sampled_from([b"\x80\x80\x80\x80\x80\x40", b"\xff", b"\x00"])
+
+
 @st.composite
 def files(draw) -> bytes:
     """A Datastream Avro file: the envelope, random source_metadata and payload fields, one
     to four records, a random codec."""
-    payload = draw(st.lists(st.sampled_from(range(len(TYPES))), max_size=5))
+    payload = draw(PAYLOAD_KINDS)
     nullable = [draw(st.booleans()) for _ in payload]
-    meta = draw(st.lists(st.sampled_from(range(len(METADATA))), max_size=5, unique=True))
+    meta = draw(METADATA_KINDS)
     fields = []
     for i, (kind, null) in enumerate(zip(payload, nullable, strict=True)):
         avro_type = TYPES[kind][0]
@@ -139,31 +153,34 @@ def files(draw) -> bytes:
             row[f"c{i}"] = None if null and draw(st.booleans()) else draw(TYPES[kind][1])
         records.append({
             "uuid": draw(TEXT),
-            "read_timestamp": draw(st.integers(0, 2**41)),
-            "source_timestamp": draw(st.integers(-(2**41), 2**41)),
-            "read_method": draw(st.sampled_from(READ_METHODS)),
+            "read_timestamp": draw(READ_TIMESTAMPS),
+            "source_timestamp": draw(SOURCE_TIMESTAMPS),
+            "read_method": draw(READ_METHOD),
             "source_metadata": {METADATA[m][0]: draw(METADATA[m][2]) for m in meta},
             "payload": row,
         })  # fmt: skip
     out = io.BytesIO()
-    codec = draw(st.sampled_from(["null", "null", "deflate", "snappy"]))
+    codec = draw(CODECS)
     fastavro.writer(out, fastavro.parse_schema(schema), records, codec=codec,
-                    sync_interval=draw(st.sampled_from([16_000, 1])))  # fmt: skip
+                    sync_interval=draw(SYNC_INTERVALS))  # fmt: skip
     return out.getvalue()
+
+
+FILES = files()
 
 
 @st.composite
 def mutated(draw) -> bytes:
-    raw = bytearray(draw(files()))
+    raw = bytearray(draw(FILES))
     for _ in range(draw(st.integers(1, 3))):
-        kind = draw(st.sampled_from(["flip", "cut", "set", "swap", "insert"]))
+        kind = draw(MUTATIONS)
         at = draw(st.integers(0, len(raw) - 1))
         if kind == "flip":
             raw[at] ^= 1 << draw(st.integers(0, 7))
         elif kind == "cut":
             del raw[at:]
         elif kind == "set":
-            raw[at] = draw(st.sampled_from([0x00, 0x01, 0x02, 0x7F, 0x80, 0xFF]))
+            raw[at] = draw(SET_BYTES)
         elif kind == "swap":  # two ranges trade places
             size = draw(st.integers(1, 8))
             other = draw(st.integers(0, len(raw) - 1))
@@ -171,14 +188,14 @@ def mutated(draw) -> bytes:
             if len(a) == len(b) and (at + size <= other or other + size <= at):
                 raw[at : at + size], raw[other : other + size] = b, a
         else:
-            raw[at:at] = draw(st.sampled_from([b"\x80\x80\x80\x80\x80\x40", b"\xff", b"\x00"]))
+            raw[at:at] = draw(SPLICES)
         if not raw:
             break
     return bytes(raw)
 
 
 @SETTINGS
-@given(st.lists(st.one_of(files(), mutated(), st.none()), min_size=1, max_size=4))
+@given(st.lists(st.one_of(FILES, mutated(), st.none()), min_size=1, max_size=4))
 def test_datastream_avro_engines_agree(values):
     array = pa.array(values, pa.binary())
     out = {}

@@ -9,9 +9,9 @@ generator's events and final state, in batches of any size, and corrupted.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import math
-import os
 import random
 import struct
 from decimal import Decimal
@@ -19,7 +19,8 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 from compare import assert_same_events
-from hypothesis import HealthCheck, given, settings
+from conftest import PROPERTY_SETTINGS
+from hypothesis import given
 from hypothesis import strategies as st
 from test_generator import assert_events_equal
 
@@ -864,8 +865,6 @@ def test_cli_generate_writes_records(tmp_path, capsys):
 # ---------------------------------------------------------------------------------------
 # Property: random records, good and bad, give equal batches on both engines
 
-EXAMPLES = int(os.environ.get("CDC_HYPOTHESIS_EXAMPLES", "300"))
-
 DATA_TYPES = [
     (pa.int8(), st.integers(-128, 127)),
     (pa.uint64(), st.integers(0, 2**64 - 1)),
@@ -882,64 +881,62 @@ DATA_TYPES = [
 ]
 
 
+# Strategies are built once (the cache below): hypothesis validates a new strategy object
+# on its first draw, which cost more than the rest of an example when they were built inside
+# the composite. A column is `rows` cells, each null or a value.
+@functools.cache
+def cells(values: st.SearchStrategy, rows: int) -> st.SearchStrategy:
+    return st.lists(st.none() | values, min_size=rows, max_size=rows)
+
+
+SEQUENCE_TEXT = st.sampled_from(["1", "-1", "007", "x", "-0", "+1"])
+SEQUENCE_IDS = st.integers(-(2**63), 2**63 - 1)
+OPERATIONS = st.sampled_from(["I", "U", "D", "I", "U", "x"])
+BEFORE_FLAGS = st.sampled_from(["Y", "N", "y"])
+AFTER_FLAGS = st.sampled_from(["Y", "N", ""])
+TIME_KINDS = st.sampled_from(["none", "ms", "text", "timestamp"])
+TIME_MS = st.integers(-(2**63), 2**63 - 1) | st.just(-1)
+TIME_TEXT = st.sampled_from(["1000", "-1", "soon", "99999999999999999"])
+TIME_UNITS = st.sampled_from("s ms us ns".split())
+SOURCE_TABLES = st.sampled_from(["db.t", "t", ".", "a.b.c", ""])
+
+
 @st.composite
 def tuple_records(draw):
     rows = draw(st.integers(0, 6))
     columns = {}
     for i in range(draw(st.integers(0, 4))):
         kind, values = draw(st.sampled_from(DATA_TYPES))
-        cells = draw(st.lists(st.none() | values, min_size=rows, max_size=rows))
+        items = draw(cells(values, rows))
         if pa.types.is_timestamp(kind) or pa.types.is_date32(kind):
-            array = pa.array(cells, pa.int64() if pa.types.is_timestamp(kind) else pa.int32())
+            array = pa.array(items, pa.int64() if pa.types.is_timestamp(kind) else pa.int32())
             columns[f"c{i}"] = array.cast(kind)
         else:
-            columns[f"c{i}"] = pa.array(cells, kind)
-
-    def text(choices):
-        return st.lists(st.none() | st.sampled_from(choices), min_size=rows, max_size=rows)
+            columns[f"c{i}"] = pa.array(items, kind)
 
     if draw(st.booleans()):
-        columns["_sequence_id_"] = pa.array(
-            draw(text(["1", "-1", "007", "x", "-0", "+1"])), pa.string()
-        )
+        columns["_sequence_id_"] = pa.array(draw(cells(SEQUENCE_TEXT, rows)), pa.string())
     else:
-        ids = st.integers(-(2**63), 2**63 - 1)
-        columns["_sequence_id_"] = pa.array(
-            draw(st.lists(st.none() | ids, min_size=rows, max_size=rows)), pa.int64()
-        )
-    columns["_operation_type_"] = pa.array(draw(text(["I", "U", "D", "I", "U", "x"])), pa.string())
-    columns["_before_image_"] = pa.array(draw(text(["Y", "N", "y"])), pa.string())
-    columns["_after_image_"] = pa.array(draw(text(["Y", "N", ""])), pa.string())
-    time = draw(st.sampled_from(["none", "ms", "text", "timestamp"]))
+        columns["_sequence_id_"] = pa.array(draw(cells(SEQUENCE_IDS, rows)), pa.int64())
+    columns["_operation_type_"] = pa.array(draw(cells(OPERATIONS, rows)), pa.string())
+    columns["_before_image_"] = pa.array(draw(cells(BEFORE_FLAGS, rows)), pa.string())
+    columns["_after_image_"] = pa.array(draw(cells(AFTER_FLAGS, rows)), pa.string())
+    time = draw(TIME_KINDS)
     if time == "ms":
-        times = st.none() | st.integers(-(2**63), 2**63 - 1) | st.just(-1)
-        columns["_excute_time_"] = pa.array(
-            draw(st.lists(times, min_size=rows, max_size=rows)), pa.int64()
-        )
+        columns["_excute_time_"] = pa.array(draw(cells(TIME_MS, rows)), pa.int64())
     elif time == "text":
-        columns["_execute_time_"] = pa.array(
-            draw(text(["1000", "-1", "soon", "99999999999999999"])), pa.string()
-        )
+        columns["_execute_time_"] = pa.array(draw(cells(TIME_TEXT, rows)), pa.string())
     elif time == "timestamp":
-        times = st.none() | st.integers(-(2**63), 2**63 - 1)
-        values = pa.array(draw(st.lists(times, min_size=rows, max_size=rows)), pa.int64())
-        columns["_execute_time_"] = values.cast(
-            pa.timestamp(draw(st.sampled_from("s ms us ns".split())))
-        )
+        values = pa.array(draw(cells(SEQUENCE_IDS, rows)), pa.int64())
+        columns["_execute_time_"] = values.cast(pa.timestamp(draw(TIME_UNITS)))
     if draw(st.booleans()):
-        columns["_source_table_"] = pa.array(
-            draw(text(["db.t", "t", ".", "a.b.c", ""])), pa.string()
-        )
+        columns["_source_table_"] = pa.array(draw(cells(SOURCE_TABLES, rows)), pa.string())
     names = list(columns)
     order = draw(st.permutations(names))
     return pa.table({name: columns[name] for name in order})
 
 
-@settings(
-    max_examples=EXAMPLES,
-    deadline=None,
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
-)
+@PROPERTY_SETTINGS
 @given(records=tuple_records(), mode=st.sampled_from(["permissive", "dropmalformed"]))
 def test_random_records_decode_alike(records, mode):
     native = cdc_decode.Decoder(FORMAT, mode=mode)
