@@ -249,9 +249,17 @@ impl BytesColumn {
         &self.data[self.offsets[row] as usize..self.offsets[row + 1] as usize]
     }
 
-    /// True when row `row` is null.
-    fn is_null(&self, row: usize) -> bool {
-        self.valid.nulls.binary_search(&(row as u32)).is_ok()
+    /// The null rows from `row` on: the tail of the list (nulls are recorded in row
+    /// order), found from the end, so a recent row costs a few steps and not a binary
+    /// search over the whole batch's nulls.
+    fn nulls_from(&self, row: usize) -> &[u32] {
+        let nulls = &self.valid.nulls;
+        let before = nulls
+            .iter()
+            .rev()
+            .take_while(|&&n| n as usize >= row)
+            .count();
+        &nulls[nulls.len() - before..]
     }
 
     /// The text of the last row of a `utf8` column, `None` when it is null or absent.
@@ -482,9 +490,18 @@ impl MapColumn {
         unsafe { std::str::from_utf8_unchecked(self.keys.value(i)) }
     }
 
-    /// Entry `i`'s value, `None` when it is null.
-    pub(crate) fn value_at(&self, i: usize) -> Option<&str> {
-        if self.values.is_null(i) {
+    /// The values of the last ended row's entries that are null (as entry indexes), for
+    /// [`MapColumn::value_in`]; `entries` is [`MapColumn::last_row`].
+    pub(crate) fn null_values(&self, entries: &std::ops::Range<usize>) -> &[u32] {
+        self.values.nulls_from(entries.start)
+    }
+
+    /// Entry `i`'s value, `None` when it is null; `nulls` is [`MapColumn::null_values`] of
+    /// the row `i` belongs to (typed mode reads every value of the last row: a lookup in
+    /// its few nulls instead of a binary search over the batch's was 16% of the native
+    /// typed DTS decode).
+    pub(crate) fn value_in(&self, i: usize, nulls: &[u32]) -> Option<&str> {
+        if nulls.contains(&(i as u32)) {
             return None;
         }
         // SAFETY: values are written as whole UTF-8 strings (see `BytesColumn::finish_utf8`).

@@ -666,7 +666,7 @@ fn convert_row(
     // Images usually list the columns in the table's order, as the schema does: try the
     // field after the last one found before hashing the key.
     let mut guess = 0;
-    for i in entries {
+    for i in entries.clone() {
         let key = map.key_at(i);
         let found = match table.fields.get(guess) {
             Some(field) if field.name() == key => Some(guess),
@@ -678,10 +678,11 @@ fn convert_row(
             slots[at].get_or_insert(i);
         }
     }
+    let nulls = map.null_values(&entries);
     let mut failure = None;
     for (at, field) in table.fields.iter().enumerate() {
         let target = &mut column.columns[at];
-        let Some(text) = slots[at].and_then(|i| map.value_at(i)) else {
+        let Some(text) = slots[at].and_then(|i| map.value_in(i, nulls)) else {
             target.push_null();
             continue;
         };
