@@ -26,7 +26,8 @@ import cdc_decode
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT.parent / "shared" / "fixtures"
 CORPUS = ROOT / "fuzz" / "corpus"
-# The formats of binary values (datahub-tuple takes records: recipes, below).
+# The formats of binary values (datahub-tuple takes records: recipes, below), in the order
+# of the typed target's format numbers (fuzz/src/lib.rs, VALUE_FORMATS).
 BINARY_FORMATS = [f for f in cdc_decode.FORMATS if f != "datahub-tuple"]
 
 
@@ -132,24 +133,6 @@ KINDS = {"boolean": 1, "bigint": 5, "double": 7, "string": 8, "binary": 9, "date
 KINDS |= {"timestamp": 12, "timestamp_ntz": 13, "int": 4, "smallint": 3, "float": 6}
 
 
-def spark_type(column) -> str:
-    """The Spark type a data engineer declares for a generated MySQL column (as in
-    tests/test_typed.py)."""
-    if column.type in ("tinyint", "smallint", "mediumint", "int", "bigint"):
-        return "decimal(20,0)" if column.unsigned and column.type == "bigint" else "bigint"
-    if column.type == "decimal":
-        return column.sql.replace(" unsigned", "")
-    if column.type in ("float", "double"):
-        return "double"
-    if column.type == "date":
-        return "date"
-    if column.type in ("datetime", "timestamp"):
-        return "timestamp"
-    if column.type in ("binary", "blob", "geometry"):
-        return "binary"
-    return "string"
-
-
 def typed_header(format_index: int, multi: bool, types: dict[str, str]) -> bytes:
     """A typed input's header declaring ``types`` (name to Spark type) for its names."""
     header = bytearray([format_index | (0x80 if multi else 0)])
@@ -174,31 +157,20 @@ def typed_seeds(values: dict[str, list[bytes | None]]) -> list[bytes]:
     right = {"0": "bigint", "1": "string", "2": "string", "3": "string", "4": "double"}
     for table in default_tables():
         for column in table.columns:
-            right.setdefault(column.name, spark_type(column))
+            right.setdefault(column.name, column.spark_type)
     text = dict.fromkeys(right, "string")
     wrong = {
         name: ["int", "date", "timestamp_ntz", "decimal(5,2)", "boolean"][i % 5]
         for i, name in enumerate(right)
     }
     seeds = []
-    for index, format in enumerate(BINARY_FORMATS_TYPED):
+    for index, format in enumerate(BINARY_FORMATS):
         stream = values[format]
         for at in range(0, min(len(stream), 60), 3):
             window = frame(stream[at : at + 3])
             for multi, types in [(False, right), (True, right), (False, text), (True, wrong)]:
                 seeds.append(typed_header(index, multi, types) + window)
     return seeds
-
-
-# The typed target's format numbers (fuzz/src/lib.rs, VALUE_FORMATS).
-BINARY_FORMATS_TYPED = [
-    "tencent-dts",
-    "datahub-blob",
-    "tdsql-json",
-    "debezium-json",
-    "datastream-json",
-    "datastream-avro",
-]
 
 
 def main() -> None:

@@ -425,26 +425,9 @@ def test_datastream_mysql_binary_is_hex():
 # --- generated streams of every format -----------------------------------------------------
 
 
-def spark_type(column) -> str:
-    """The Spark type a data engineer declares for a generated MySQL column."""
-    if column.type in ("tinyint", "smallint", "mediumint", "int", "bigint"):
-        return "decimal(20,0)" if column.unsigned and column.type == "bigint" else "bigint"
-    if column.type == "decimal":
-        return column.sql.replace(" unsigned", "")
-    if column.type in ("float", "double"):
-        return "double"
-    if column.type == "date":
-        return "date"
-    if column.type in ("datetime", "timestamp"):
-        return "timestamp"
-    if column.type in ("binary", "blob", "geometry"):
-        return "binary"
-    return "string"  # character types, enum, set, json, time, year, bit
-
-
 TABLES = {t.qualified: t for t in default_tables()}
 DDLS = {
-    name: ", ".join(f"`{c.name}` {spark_type(c)}" for c in t.columns) for name, t in TABLES.items()
+    name: ", ".join(f"`{c.name}` {c.spark_type}" for c in t.columns) for name, t in TABLES.items()
 }
 
 
@@ -489,7 +472,7 @@ def test_generated_streams_decode_typed_per_table(format):
     generic = cdc_decode.decode(stream.values, format, **options).to_pylist()
     split = both(stream.values, format, tables=DDLS, **options)
     assert split[None].column("error").null_count == split[None].num_rows
-    types = {n: [(c.name, spark_type(c)) for c in t.columns] for n, t in TABLES.items()}
+    types = {n: [(c.name, c.spark_type) for c in t.columns] for n, t in TABLES.items()}
     claimed = 0
     for name, batch in split.items():
         if name is None:

@@ -70,6 +70,25 @@ class Column:
     fsp: int = 0
     gen: Gen = field(default=lambda rng: None, compare=False, repr=False)
 
+    @property
+    def spark_type(self) -> str:
+        """The Spark type a data engineer declares for this column in typed mode
+        (``schema=``): integers ``bigint`` (an unsigned ``bigint``, ``decimal(20,0)``),
+        ``decimal(p,s)`` as declared, floats ``double``, ``date``, ``timestamp``, binary and
+        spatial types ``binary``, everything else (text, enum, set, json, time, year, bit)
+        ``string``."""
+        if self.type in ("tinyint", "smallint", "mediumint", "int", "bigint"):
+            return "decimal(20,0)" if self.unsigned and self.type == "bigint" else "bigint"
+        if self.type == "decimal":
+            return self.sql.replace(" unsigned", "")
+        if self.type in ("float", "double"):
+            return "double"
+        if self.type in ("date", "datetime", "timestamp"):
+            return "date" if self.type == "date" else "timestamp"
+        if self.type in ("binary", "blob", "geometry"):
+            return "binary"
+        return "string"
+
 
 @dataclass
 class Table:
