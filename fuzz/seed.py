@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT.parent / "shared" / "fixtures"
 CORPUS = ROOT / "fuzz" / "corpus"
 # The formats of binary values (datahub-tuple takes records: recipes, below), in the order
-# of the typed target's format numbers (fuzz/src/lib.rs, VALUE_FORMATS).
+# of the typed target's format numbers (fuzz/src/lib.rs, value_formats).
 BINARY_FORMATS = [f for f in cdc_decode.FORMATS if f != "datahub-tuple"]
 
 

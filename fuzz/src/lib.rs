@@ -18,7 +18,7 @@ use arrow_array::{Array, ArrayRef, BinaryArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field, Schema, TimeUnit};
 
 use _native::decoder::{Decoder, Mode, Output, Stats};
-use _native::formats::Options;
+use _native::formats::{Options, FORMATS};
 use _native::typed::TypedSpec;
 
 pub mod records;
@@ -64,15 +64,11 @@ pub fn check_values(format: &str, data: &[u8]) {
     check_values_with(format, data, &Options::default());
 }
 
-/// The formats of binary values, in the order the typed target's first byte picks them.
-pub const VALUE_FORMATS: [&str; 6] = [
-    "tencent-dts",
-    "datahub-blob",
-    "tdsql-json",
-    "debezium-json",
-    "datastream-json",
-    "datastream-avro",
-];
+/// The formats of binary values (all but `datahub-tuple`), in the package's order: the
+/// typed target's first byte picks one by its place here.
+pub fn value_formats() -> impl Iterator<Item = &'static str> {
+    FORMATS.iter().copied().filter(|&f| f != "datahub-tuple")
+}
 
 /// The column names a typed input declares types for: generated tables' columns of every
 /// kind of value (so seeds from the generators convert real values) and TDSQL's positional
@@ -120,7 +116,8 @@ pub fn check_typed(data: &[u8]) {
     let Some((header, messages)) = data.split_at_checked(TYPED_HEADER) else {
         return;
     };
-    let format = VALUE_FORMATS[usize::from(header[0] & 0x7f) % VALUE_FORMATS.len()];
+    let at = usize::from(header[0] & 0x7f) % value_formats().count();
+    let format = value_formats().nth(at).expect("a format");
     let fields: Vec<Field> = header[1..]
         .chunks_exact(3)
         .zip(TYPED_NAMES)
