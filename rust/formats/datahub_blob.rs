@@ -146,14 +146,20 @@ impl<'a, const N: usize> Members<'a, N> {
         }
     }
 
-    /// Appends the members not in `names` (not null, first of duplicates), rendered, to
-    /// `out`.
+    /// Whether a member of the object is one of its others: not in `names`, not null.
+    #[inline(always)]
+    fn is_other(&self, key: &Str<'_>, value: &Value<'_>) -> bool {
+        !value.is_null() && !self.names.iter().any(|name| key.is(name))
+    }
+
+    /// Appends the others (see [`Members::is_other`]; the first of duplicates), rendered,
+    /// to `out`.
     fn others(&self, out: &mut Vec<(String, String)>) {
         if !self.others {
             return;
         }
         for (key, value) in self.object.iter().flat_map(|o| o.members()) {
-            if value.is_null() || self.names.iter().any(|name| key.is(name)) {
+            if !self.is_other(&key, &value) {
                 continue;
             }
             let mut rendered = Vec::new();
@@ -164,13 +170,13 @@ impl<'a, const N: usize> Members<'a, N> {
         }
     }
 
-    /// Adds the members not in `names` to `metadata` (not null, first key wins).
+    /// Adds the others (see [`Members::is_other`]) to `metadata` (first key wins).
     fn others_into(&self, metadata: &mut MapColumn) {
         if !self.others {
             return;
         }
         for (key, value) in self.object.iter().flat_map(|o| o.members()) {
-            if value.is_null() || self.names.iter().any(|name| key.is(name)) {
+            if !self.is_other(&key, &value) {
                 continue;
             }
             let key = key.text();
