@@ -83,8 +83,10 @@ class Column:
             return self.sql.replace(" unsigned", "")
         if self.type in ("float", "double"):
             return "double"
-        if self.type in ("date", "datetime", "timestamp"):
-            return "date" if self.type == "date" else "timestamp"
+        if self.type == "date":
+            return "date"
+        if self.type in ("datetime", "timestamp"):
+            return "timestamp"
         if self.type in ("binary", "blob", "geometry"):
             return "binary"
         return "string"
