@@ -41,6 +41,7 @@ KAFKA_COLUMNS: tuple[str, ...] = ("topic", "partition", "offset", "timestamp")
 """The Kafka source columns kept beside the events by default, where the input has them."""
 
 _ENGINES = ("native", "python")
+_PLANS = ("auto", "sql", "arrow")
 _SHARD_HEADER = "ShardId"
 # datahub-tuple: the meta columns a DataFrame of TUPLE records must have (one of each
 # tuple), checked on the driver so the mistake is not found in a failed task.
@@ -219,6 +220,7 @@ def decode(
     limits: Limits | None = None,
     accounting: DecodeAccounting | None = None,
     event_columns: Sequence[str] | None = None,
+    plan: str = "auto",
 ) -> DataFrame | dict[str | None, DataFrame]:
     """Decode a DataFrame of CDC messages into a DataFrame of change events.
 
@@ -273,6 +275,12 @@ def decode(
             whether a later ``select`` keeps it or not, so naming the columns you use
             (``["op", "source_table", "sequence", "after"]``) saves that copy. Not with
             ``tables=``, whose split needs them all.
+        plan: ``datahub-tuple`` only: ``"auto"`` (the default) decodes TUPLE records as
+            Spark expressions, with no Python worker, where Spark computes every value
+            exactly as the decoder does (docs/formats/datahub-tuple.md, "On Spark"), and
+            with the decoder in ``mapInArrow`` otherwise; ``"sql"`` insists on the
+            expressions (``ValueError`` saying why they cannot); ``"arrow"`` always runs the
+            decoder. The rows are equal either way.
 
     Returns:
         A DataFrame with the kept columns followed by the columns of
@@ -326,6 +334,10 @@ def decode(
         )
     reporter = None if accounting is None else accounting._reporter()
     fields = {f.name: f for f in df.schema.fields}
+    if plan not in _PLANS:
+        raise ValueError(f"unknown plan {plan!r}: expected one of {', '.join(_PLANS)}")
+    if plan != "auto" and format not in RECORD_FORMATS:
+        raise ValueError(f"plan={plan!r} is for datahub-tuple; {format} always runs the decoder")
     if format in RECORD_FORMATS:
         combined, kept = _decode_records(
             df,
@@ -339,6 +351,7 @@ def decode(
             limits=limits,
             reporter=reporter,
             event_columns=event_columns,
+            plan=plan,
         )
         return typed.split(combined, kept)
     if value_col is None:
@@ -470,8 +483,10 @@ def _decode_records(
     limits: Limits,
     reporter: _Reporter | None,
     event_columns: list[str] | None,
+    plan: str = "auto",
 ) -> DataFrame:
-    """``datahub-tuple``: the columns not kept are the records."""
+    """``datahub-tuple``: the columns not kept are the records; decoded as Spark
+    expressions where ``plan`` allows and they are exact, else by the decoder."""
     from pyspark.sql.types import StructType
 
     if value_col is not None:
@@ -488,6 +503,25 @@ def _decode_records(
                 f"the records' columns ({', '.join(records)})"
             )
     events = _selected(spark_event_schema(typed.arrow_schema), event_columns)
+    if plan != "arrow":
+        from . import _tuple_sql
+
+        try:
+            why = _sql_refused(engine, typed, reporter)
+            if why is not None:
+                raise _tuple_sql.NotExact(why)
+            images = None if typed.schema is None else spark_event_schema(typed.arrow_schema)
+            return _tuple_sql.plan(
+                df,
+                records,
+                keep,
+                mode,
+                None if images is None else images["before"].dataType,
+                list(events.fields),
+            ), keep
+        except _tuple_sql.NotExact as exc:
+            if plan == "sql":
+                raise ValueError(f"{format}: plan='sql' cannot be exact here: {exc}") from None
     out_schema = StructType([fields[c] for c in keep] + list(events.fields))
     fn = _partition_decoder(
         format,
@@ -505,6 +539,17 @@ def _decode_records(
         event_columns=event_columns,
     )
     return df.mapInArrow(fn, out_schema), keep
+
+
+def _sql_refused(engine: str, typed: _Typed, reporter: _Reporter | None) -> str | None:
+    """Why the options need the decoder itself (``None``: they do not)."""
+    if engine != "native":
+        return f"engine={engine!r} asks for the decoder"
+    if typed.tables is not None:
+        return "tables= splits the decoder's output"
+    if reporter is not None:
+        return "accounting= counts the decoder's work"
+    return None
 
 
 def _selected(events: Any, names: list[str] | None) -> Any:
