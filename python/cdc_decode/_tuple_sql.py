@@ -26,45 +26,30 @@ from __future__ import annotations
 
 from typing import Any
 
-FORMAT = "datahub-tuple"
-
-SEQUENCE_ID = "_sequence_id_"
-LOG_FILE_NAME_OFFSET = "_log_file_name_offset_"
-OPERATION_TYPE = "_operation_type_"
-EXECUTE_TIME = "_execute_time_"
-EXCUTE_TIME = "_excute_time_"
-BEFORE_IMAGE = "_before_image_"
-AFTER_IMAGE = "_after_image_"
-SOURCE_TABLE = "_source_table_"
-META = frozenset(
-    (
-        SEQUENCE_ID,
-        LOG_FILE_NAME_OFFSET,
-        OPERATION_TYPE,
-        EXECUTE_TIME,
-        EXCUTE_TIME,
-        BEFORE_IMAGE,
-        AFTER_IMAGE,
-        SOURCE_TABLE,
-    )
+# The format's names and messages are the Python engine's (one definition of each).
+from .fallback.datahub_tuple import (
+    _EXPECTED_FLAGS,
+    _MAX_MS,
+    AFTER_IMAGE,
+    BEFORE_IMAGE,
+    EXCUTE_TIME,
+    EXECUTE_TIME,
+    FORMAT,
+    LOG_FILE_NAME_OFFSET,
+    OPERATION_TYPE,
+    SEQUENCE_ID,
+    SOURCE_TABLE,
 )
+from .fallback.datahub_tuple import (
+    _HEADS as _FALLBACK_HEADS,
+)
+from .fallback.datahub_tuple import META_COLUMNS as META
 
 _MIN_I64 = -(2**63)
-_MAX_MS = (2**63 - 1) // 1000  # the largest |milliseconds| whose microseconds fit an i64
 _MICROS_PER_DAY = 86_400_000_000
 _INTEGERS = ("byte", "short", "integer", "long")
-# (I/U/D + before flag + after flag) -> (op, half): the combinations the format allows.
-_HEADS = {
-    "INY": ("insert", 1),
-    "DYN": ("delete", 1),
-    "UYN": ("update_before", 0),
-    "UNY": ("update_after", 1),
-}
-_EXPECTED_FLAGS = {
-    "I": "expected N/Y (an insert is an after image)",
-    "D": "expected Y/N (a delete is a before image)",
-    "U": "expected Y/N (before image) or N/Y (after image)",
-}
+# "INY" (I/U/D, before flag, after flag) -> (op, half): the combinations the format allows.
+_HEADS = {"".join(key): (op, half) for key, (op, half, _side) in _FALLBACK_HEADS.items()}
 # Jackson (to_json) writes these control characters' escapes in upper case, Python's json
 # and serde_json in lower case; an escape is one where an even run of backslashes (none,
 # or escaped backslashes) comes before it.
