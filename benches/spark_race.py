@@ -7,7 +7,9 @@ On a local Spark with one core (``local[1]``), the same generated stream per for
 table, ``shop.order_items``), decoded to typed rows of the same columns and written to
 Spark's ``noop`` sink, by four contenders:
 
-- ``native``: ``cdc_spark.decode(df, fmt, schema=...)``, the Rust engine;
+- ``native``: ``cdc_spark.decode(df, fmt, schema=...)``, the Rust engine (for DataHub
+  TUPLE records, Spark expressions: ``plan="auto"``; ``--tuple-plan arrow`` races the
+  Rust decoder in ``mapInArrow`` instead);
 - ``python``: the same with ``engine="python"``, the pure-Python fallback;
 - ``spark``: what a Spark user writes without us: ``from_json`` with casts (and
   ``unbase64`` where the format sends base64) for the JSON formats, the spark-avro reader
@@ -149,7 +151,7 @@ def _from_arrow(spark, table: pa.Table, partitions: int):
 # --- contenders ---------------------------------------------------------------------------
 
 
-def decoded(fmt: str, engine: str, typed: bool = True) -> Callable:
+def decoded(fmt: str, engine: str, typed: bool = True, plan: str = "auto") -> Callable:
     from cdc_decode import spark as cdc_spark
 
     # Only the raced columns leave the Python worker (Spark copies every column mapInArrow
@@ -161,8 +163,8 @@ def decoded(fmt: str, engine: str, typed: bool = True) -> Callable:
         options["columns"] = {TABLE: [name for name, _ in _fields()]}
 
     def run(df, _source):
-        if fmt == "datahub-tuple":
-            events = cdc_spark.decode(df, fmt, engine=engine, **options)
+        if fmt == "datahub-tuple":  # Spark expressions by default (plan="auto")
+            events = cdc_spark.decode(df, fmt, engine=engine, plan=plan, **options)
         elif fmt == "datastream-avro":
             events = cdc_spark.decode(
                 df, fmt, engine=engine, value_col="content", keep=[], **options
@@ -588,6 +590,12 @@ def main(argv: list[str] | None = None) -> int:
         help="our contenders output generic map images, not typed structs",
     )
     parser.add_argument(
+        "--tuple-plan",
+        choices=("auto", "sql", "arrow"),
+        default="auto",
+        help="datahub-tuple's plan= for the native contender (arrow: the decoder in mapInArrow)",
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=None,
@@ -616,7 +624,7 @@ def main(argv: list[str] | None = None) -> int:
                     inputs[n] = (df, source, events)
                 df, source, events = inputs[n]
                 if contender == "native":
-                    frame = decoded(fmt, "native", not args.generic)(df, source)
+                    frame = decoded(fmt, "native", not args.generic, args.tuple_plan)(df, source)
                 elif contender == "python":
                     frame = decoded(fmt, "python", not args.generic)(df, source)
                 elif contender == "spark":
