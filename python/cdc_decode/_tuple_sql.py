@@ -361,6 +361,7 @@ def plan(
         _head(op, before_flag, after_flag).alias("__cdc_head"),
         _integer(col(r.sequence), r.types[r.sequence]).alias("__cdc_sequence"),
         *([_integer(col(r.time), r.types[r.time]).alias("__cdc_ms")] if integer_time else []),
+        *([F.instr(col(SOURCE_TABLE), ".").alias("__cdc_dot")] if SOURCE_TABLE in r.types else []),
     )
     head, sequence = col("__cdc_head"), col("__cdc_sequence")
     sequence_ok = _is_integer(col(r.sequence), r.types[r.sequence], sequence)
@@ -440,19 +441,13 @@ def plan(
     half = F.when(head == _head_code("UYN"), 0).otherwise(1)
 
     if SOURCE_TABLE in r.types:
-        name = col(SOURCE_TABLE)
-        dot = F.instr(name, ".")
-        has_name = name.isNotNull() & (name != "")
-        db = F.when(has_name & (dot > 0), F.nullif(F.substring_index(name, ".", 1), F.lit("")))
-        table = F.when(
-            has_name & (dot > 0),
-            F.nullif(
-                F.expr(
-                    f"substring({_quoted(SOURCE_TABLE)}, instr({_quoted(SOURCE_TABLE)}, '.') + 1)"
-                ),
-                F.lit(""),
-            ),
-        ).when(has_name, name)
+        # "db.table": db before the first dot, table after it, each null when empty; a
+        # name without a dot is the table's.
+        name, dot = col(SOURCE_TABLE), col("__cdc_dot")
+        db = F.when(dot > 1, name.substr(F.lit(1), dot - 1))
+        table = F.when(dot == 0, F.nullif(name, F.lit(""))).when(
+            dot < F.length(name), name.substr(dot + 1, F.lit(2**31 - 1))
+        )
     else:
         db = table = F.lit(None).cast("string")
 
