@@ -10,11 +10,6 @@ import pytest
 
 from cdc_decode import spark as cdc_spark
 
-META = (
-    "_sequence_id_ string, _operation_type_ string, _excute_time_ bigint, "
-    "_before_image_ string, _after_image_ string, _source_table_ string"
-)
-
 
 def both(df, **options) -> tuple[pa.Table, pa.Table]:
     """The decoded rows of both plans (Rust decoder for ``arrow``), schema checked."""

@@ -50,6 +50,13 @@ _MICROS_PER_DAY = 86_400_000_000
 _INTEGERS = ("byte", "short", "integer", "long")
 # "INY" (I/U/D, before flag, after flag) -> (op, half): the combinations the format allows.
 _HEADS = {"".join(key): (op, half) for key, (op, half, _side) in _FALLBACK_HEADS.items()}
+# The types a meta column may have (the others: string); the decoder refuses the rest.
+_META_KINDS = {
+    SEQUENCE_ID: ("string", *_INTEGERS),
+    LOG_FILE_NAME_OFFSET: ("string", *_INTEGERS),
+    EXECUTE_TIME: ("string", "timestamp", *_INTEGERS),
+    EXCUTE_TIME: ("string", "timestamp", *_INTEGERS),
+}
 # Jackson (to_json) writes these control characters' escapes in upper case, Python's json
 # and serde_json in lower case; an escape is one where an even run of backslashes (none,
 # or escaped backslashes) comes before it.
@@ -168,13 +175,7 @@ class _Records:
         self.metadata = sorted(metadata, key=self.names.index)
         for name in META & set(self.types):
             kind = _kind(self.types[name])
-            allowed = {
-                SEQUENCE_ID: ("string", *_INTEGERS),
-                LOG_FILE_NAME_OFFSET: ("string", *_INTEGERS),
-                EXECUTE_TIME: ("string", "timestamp", *_INTEGERS),
-                EXCUTE_TIME: ("string", "timestamp", *_INTEGERS),
-            }.get(name, ("string",))
-            if kind not in allowed:
+            if kind not in _META_KINDS.get(name, ("string",)):
                 raise NotExact(f"meta column {name!r} has type {kind}")  # the decoder says
 
 
@@ -467,9 +468,8 @@ def plan(
 
     image = _image(r, images)
     sequence_text = sequence.cast("string")
+    # The event columns of a row that decodes (format, op, error and raw: below).
     values = {
-        "format": F.lit(FORMAT),
-        "op": kind,
         "source_op": op,
         "source_db": db,
         "source_schema": F.lit(None),

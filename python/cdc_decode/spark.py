@@ -502,26 +502,20 @@ def _decode_records(
                 f"{format}: no {' (or '.join(names)}{')' * (len(names) - 1)} column among "
                 f"the records' columns ({', '.join(records)})"
             )
-    events = _selected(spark_event_schema(typed.arrow_schema), event_columns)
+    all_events = spark_event_schema(typed.arrow_schema)
+    events = _selected(all_events, event_columns)
     if plan != "arrow":
         from . import _tuple_sql
 
-        try:
-            why = _sql_refused(engine, typed, reporter)
-            if why is not None:
-                raise _tuple_sql.NotExact(why)
-            images = None if typed.schema is None else spark_event_schema(typed.arrow_schema)
-            return _tuple_sql.plan(
-                df,
-                records,
-                keep,
-                mode,
-                None if images is None else images["before"].dataType,
-                list(events.fields),
-            ), keep
-        except _tuple_sql.NotExact as exc:
-            if plan == "sql":
-                raise ValueError(f"{format}: plan='sql' cannot be exact here: {exc}") from None
+        why = _sql_refused(engine, typed, reporter)
+        if why is None:
+            images = None if typed.schema is None else all_events["before"].dataType
+            try:
+                return _tuple_sql.plan(df, records, keep, mode, images, list(events.fields)), keep
+            except _tuple_sql.NotExact as exc:
+                why = str(exc)
+        if plan == "sql":
+            raise ValueError(f"{format}: plan='sql' cannot be exact here: {why}")
     out_schema = StructType([fields[c] for c in keep] + list(events.fields))
     fn = _partition_decoder(
         format,
