@@ -1,12 +1,37 @@
 //! Decodes a generated `values.bin` a number of times and prints the throughput:
 //! `cargo run --release --example decode_file -- FORMAT PATH [REPEAT] [BATCH]`.
-//! Handy under `perf stat` / `perf record` when profiling a decoder.
+//! Handy under `perf stat` / `perf record` when profiling a decoder. With `DECODE_TYPED=1`
+//! in the environment, rows are typed to the Spark race's columns of `shop.order_items`
+//! (benches/spark_race.py), as the race's native contender decodes them.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use _native::decoder::{Decoder, Mode};
+use _native::formats::Options;
+use _native::typed::TypedSpec;
 use arrow_array::{Array, ArrayRef, BinaryArray};
+use arrow_schema::{DataType, Field, Schema, TimeUnit};
+
+/// The race's typed columns (`COLUMNS` in benches/spark_race.py).
+fn race_spec() -> Arc<TypedSpec> {
+    let fields = vec![
+        Field::new("order_id", DataType::Int64, true),
+        Field::new("line_no", DataType::Int32, true),
+        Field::new("sku", DataType::Utf8, true),
+        Field::new("qty", DataType::Int32, true),
+        Field::new("unit_price", DataType::Decimal128(10, 4), true),
+        Field::new("cost", DataType::Int32, true),
+        Field::new("weight_g", DataType::Int64, true),
+        Field::new("gift_wrap", DataType::Boolean, true),
+        Field::new(
+            "returned_at",
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            true,
+        ),
+    ];
+    Arc::new(TypedSpec::single(&Arc::new(Schema::new(fields))).expect("a valid spec"))
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -37,7 +62,11 @@ fn main() {
     for _ in 0..repeat.max(2) {
         let start = Instant::now();
         rows = 0;
-        let mut decoder = Decoder::new(format, Mode::Permissive).unwrap();
+        let options = Options {
+            typed: std::env::var_os("DECODE_TYPED").map(|_| race_spec()),
+            ..Options::default()
+        };
+        let mut decoder = Decoder::with_options(format, Mode::Permissive, &options).unwrap();
         for b in &batches {
             rows += decoder.decode(b, None, false).unwrap().batch.num_rows();
         }
