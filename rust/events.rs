@@ -625,10 +625,12 @@ impl EventBuilder {
         self.rows
     }
 
-    /// Bytes of keys and values in `before`, `after` and `metadata` so far: what an output
-    /// budget measures (docs/formats/datastream-avro.md).
+    /// Bytes of keys and values in `before`, `after` and `metadata` so far (and those typed
+    /// mode converted without writing them): what an output budget measures
+    /// (docs/formats/datastream-avro.md).
     pub fn output_bytes(&self) -> usize {
-        self.before.data_bytes() + self.after.data_bytes() + self.metadata.data_bytes()
+        let typed = self.typed.as_ref().map_or(0, |t| t.converted_bytes());
+        self.before.data_bytes() + self.after.data_bytes() + self.metadata.data_bytes() + typed
     }
 
     /// True when no row was ended.

@@ -388,6 +388,22 @@ impl Column {
         Some(())
     }
 
+    fn len(&self) -> usize {
+        match self {
+            Self::Bool(c) => c.values.len(),
+            Self::I8(c) => c.values.len(),
+            Self::I16(c) => c.values.len(),
+            Self::I32(c) => c.values.len(),
+            Self::I64(c) => c.values.len(),
+            Self::F32(c) => c.values.len(),
+            Self::F64(c) => c.values.len(),
+            Self::Decimal(c, ..) => c.values.len(),
+            Self::Date(c) => c.values.len(),
+            Self::Timestamp(c) => c.values.len(),
+            Self::Utf8(c) | Self::Binary(c) => c.len(),
+        }
+    }
+
     fn truncate(&mut self, rows: usize) {
         match self {
             Self::Bool(c) => c.truncate(rows),
@@ -487,14 +503,17 @@ impl StructColumn {
     }
 
     fn truncate(&mut self, rows: usize) {
-        if rows >= self.rows {
-            return;
+        if rows < self.rows {
+            self.valid.truncate(rows);
+            self.rows = rows;
         }
-        self.valid.truncate(rows);
+        // Children may be a row ahead of the struct: an image converted as it was read
+        // (`TypedImages::image_value`) whose row never ended.
         for column in &mut self.columns {
-            column.truncate(rows);
+            if column.len() > rows {
+                column.truncate(rows);
+            }
         }
-        self.rows = rows;
     }
 
     fn finish(self, fields: &Fields) -> StructArray {
@@ -523,6 +542,24 @@ pub struct TypedImages {
     error: Option<String>,
     slots: Vec<Option<usize>>,
     key: String,
+    /// `before` and `after` as converted while they are read ([`Self::open_image`]).
+    direct: [DirectImage; 2],
+    /// Images of the open row closed by [`Self::close_image`].
+    direct_closed: u8,
+    /// Bytes of the keys and values converted directly, for [`Self::converted_bytes`].
+    converted: usize,
+}
+
+/// The state of one image converted as it is read.
+#[derive(Debug, Default)]
+struct DirectImage {
+    /// The fields that have a value in this row (the first entry of a key wins).
+    filled: Vec<bool>,
+    /// The field after the last one found: images list their columns in order.
+    guess: usize,
+    /// The failure of the lowest field, as `convert_row` reports it: field index, name,
+    /// text and type.
+    failure: Option<(usize, String, String, DataType)>,
 }
 
 impl TypedImages {
@@ -547,6 +584,9 @@ impl TypedImages {
             error: None,
             slots: Vec::new(),
             key: String::new(),
+            direct: Default::default(),
+            direct_closed: 0,
+            converted: 0,
         }
     }
 
@@ -569,6 +609,102 @@ impl TypedImages {
     pub fn start_message(&mut self) {
         self.hints = Hints::default();
         self.error = None;
+        self.direct_closed = 0;
+    }
+
+    /// True when a format may convert the images as it reads them, without writing their
+    /// text maps ([`Self::open_image`], [`Self::image_value`], [`Self::close_image`]): with
+    /// one schema every row is that table's, and the text images are never output.
+    pub fn direct(&self) -> bool {
+        !self.spec.multi
+    }
+
+    /// Bytes of keys and values converted without a text map, which an output budget
+    /// counts as it counts the text maps' (`EventBuilder::output_bytes`).
+    pub fn converted_bytes(&self) -> usize {
+        self.converted
+    }
+
+    /// Starts the open row's `before` (`after` false) or `after` image, to be converted
+    /// value by value (only when [`Self::direct`]).
+    pub fn open_image(&mut self, after: bool) {
+        let fields = self.spec.tables[0].fields.len();
+        let image = &mut self.direct[usize::from(after)];
+        image.filled.clear();
+        image.filled.resize(fields, false);
+        image.guess = 0;
+        image.failure = None;
+    }
+
+    /// One entry of an open image: converted into its field's column, as `end_row` would
+    /// from the text map (a key that is no field is ignored; a later entry of a key too).
+    pub fn image_value(&mut self, after: bool, key: &str, value: Option<&str>) {
+        let table = &self.spec.tables[0];
+        let image = &mut self.direct[usize::from(after)];
+        let at = match table.fields.get(image.guess) {
+            Some(field) if field.name() == key => image.guess,
+            _ => match table.index.get(key) {
+                Some(&at) => at,
+                None => return,
+            },
+        };
+        image.guess = at + 1;
+        if std::mem::replace(&mut image.filled[at], true) {
+            return;
+        }
+        let column = if after {
+            &mut self.after[0]
+        } else {
+            &mut self.before[0]
+        };
+        let target = &mut column.columns[at];
+        let Some(text) = value else {
+            target.push_null();
+            return;
+        };
+        self.converted += key.len() + text.len();
+        let field = &table.fields[at];
+        let hint = self.hints.columns.get(field.name());
+        if target.push_text(text, hint, &self.hints).is_none() {
+            target.push_null();
+            if image.failure.as_ref().is_none_or(|f| at < f.0) {
+                let failure = (
+                    at,
+                    field.name().clone(),
+                    text.to_string(),
+                    field.data_type().clone(),
+                );
+                image.failure = Some(failure);
+            }
+        }
+    }
+
+    /// Ends an open image: a null struct when it had no entry (`present` false), else a
+    /// row whose fields without an entry are null.
+    pub fn close_image(&mut self, after: bool, present: bool) {
+        let image = &mut self.direct[usize::from(after)];
+        let column = if after {
+            &mut self.after[0]
+        } else {
+            &mut self.before[0]
+        };
+        if present {
+            for (target, filled) in column.columns.iter_mut().zip(&image.filled) {
+                if !filled {
+                    target.push_null();
+                }
+            }
+            column.rows += 1;
+        } else {
+            // Entries of an absent image are not expected; drop any, to keep rows even.
+            for target in &mut column.columns {
+                if target.len() > column.rows {
+                    target.truncate(column.rows);
+                }
+            }
+            column.push_null();
+        }
+        self.direct_closed += 1;
     }
 
     /// The first conversion failure since [`Self::start_message`].
@@ -585,6 +721,19 @@ impl TypedImages {
         before: &MapColumn,
         after: &MapColumn,
     ) -> bool {
+        if self.direct_closed > 0 {
+            // Both images converted as they were read: report a failure as below, the
+            // before image's first.
+            debug_assert_eq!(self.direct_closed, 2, "a format closed one image of two");
+            self.direct_closed = 0;
+            for (name, image) in [("before", 0), ("after", 1)] {
+                let failure = self.direct[image].failure.take();
+                if let (Some((_, column, text, data_type)), None) = (failure, &self.error) {
+                    self.error = Some(conversion_error("", name, &column, &text, &data_type));
+                }
+            }
+            return false;
+        }
         let claimed = self.spec.route(names, &mut self.key);
         let spec = Arc::clone(&self.spec);
         for t in 0..spec.tables.len() {
@@ -631,6 +780,7 @@ impl TypedImages {
 
     /// Keeps the first `rows` rows.
     pub fn truncate(&mut self, rows: usize) {
+        self.direct_closed = 0;
         for column in self.before.iter_mut().chain(self.after.iter_mut()) {
             column.truncate(rows);
         }

@@ -501,6 +501,57 @@ def test_generated_streams_decode_typed_per_table(format):
     assert claimed > 0
 
 
+@pytest.mark.parametrize("format", [f for f in cdc_decode.FORMATS if f != "datahub-tuple"])
+def test_one_schema_matches_the_text_map_path(format):
+    """With one ``schema=`` the JSON formats and DTS convert each image as they read it,
+    never writing its text map; with ``tables=`` every format converts the text map. Both
+    paths give the same structs and the same errors, on a generated stream of one table
+    and (Debezium) on records with duplicate, escaped and unknown keys, nested and null
+    values, and values that do not convert."""
+    name = "shop.order_items"
+    options = {}
+    if format == "tdsql-json":
+        options["columns"] = {name: [c.name for c in TABLES[name].columns]}
+    values = generate(format, messages=200, seed=3, tables=[name]).values
+    if format == "debezium-json":
+        values = list(values)
+        source = {"db": "shop", "table": "order_items"}
+        for after in (
+            '{"order_id": 1, "order_id": 2, "qty": "3", "sku": {"a": [1, null]}}',
+            '{"order_\\u0069d": 5, "qty": null, "unit_price": "1.5e1", "nope": 1}',
+            '{"qty": "x", "unit_price": "abc"}',
+            '{"order_id": "99999999999999999999"}',
+            "{}",
+        ):
+            values.append(
+                f'{{"op": "u", "before": {after}, "after": {after}, '
+                f'"source": {json.dumps(source)}}}'.encode()
+            )
+    ddl = DDLS[name]
+    one = cdc_decode.decode(values, format, schema=ddl, **options)
+    split = cdc_decode.Decoder(format, tables={name: ddl}, **options).decode(values)
+    claimed = split.column("table").to_pylist()
+    for column in ("op", "source_op", "sequence", "raw"):
+        assert one.column(column).to_pylist() == split.column(column).to_pylist(), column
+    errors = [e and e.removeprefix(f"{name}: ") for e in split.column("error").to_pylist()]
+    assert one.column("error").to_pylist() == errors
+    for image in ("before", "after"):
+        want = [
+            typed if table == name else None
+            for typed, table in zip(split.column(f"{image}_0").to_pylist(), claimed, strict=True)
+        ]
+        assert one.column(image).to_pylist() == want, image
+    assert sum(1 for t in claimed if t == name) > 50
+    if format == "debezium-json":
+        assert one.column("error").to_pylist()[-5:] == [
+            None,
+            None,
+            'before.qty: cannot convert "x" to bigint',
+            'before.order_id: cannot convert "99999999999999999999" to bigint',
+            None,
+        ]
+
+
 def test_one_table_stream_with_schema():
     stream = generate("tencent-dts", messages=60, seed=2, tables=["shop.order_items"])
     batch = both(stream.values, "tencent-dts", schema=DDLS["shop.order_items"])

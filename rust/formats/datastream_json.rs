@@ -368,8 +368,7 @@ impl<'a> Event<'a> {
         } else {
             (None, self.payload)
         };
-        json::write_image(&mut rows.before, before);
-        json::write_image(&mut rows.after, after);
+        json::write_images(rows, before, after);
         rows.ddl.push_null();
         self.write_metadata(&mut rows.metadata);
         rows.error.push_null();

@@ -407,8 +407,7 @@ impl<'a> Event<'a> {
             }
         }
         rows.primary_key.push_null();
-        json::write_image(&mut rows.before, self.before);
-        json::write_image(&mut rows.after, self.after);
+        json::write_images(rows, self.before, self.after);
         json::push_text(&mut rows.ddl, self.ddl);
         self.write_metadata(&mut rows.metadata);
         rows.error.push_null();
