@@ -209,6 +209,13 @@ impl BytesColumn {
         self.close(false);
     }
 
+    /// Appends `n` empty values, valid as far as this column knows (typed mode's text
+    /// fields under null structs, whose nulls the struct's bitmap supplies).
+    pub(crate) fn push_empty(&mut self, n: usize) {
+        let end = *self.offsets.last().unwrap_or(&0);
+        self.offsets.resize(self.offsets.len() + n, end);
+    }
+
     /// Appends a string.
     #[inline(always)]
     pub fn push_str(&mut self, value: &str) {

@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use arrow_array::{
     ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array,
-    Int16Array, Int32Array, Int64Array, Int8Array, StructArray, TimestampMicrosecondArray,
+    Int16Array, Int32Array, Int64Array, Int8Array, StringArray, StructArray,
+    TimestampMicrosecondArray,
 };
 use arrow_buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Fields, SchemaRef, TimeUnit};
@@ -248,9 +249,9 @@ impl<T: Default + Copy> Prim<T> {
         self.values.push(value.unwrap_or_default());
     }
 
-    /// Appends a placeholder under a null struct row, whose nulls `finish` adds.
-    fn push_masked(&mut self) {
-        self.values.push(T::default());
+    /// Appends `n` placeholders under null struct rows, whose nulls `finish` adds.
+    fn push_masked(&mut self, n: usize) {
+        self.values.resize(self.values.len() + n, T::default());
     }
 
     fn truncate(&mut self, rows: usize) {
@@ -337,22 +338,22 @@ impl Column {
         }
     }
 
-    /// Appends a row under a null struct row: fixed-width columns take a placeholder (the
-    /// struct's nulls are joined into theirs as they finish, one bitwise AND instead of a
-    /// null recorded per child per row); text columns record a null.
-    fn push_masked(&mut self) {
+    /// Appends `n` rows under null struct rows: placeholders (an empty string for text),
+    /// whose nulls are the struct's, joined in as the column finishes: one bitwise AND per
+    /// batch instead of a null recorded per field per row.
+    fn push_masked(&mut self, n: usize) {
         match self {
-            Self::Bool(c) => c.push_masked(),
-            Self::I8(c) => c.push_masked(),
-            Self::I16(c) => c.push_masked(),
-            Self::I32(c) => c.push_masked(),
-            Self::I64(c) => c.push_masked(),
-            Self::F32(c) => c.push_masked(),
-            Self::F64(c) => c.push_masked(),
-            Self::Decimal(c, ..) => c.push_masked(),
-            Self::Date(c) => c.push_masked(),
-            Self::Timestamp(c) => c.push_masked(),
-            Self::Utf8(c) | Self::Binary(c) => c.push_null(),
+            Self::Bool(c) => c.push_masked(n),
+            Self::I8(c) => c.push_masked(n),
+            Self::I16(c) => c.push_masked(n),
+            Self::I32(c) => c.push_masked(n),
+            Self::I64(c) => c.push_masked(n),
+            Self::F32(c) => c.push_masked(n),
+            Self::F64(c) => c.push_masked(n),
+            Self::Decimal(c, ..) => c.push_masked(n),
+            Self::Date(c) => c.push_masked(n),
+            Self::Timestamp(c) => c.push_masked(n),
+            Self::Utf8(c) | Self::Binary(c) => c.push_empty(n),
         }
     }
 
@@ -474,8 +475,17 @@ impl Column {
                     _ => Arc::new(array),
                 }
             }
-            Self::Utf8(c) => Arc::new(c.finish_utf8()),
-            Self::Binary(c) => Arc::new(c.finish_binary()) as Arc<BinaryArray>,
+            Self::Utf8(c) => {
+                let (offsets, data, nulls) = c.finish_utf8().into_parts();
+                let nulls = NullBuffer::union(nulls.as_ref(), parent);
+                // SAFETY: the parts of a valid `StringArray`, with more nulls.
+                Arc::new(unsafe { StringArray::new_unchecked(offsets, data, nulls) })
+            }
+            Self::Binary(c) => {
+                let (offsets, data, nulls) = c.finish_binary().into_parts();
+                let nulls = NullBuffer::union(nulls.as_ref(), parent);
+                Arc::new(BinaryArray::new(offsets, data, nulls))
+            }
         }
     }
 }
@@ -486,6 +496,9 @@ struct StructColumn {
     columns: Vec<Column>,
     valid: Validity,
     rows: usize,
+    /// Null rows at the end not yet given to the children ([`StructColumn::settle`]): a
+    /// run of absent images (the `before` of inserts) costs one resize per child.
+    masked: usize,
 }
 
 impl StructColumn {
@@ -494,18 +507,29 @@ impl StructColumn {
             columns: fields.iter().map(|f| Column::new(f.data_type())).collect(),
             valid: Validity::default(),
             rows: 0,
+            masked: 0,
         }
     }
 
     fn push_null(&mut self) {
         self.valid.null_at(self.rows);
-        for column in &mut self.columns {
-            column.push_masked();
-        }
         self.rows += 1;
+        self.masked += 1;
+    }
+
+    /// Brings every child to the struct's rows, before a row's fields are pushed to them.
+    #[inline]
+    fn settle(&mut self) {
+        if self.masked > 0 {
+            for column in &mut self.columns {
+                column.push_masked(self.masked);
+            }
+            self.masked = 0;
+        }
     }
 
     fn truncate(&mut self, rows: usize) {
+        self.settle();
         if rows < self.rows {
             self.valid.truncate(rows);
             self.rows = rows;
@@ -519,7 +543,8 @@ impl StructColumn {
         }
     }
 
-    fn finish(self, fields: &Fields) -> StructArray {
+    fn finish(mut self, fields: &Fields) -> StructArray {
+        self.settle();
         let nulls = self.valid.finish(self.rows);
         let arrays = self
             .columns
@@ -637,6 +662,11 @@ impl TypedImages {
         image.filled.resize(fields, false);
         image.guess = 0;
         image.failure = None;
+        if after {
+            self.after[0].settle();
+        } else {
+            self.before[0].settle();
+        }
     }
 
     /// One entry of an open image: converted into its field's column, as `end_row` would
@@ -842,6 +872,7 @@ fn convert_row(
         column.push_null();
         return None;
     };
+    column.settle();
     slots.clear();
     slots.resize(table.fields.len(), None);
     // Images usually list the columns in the table's order, as the schema does: try the
