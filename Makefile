@@ -143,7 +143,7 @@ $(JARS)/.stamp: tools/spark-jars/pom.xml
 	touch $@
 
 bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs passthrough, local[1]
-	$(PY) benches/spark_race.py --out docs/spark-race
+	$(PY) benches/spark_race.py --rounds 5 --out docs/spark-race
 
 lint: $(STAMPS)/venv ## rustfmt check, clippy -D warnings, ruff
 	cargo fmt --check
