@@ -117,6 +117,16 @@ pub struct Table {
 }
 
 impl Table {
+    /// The field of image key `key`: `guess` first (images usually list the columns in the
+    /// table's order, as the schema does), then by hashing the key.
+    #[inline(always)]
+    fn find(&self, key: &str, guess: usize) -> Option<usize> {
+        match self.fields.get(guess) {
+            Some(field) if same_name(field.name(), key) => Some(guess),
+            _ => self.index.get(key).copied(),
+        }
+    }
+
     fn new(name: String, schema: &SchemaRef) -> Result<Self> {
         let mut index = HashMap::new();
         let label = if name.is_empty() {
@@ -585,9 +595,8 @@ struct DirectImage {
     filled: Vec<bool>,
     /// The field after the last one found: images list their columns in order.
     guess: usize,
-    /// The failure of the lowest field, as `convert_row` reports it: field index, name,
-    /// text and type.
-    failure: Option<(usize, String, String, DataType)>,
+    /// The failure of the lowest field (its index), as `convert_row` reports it.
+    failure: Option<(usize, (String, String, DataType))>,
 }
 
 impl TypedImages {
@@ -662,11 +671,7 @@ impl TypedImages {
         image.filled.resize(fields, false);
         image.guess = 0;
         image.failure = None;
-        if after {
-            self.after[0].settle();
-        } else {
-            self.before[0].settle();
-        }
+        side(&mut self.before[0], &mut self.after[0], after).settle();
     }
 
     /// One entry of an open image: converted into its field's column, as `end_row` would
@@ -674,22 +679,14 @@ impl TypedImages {
     pub fn image_value(&mut self, after: bool, key: &str, value: Option<&str>) {
         let table = &self.spec.tables[0];
         let image = &mut self.direct[usize::from(after)];
-        let at = match table.fields.get(image.guess) {
-            Some(field) if same_name(field.name(), key) => image.guess,
-            _ => match table.index.get(key) {
-                Some(&at) => at,
-                None => return,
-            },
+        let Some(at) = table.find(key, image.guess) else {
+            return;
         };
         image.guess = at + 1;
         if std::mem::replace(&mut image.filled[at], true) {
             return;
         }
-        let column = if after {
-            &mut self.after[0]
-        } else {
-            &mut self.before[0]
-        };
+        let column = side(&mut self.before[0], &mut self.after[0], after);
         let target = &mut column.columns[at];
         let Some(text) = value else {
             target.push_null();
@@ -697,18 +694,10 @@ impl TypedImages {
         };
         self.converted += key.len() + text.len();
         let field = &table.fields[at];
-        let hint = self.hints.columns.get(field.name());
-        if target.push_text(text, hint, &self.hints).is_none() {
-            target.push_null();
-            if image.failure.as_ref().is_none_or(|f| at < f.0) {
-                let failure = (
-                    at,
-                    field.name().clone(),
-                    text.to_string(),
-                    field.data_type().clone(),
-                );
-                image.failure = Some(failure);
-            }
+        if !convert_value(target, field, text, &self.hints)
+            && image.failure.as_ref().is_none_or(|f| at < f.0)
+        {
+            image.failure = Some((at, failure_of(field, text)));
         }
     }
 
@@ -716,11 +705,7 @@ impl TypedImages {
     /// row whose fields without an entry are null.
     pub fn close_image(&mut self, after: bool, present: bool) {
         let image = &mut self.direct[usize::from(after)];
-        let column = if after {
-            &mut self.after[0]
-        } else {
-            &mut self.before[0]
-        };
+        let column = side(&mut self.before[0], &mut self.after[0], after);
         if present {
             for (target, filled) in column.columns.iter_mut().zip(&image.filled) {
                 if !filled {
@@ -761,7 +746,7 @@ impl TypedImages {
             self.direct_closed = 0;
             for (name, image) in [("before", 0), ("after", 1)] {
                 let failure = self.direct[image].failure.take();
-                if let (Some((_, column, text, data_type)), None) = (failure, &self.error) {
+                if let (Some((_, (column, text, data_type))), None) = (failure, &self.error) {
                     self.error = Some(conversion_error("", name, &column, &text, &data_type));
                 }
             }
@@ -782,11 +767,7 @@ impl TypedImages {
                     self.table.push_str(&info.name);
                 }
                 for (image, map) in [("before", before), ("after", after)] {
-                    let column = if image == "before" {
-                        &mut self.before[t]
-                    } else {
-                        &mut self.after[t]
-                    };
+                    let column = side(&mut self.before[t], &mut self.after[t], image == "after");
                     let failure = convert_row(info, map, column, &mut self.slots, &self.hints);
                     if let Some((name, text, data_type)) = failure {
                         if self.error.is_none() {
@@ -875,16 +856,9 @@ fn convert_row(
     column.settle();
     slots.clear();
     slots.resize(table.fields.len(), None);
-    // Images usually list the columns in the table's order, as the schema does: try the
-    // field after the last one found before hashing the key.
     let mut guess = 0;
     for i in entries.clone() {
-        let key = map.key_at(i);
-        let found = match table.fields.get(guess) {
-            Some(field) if same_name(field.name(), key) => Some(guess),
-            _ => table.index.get(key).copied(),
-        };
-        if let Some(at) = found {
+        if let Some(at) = table.find(map.key_at(i), guess) {
             guess = at + 1;
             // The first entry of a key wins, as in the text map.
             slots[at].get_or_insert(i);
@@ -898,20 +872,46 @@ fn convert_row(
             target.push_null();
             continue;
         };
-        let hint = hints.columns.get(field.name());
-        if target.push_text(text, hint, hints).is_none() {
-            target.push_null();
-            if failure.is_none() {
-                failure = Some((
-                    field.name().clone(),
-                    text.to_string(),
-                    field.data_type().clone(),
-                ));
-            }
+        if !convert_value(target, field, text, hints) && failure.is_none() {
+            failure = Some(failure_of(field, text));
         }
     }
     column.rows += 1;
     failure
+}
+
+/// Converts `text` into `target`'s next row, a null when it does not convert (then false).
+#[inline(always)]
+fn convert_value(target: &mut Column, field: &Field, text: &str, hints: &Hints) -> bool {
+    let hint = hints.columns.get(field.name());
+    if target.push_text(text, hint, hints).is_some() {
+        return true;
+    }
+    target.push_null();
+    false
+}
+
+/// What a conversion failure reports: the column, its text and its type.
+#[cold]
+fn failure_of(field: &Field, text: &str) -> (String, String, DataType) {
+    (
+        field.name().clone(),
+        text.to_string(),
+        field.data_type().clone(),
+    )
+}
+
+/// The `before` (`after` false) or `after` struct of a table.
+fn side<'a>(
+    before: &'a mut StructColumn,
+    after: &'a mut StructColumn,
+    is_after: bool,
+) -> &'a mut StructColumn {
+    if is_after {
+        after
+    } else {
+        before
+    }
 }
 
 /// `a == b` for column names, inline: most are 3 to 16 bytes, compared as two overlapping
@@ -966,16 +966,21 @@ fn parse_bool(text: &str) -> Option<bool> {
     }
 }
 
+/// Whether `bytes` start with `-`, and what follows an optional `+` or `-`.
+#[inline(always)]
+fn split_sign(bytes: &[u8]) -> (bool, &[u8]) {
+    match bytes.first() {
+        Some(b'-') => (true, &bytes[1..]),
+        Some(b'+') => (false, &bytes[1..]),
+        _ => (false, bytes),
+    }
+}
+
 /// An optional sign, then ASCII digits; fits an `i64`. One pass over the bytes (this is
 /// the commonest conversion of typed mode; `str::parse` after a separate check of the
 /// digits took three times the instructions).
 fn parse_int(text: &str) -> Option<i64> {
-    let bytes = text.as_bytes();
-    let (negative, digits) = match bytes.first()? {
-        b'-' => (true, &bytes[1..]),
-        b'+' => (false, &bytes[1..]),
-        _ => (false, bytes),
-    };
+    let (negative, digits) = split_sign(text.as_bytes());
     if digits.is_empty() {
         return None;
     }
@@ -1135,12 +1140,7 @@ where
 /// points, no exponent. `None` for any other text, which takes the general path.
 #[inline]
 fn parse_plain_decimal(text: &str, p: u8, s: i8) -> Option<Option<i128>> {
-    let bytes = text.as_bytes();
-    let (negative, body) = match bytes.first() {
-        Some(b'-') => (true, &bytes[1..]),
-        Some(b'+') => (false, &bytes[1..]),
-        _ => (false, bytes),
-    };
+    let (negative, body) = split_sign(text.as_bytes());
     // Up to 19 digits fit a u64, whose arithmetic is a few times cheaper than i128's.
     let (value, point) = match body.len() {
         0..=19 => plain_digits::<u64>(body).map(|(v, point)| (i128::from(v), point))?,
