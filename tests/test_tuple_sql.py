@@ -163,10 +163,13 @@ def test_typed_records_failing_checks_alike(spark):
         "_before_image_ string, _after_image_ string",
         "_log_file_name_offset_ int, _operation_type_ string, _execute_time_ timestamp, "
         "_before_image_ string, _after_image_ string",
+        "_sequence_id_ bigint, _operation_type_ string, _execute_time_ bigint, "
+        "_before_image_ string, _after_image_ string",
     ],
 )
 def test_meta_columns_of_other_types(spark, meta):
-    """Integer sequence ids, time as text or as a timestamp column, no source table."""
+    """Integer sequence ids, time as text, as a timestamp or as an integer column (out of
+    range at both ends, -1, null), no source table."""
     from pyspark.sql import functions as F
 
     df = spark.range(12).select(
@@ -179,15 +182,26 @@ def test_meta_columns_of_other_types(spark, meta):
         .when(F.col("id") == 7, "-1").otherwise((F.col("id") * 1000).cast("string"))
         .alias("_execute_time_s"),
         F.timestamp_micros(F.col("id") * 1_000_003).alias("_execute_time_t"),
+        F.when(F.col("id") % 4 == 0, None).when(F.col("id") == 5, 9_223_372_036_854_776)
+        .when(F.col("id") == 6, -9_223_372_036_854_776).when(F.col("id") == 7, -1)
+        .otherwise(F.col("id") * 1000).alias("_execute_time_i"),
         F.when(F.col("id") % 3 == 2, "Y").otherwise("N").alias("_before_image_"),
         F.when(F.col("id") % 3 == 2, "N").otherwise("Y").alias("_after_image_"),
     )  # fmt: skip
     wanted = [part.split()[0] for part in meta.split(", ")]
-    time = "_execute_time_t" if "timestamp" in meta else "_execute_time_s"
+    time = {"timestamp": "_execute_time_t", "bigint": "_execute_time_i"}.get(
+        meta.split("_execute_time_ ")[1].split(",")[0], "_execute_time_s"
+    )
     df = df.withColumnRenamed(time, "_execute_time_").select("id", *wanted).coalesce(1)
     sql, arrow = both(df)
     assert_same(sql, arrow)
     assert sql.num_rows == 12
+    if time == "_execute_time_i":  # 5 and 6 out of range
+        errors = [e for e in sql.column("error").to_pylist() if e is not None]
+        assert errors == [
+            "_execute_time_: 9223372036854776 milliseconds is out of range",
+            "_execute_time_: -9223372036854776 milliseconds is out of range",
+        ]
 
 
 def test_auto_plans_sql_where_exact_and_the_decoder_otherwise(spark):

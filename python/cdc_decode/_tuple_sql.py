@@ -419,8 +419,15 @@ def plan(
         out_of_range = F.concat(
             F.lit(f"{r.time}: "), ms.cast("string"), F.lit(" milliseconds is out of range")
         )
-        checks += [(present & ~ms_ok, not_integer), (present & ~in_range, out_of_range)]
-        event_time = F.when(present & ms_ok & in_range & (ms != -1), F.timestamp_micros(ms * 1000))
+        if _kind(r.types[r.time]) in _INTEGERS:
+            # Every value present is an integer: no check of the text (Spark would keep
+            # one that is never true, a compare a row).
+            checks.append((present & ~in_range, out_of_range))
+            valid = present & in_range
+        else:
+            checks += [(present & ~ms_ok, not_integer), (present & ~in_range, out_of_range)]
+            valid = present & ms_ok & in_range
+        event_time = F.when(valid & (ms != -1), F.timestamp_micros(ms * 1000))
 
     before_side = head.isin(_head_code("DYN"), _head_code("UYN"))
     if images is not None:
