@@ -115,7 +115,7 @@ fuzz-campaign: $(CARGO_FUZZ) build ## Long runs: FUZZ_RUNS executions of each fu
 test-fuzz: ## Every fuzz target briefly (10 s each), as CI runs them
 	$(MAKE) fuzz FUZZ_SECONDS=10
 
-demo: build ## Generate a DTS stream, decode it on local Spark, show events and the table
+demo: build ## Generate streams in every format, decode them on local Spark, show the tables and the throughput
 	$(PY) -m cdc_decode.demo
 
 BENCH_DATA := target/bench-data
