@@ -156,6 +156,58 @@ def test_typed_records_failing_checks_alike(spark):
     assert_same(sql, arrow)
 
 
+# Instants at the ends of the years 0000-9999 and beyond, in microseconds.
+_US_DAY = 86_400_000_000
+_EDGES = [
+    -719_528 * _US_DAY - 1,  # -0001-12-31T23:59:59.999999Z
+    -719_528 * _US_DAY,  # 0000-01-01T00:00:00.000000Z
+    -719_528 * _US_DAY + 1,
+    -1,
+    0,
+    1_714_550_400_123_456,
+    2_932_897 * _US_DAY - 1,  # 9999-12-31T23:59:59.999999Z
+    2_932_897 * _US_DAY,  # +10000-01-01T00:00:00.000000Z
+    2_932_897 * _US_DAY + 86_399_999_999,
+    -4_000_000 * _US_DAY,  # far before 0000
+    4_000_000 * _US_DAY,  # far after 9999
+    None,
+]
+
+
+@pytest.mark.parametrize("typed", [False, True])
+def test_dates_and_instants_at_the_ends_of_four_digit_years(spark, typed):
+    """Spark's own date text serves the years 0000-9999 and format_string the rest: both
+    give the decoder's text at each end (generic images), and a typed timestamp or date
+    outside those years is the decoder's error row."""
+    from pyspark.sql import functions as F
+
+    rows = [(i, "I", "N", "Y", str(i + 1), at) for i, at in enumerate(_EDGES)]
+    schema = "n bigint, _operation_type_ string, _before_image_ string, "
+    schema += "_after_image_ string, _sequence_id_ string, us bigint"
+    df = spark.createDataFrame(rows, schema).coalesce(1)
+    df = df.withColumn("at", F.timestamp_micros("us"))
+    # The dates of those instants' days.
+    days = F.expr(f"CAST((us - pmod(us, {_US_DAY})) div {_US_DAY} AS int)")
+    df = df.withColumn("day", F.date_from_unix_date(days))
+    df = df.drop("us")
+    options = {"schema": "n bigint, at timestamp, day date"} if typed else {}
+    sql, arrow = both(df, **options)
+    assert_same(sql, arrow)
+    errors = [e for e in arrow.column("error").to_pylist() if e is not None]
+    if typed:  # each instant before 0000 or from 10000 on: its first field that fails
+        assert len(errors) == 5
+        assert errors[0].startswith('after.at: cannot convert "-0001-12-31T23:59:59.999999Z"')
+    else:
+        after = arrow.column("after").to_pylist()
+        assert dict(after[0])["at"] == "-0001-12-31T23:59:59.999999Z"
+        assert dict(after[0])["day"] == "-0001-12-31"
+        assert dict(after[1])["at"] == "0000-01-01T00:00:00.000000Z"
+        assert dict(after[6])["at"] == "9999-12-31T23:59:59.999999Z"
+        assert dict(after[7])["at"] == "+10000-01-01T00:00:00.000000Z"
+        assert dict(after[7])["day"] == "+10000-01-01"
+        assert errors == []
+
+
 @pytest.mark.parametrize(
     "meta",
     [
