@@ -2,7 +2,8 @@
 //! `cargo run --release --example decode_file -- FORMAT PATH [REPEAT] [BATCH]`.
 //! Handy under `perf stat` / `perf record` when profiling a decoder. With `DECODE_TYPED=1`
 //! in the environment, rows are typed to the Spark race's columns of `shop.order_items`
-//! (benches/spark_race.py), as the race's native contender decodes them.
+//! (benches/spark_race.py), as the race's native contender decodes them; with
+//! `DECODE_TABLES=1` as well, through multi-table mode (`tables=`) with that one table.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,7 +31,13 @@ fn race_spec() -> Arc<TypedSpec> {
             true,
         ),
     ];
-    Arc::new(TypedSpec::single(&Arc::new(Schema::new(fields))).expect("a valid spec"))
+    let schema = Arc::new(Schema::new(fields));
+    let spec = if std::env::var_os("DECODE_TABLES").is_some() {
+        TypedSpec::tables(vec![("shop.order_items".to_string(), schema)])
+    } else {
+        TypedSpec::single(&schema)
+    };
+    Arc::new(spec.expect("a valid spec"))
 }
 
 fn main() {

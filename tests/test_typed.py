@@ -836,3 +836,53 @@ def test_engines_agree_on_random_text(ddl_type):
         if n_value != n_value and p_value != p_value:  # NaN
             continue
         assert (n["error"], n_value) == (p["error"], p_value), text
+
+
+def _split_by_filter(batch: pa.RecordBatch, tables: dict) -> dict:
+    """The split as a filter of the whole batch per table: the reference for the grouped one."""
+    import pyarrow.compute as pc
+
+    base = [f.name for f in cdc_decode.event_schema()]
+    out = {}
+    for i, name in enumerate(tables):
+        rows = batch.filter(pc.equal(batch.column("table"), name))
+        images = {"before": f"before_{i}", "after": f"after_{i}"}
+        out[name] = [rows.column(images.get(n, n)) for n in base]
+    out[None] = batch.filter(pc.is_null(batch.column("table"))).select(base).columns
+    return out
+
+
+@pytest.mark.parametrize(
+    "tables",
+    [
+        ["d.a", "d.b", "d.c"],  # interleaved, with rows no table claims
+        ["d.c", "d.a"],  # "d.b" unclaimed, "d.c" empty
+        ["d.a"],  # one table, the others unclaimed
+        ["d.x"],  # no row claimed
+    ],
+)
+@pytest.mark.parametrize("rows", [[], ["d.a"] * 3, ["d.a", "d.b", None, "d.a", "d.b", "d.a"]])
+def test_split_tables_groups_rows_in_order(tables, rows):
+    """``tables=`` splits one batch per table, each in the stream's order, and the rest,
+    whether the tables' rows are interleaved, one table has them all or none has any."""
+    values = []
+    for i, table in enumerate(rows):
+        db, name = ("d", table.split(".")[1]) if table else (None, None)
+        if table is None:  # an error row: no table claims it
+            values.append(b"{not json")
+            continue
+        payload = {"op": "c", "before": None, "after": {"a": i}, "ts_ms": i}
+        payload["source"] = {"db": db, "table": name}
+        values.append(json.dumps(payload).encode())
+    spec = {t: "a int" for t in tables}
+    decoder = cdc_decode.Decoder("debezium-json", tables=spec)
+    batch = decoder._decode_indexed(values, None, last=True)[0]
+    split = cdc_decode.decode(values, "debezium-json", tables=spec)
+    want = _split_by_filter(batch, spec)
+    assert list(split) == [*tables, None]
+    for name, columns in want.items():
+        assert split[name].columns == columns, name
+    claimed = [i for i, t in enumerate(rows) if t in tables]
+    got = [row["after"]["a"] for name in tables for row in split[name].to_pylist()]
+    assert sorted(got) == claimed
+    assert split[None].num_rows == len(rows) - len(claimed)
