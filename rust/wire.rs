@@ -11,7 +11,8 @@
 //!
 //! The rules, each checked against upb:
 //! - a tag is a varint of at most 5 bytes and at most 32 bits; field number 0 and wire types
-//!   6 and 7 are errors;
+//!   6 and 7 are errors, except that inside a skipped group field number 0 is read like any
+//!   other (upb skips groups with its wire reader, which checks no field number);
 //! - a varint has at most 10 bytes; bits past 64 are dropped;
 //! - a length is a varint of at most 5 bytes, below 2^31, within the buffer;
 //! - a field whose number or wire type the schema does not expect is skipped (groups
@@ -138,11 +139,26 @@ impl<'a> Reader<'a> {
         Ok(bytes)
     }
 
+    /// A field's tag: its number (not 0) and wire type.
     #[inline(always)]
     fn tag(&mut self) -> Result<(u32, u8), WireError> {
         let start = self.pos;
+        let (number, wire_type) = self.group_tag()?;
+        if number == 0 {
+            return Err(WireError {
+                offset: start,
+                what: "invalid tag",
+            });
+        }
+        Ok((number, wire_type))
+    }
+
+    /// A tag inside a skipped group, where field number 0 passes (as in upb).
+    #[inline(always)]
+    fn group_tag(&mut self) -> Result<(u32, u8), WireError> {
+        let start = self.pos;
         let tag = self.varint(5, "truncated tag")?;
-        if tag > u64::from(u32::MAX) || tag >> 3 == 0 {
+        if tag > u64::from(u32::MAX) {
             return Err(WireError {
                 offset: start,
                 what: "invalid tag",
@@ -186,7 +202,7 @@ impl<'a> Reader<'a> {
             if self.pos >= self.buf.len() {
                 return Err(self.error("unterminated group"));
             }
-            let (number, wire_type) = self.tag()?;
+            let (number, wire_type) = self.group_tag()?;
             if wire_type == 4 {
                 return if number == field {
                     Ok(())
@@ -302,5 +318,28 @@ mod tests {
             vec![(1, 1)]
         );
         assert_eq!(fields(&[]).unwrap(), vec![]);
+        // Inside a skipped group, field number 0 passes with any wire type but an end
+        // group (which is another field's); its other tag rules stay.
+        for inner in [
+            &[0x05, 0, 0, 0, 0][..],
+            &[0x00, 0x01],
+            &[0x02, 0x01, 0x61],
+            &[0x03, 0x04],
+            &[0x3b, 0x05, 0, 0, 0, 0, 0x3c],
+            &[0x88, 0x80, 0x80, 0x80, 0x00, 0x01], // 5-byte tag of field 1
+        ] {
+            let bytes = [&[0x33][..], inner, &[0x34, 0x08, 0x07]].concat();
+            assert_eq!(fields(&bytes).unwrap(), vec![(1, 7)], "{inner:?}");
+        }
+        for inner in [
+            &[0x04][..],
+            &[0x0e],
+            &[0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01], // 6-byte tag
+            &[0x88, 0x80, 0x80, 0x80, 0x10, 0x01],       // over 32 bits
+        ] {
+            let bytes = [&[0x33][..], inner, &[0x34]].concat();
+            assert!(fields(&bytes).is_err(), "{inner:?}");
+        }
+        assert!(fields(&[0x33, 0x08, 0x01]).is_err()); // unterminated
     }
 }

@@ -517,6 +517,19 @@ def test_unknown_fields_and_mismatched_wire_types_are_skipped(engine):
     assert [(r["op"], r["event_id"]) for r in rows] == [("begin", "3:0"), ("begin", "0:0")]
 
 
+
+def test_unknown_groups_are_skipped_as_upb_skips_them(engine):
+    # Found by the differential fuzz target: upb skips a group with its wire reader, which
+    # lets field number 0 through inside it; outside a group field 0 is an error.
+    group = b"\x33" + b"\x05\0\0\0\0" + b"\x00\x01" + b"\x03\x04" + b"\x34"  # field 6
+    inner = entries_bytes(entry(BEGIN, seq=3)) + group
+    rows = decode([envelope(data=inner)], engine)
+    assert [(r["op"], r["event_id"]) for r in rows] == [("begin", "3:0")]
+    for bad in (b"\x05\0\0\0\0", b"\x33\x04\x34", b"\x33\x0e\x34", b"\x33\x08\x01"):
+        raw = envelope(data=entries_bytes(entry(BEGIN, seq=3)) + bad)
+        assert_error(one([raw], engine), raw)
+
+
 # ---------------------------------------------------------------------------------------
 # Inputs, tombstones, ordinals
 
