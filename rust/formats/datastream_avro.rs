@@ -581,7 +581,7 @@ impl Record {
         let text = |span: &Option<Span>| -> Option<&str> {
             span.as_ref().map(|s| {
                 // SAFETY-free: every span was rendered as UTF-8 text.
-                std::str::from_utf8(&self.text[s.clone()]).unwrap_or_default()
+                text::utf8(&self.text[s.clone()]).unwrap_or_default()
             })
         };
         let method = text(&self.read_method).unwrap_or("");
@@ -745,7 +745,7 @@ impl Record {
                 } else {
                     &meta_fields[*j].name
                 };
-                let value = std::str::from_utf8(&self.text[value.clone()]).unwrap_or_default();
+                let value = text::utf8(&self.text[value.clone()]).unwrap_or_default();
                 map.insert(name, value);
             }
         }
