@@ -580,6 +580,9 @@ pub struct TypedImages {
     error: Option<String>,
     slots: Vec<Option<usize>>,
     key: String,
+    /// Multi-table: the names of the last row routed and its table. Rows come in runs of
+    /// one table, and a run skips building and hashing up to four names a row.
+    last_route: Option<([Option<String>; 3], Option<usize>)>,
     /// `before` and `after` as converted while they are read ([`Self::open_image`]).
     direct: [DirectImage; 2],
     /// Images of the open row closed by [`Self::close_image`].
@@ -621,10 +624,37 @@ impl TypedImages {
             error: None,
             slots: Vec::new(),
             key: String::new(),
+            last_route: None,
             direct: Default::default(),
             direct_closed: 0,
             converted: 0,
         }
+    }
+
+    /// [`TypedSpec::route`], remembered for the last row's names.
+    fn route(&mut self, names: [Option<&str>; 3]) -> Option<usize> {
+        if !self.spec.multi {
+            return Some(0);
+        }
+        if let Some((last, table)) = &self.last_route {
+            if last.iter().zip(names).all(|(a, b)| a.as_deref() == b) {
+                return *table;
+            }
+        }
+        let table = self.spec.route(names, &mut self.key);
+        let (last, routed) = self.last_route.get_or_insert_with(Default::default);
+        for (slot, name) in last.iter_mut().zip(names) {
+            match name {
+                Some(name) => {
+                    let text = slot.get_or_insert_with(String::new);
+                    text.clear();
+                    text.push_str(name);
+                }
+                None => *slot = None,
+            }
+        }
+        *routed = table;
+        table
     }
 
     /// The spec this converts to.
@@ -752,7 +782,7 @@ impl TypedImages {
             }
             return false;
         }
-        let claimed = self.spec.route(names, &mut self.key);
+        let claimed = self.route(names);
         let spec = Arc::clone(&self.spec);
         for t in 0..spec.tables.len() {
             if Some(t) != claimed {
