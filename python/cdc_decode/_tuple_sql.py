@@ -46,6 +46,8 @@ from .fallback.datahub_tuple import (
 from .fallback.datahub_tuple import META_COLUMNS as META
 
 _MIN_I64 = -(2**63)
+# The order key's second half, 8 bytes: 0 for an update's before row, 1 otherwise.
+_HALF = (bytes(8), bytes(7) + b"\x01")
 _MICROS_PER_DAY = 86_400_000_000
 # Days from 1970-01-01 to 0000-01-01 and to 10000-01-01 (proleptic Gregorian): the
 # instants between are the ones the decoder writes with a plain four-digit year.
@@ -501,6 +503,11 @@ def plan(
 
     image = _image(r, images)
     sequence_text = sequence.cast("string")
+    # The order key's first half: the id with its sign bit flipped, as 16 hex digits. With
+    # the bit set (ids from 0 up) hex() gives all 16; lpad, which counts characters and
+    # copies, is left to the others (it was half the key's cost).
+    flipped = F.hex(sequence.bitwiseXOR(F.lit(_MIN_I64)))
+    flipped = F.when(sequence >= 0, flipped).otherwise(F.lpad(flipped, 16, "0"))
     # The event columns of a row that decodes (format, op, error and raw: below).
     values = {
         "source_op": op,
@@ -511,11 +518,8 @@ def plan(
         "capture_time": F.lit(None),
         "tx_id": F.lit(None),
         "position": F.when(sequence >= 0, sequence_text),
-        "sequence": F.unhex(
-            F.concat(
-                F.lpad(F.hex(sequence.bitwiseXOR(F.lit(_MIN_I64))), 16, "0"),
-                F.when(half == 0, "0" * 16).otherwise("0" * 15 + "1"),
-            )
+        "sequence": F.concat(
+            F.unhex(flipped), F.when(half == 0, F.lit(_HALF[0])).otherwise(F.lit(_HALF[1]))
         ),
         "event_id": F.when(sequence != -1, F.concat(sequence_text, F.lit(":"), half)),
         "primary_key": F.lit(None),
