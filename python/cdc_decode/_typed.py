@@ -259,14 +259,13 @@ def split_tables(batch: pa.RecordBatch, tables: Any) -> dict[str | None, pa.Reco
     for i, (name, schema) in enumerate(tables):
         n = counts[i]
         rows = events.slice(start, n)
-
-        def image(side: str, at: int = start, n: int = n, i: int = i) -> pa.Array:
+        at = None if order is None else order.slice(start, n)
+        images = {}
+        for side in ("before", "after"):
             column = batch.column(f"{side}_{i}")
-            return column.slice(at, n) if order is None else column.take(order.slice(at, n))
-
-        images = {"before": image("before"), "after": image("after")}
+            images[side] = column.slice(start, n) if at is None else column.take(at)
         arrays = [images[c] if c in images else rows.column(c) for c in base]
         out[name] = pa.RecordBatch.from_arrays(arrays, schema=typed_event_schema(schema))
         start += n
-    out[None] = events.slice(start)
+    out[None] = pa.RecordBatch.from_arrays(events.slice(start).columns, schema=EVENT_SCHEMA)
     return out
