@@ -1151,10 +1151,10 @@ pub fn json_value(
             }
         }
         Node::String | Node::Enum(_) => {
-            let mut text = Vec::new();
-            text_value(schema, cur, node, &mut text, depth)?;
+            let mut rendered = Vec::new();
+            text_value(schema, cur, node, &mut rendered, depth)?;
             // Rendered from checked UTF-8 (strings) or the schema's symbols.
-            text::json_string_into(std::str::from_utf8(&text).unwrap_or_default(), out);
+            text::json_string_into(text::utf8(&rendered).unwrap_or_default(), out);
         }
         Node::Array(items) => {
             let items = *items;
@@ -1214,9 +1214,9 @@ fn string_of(
     out: &mut Vec<u8>,
     depth: usize,
 ) -> Result<()> {
-    let mut text = Vec::new();
-    text_value(schema, cur, node, &mut text, depth)?;
-    text::json_string_into(std::str::from_utf8(&text).unwrap_or_default(), out);
+    let mut rendered = Vec::new();
+    text_value(schema, cur, node, &mut rendered, depth)?;
+    text::json_string_into(text::utf8(&rendered).unwrap_or_default(), out);
     Ok(())
 }
 
