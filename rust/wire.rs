@@ -240,6 +240,17 @@ impl<'a> Reader<'a> {
         Ok(None)
     }
 
+    /// Reads every field of a message whose schema has none (`RollbackEvent`) only to check
+    /// its bytes. upb reads such a message as it skips a group: field number 0 passes, the
+    /// other tag and value rules stay.
+    pub fn check_fields_of_empty(&mut self) -> Result<(), WireError> {
+        while self.pos < self.buf.len() {
+            let (number, wire_type) = self.group_tag()?;
+            self.value(number, wire_type, self.depth)?;
+        }
+        Ok(())
+    }
+
     #[inline(always)]
     fn len_delimited(&mut self) -> Result<&'a [u8], WireError> {
         let start = self.pos;
@@ -341,5 +352,37 @@ mod tests {
             assert!(fields(&bytes).is_err(), "{inner:?}");
         }
         assert!(fields(&[0x33, 0x08, 0x01]).is_err()); // unterminated
+    }
+
+    // Each case was run through upb (`RollbackEvent.FromString`, a message with no fields).
+    #[test]
+    fn an_empty_message_is_read_as_upb_reads_it() {
+        let check = |bytes: &[u8]| Reader::new(bytes, 1)?.check_fields_of_empty();
+        for ok in [
+            &[][..],
+            &[0x00, 0x01],             // field 0, any wire type
+            &[0x80, 0x00, 0x01],       // field 0 in two bytes
+            &[0x02, 0x00, 0x00, 0x01], // field 0 bytes, then a varint
+            &[0x05, 0, 0, 0, 0],
+            &[0x03, 0x00, 0x01, 0x04], // a group of field 0 holding field 0
+            &[0x08, 0x01, 0x0b, 0x0c],
+            &[0x0a, 0x01, 0x00],
+        ] {
+            assert!(check(ok).is_ok(), "{ok:?}");
+        }
+        for bad in [
+            &[0x00][..], // no value
+            &[0x04],     // end group without a start
+            &[0x0c],
+            &[0x0e, 0x01],             // wire type 6
+            &[0x80, 0x00, 0x00, 0x01], // field 0 fixed64, truncated
+            &[0x0b, 0x04],             // another field's end group
+            &[0x0b, 0x00, 0x0c],       // unterminated group
+            &[0x1b, 0x0c, 0x1c],
+            &[0x88, 0x80, 0x80, 0x80, 0x80, 0x00, 0x01], // 6-byte tag
+            &[0x0a, 0x00, 0x00],
+        ] {
+            assert!(check(bad).is_err(), "{bad:?}");
+        }
     }
 }

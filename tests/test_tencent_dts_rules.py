@@ -7,6 +7,7 @@ engines may word differently (docs/events.md).
 
 from __future__ import annotations
 
+import random
 import struct
 from datetime import datetime, timezone
 
@@ -517,7 +518,6 @@ def test_unknown_fields_and_mismatched_wire_types_are_skipped(engine):
     assert [(r["op"], r["event_id"]) for r in rows] == [("begin", "3:0"), ("begin", "0:0")]
 
 
-
 def test_unknown_groups_are_skipped_as_upb_skips_them(engine):
     # Found by the differential fuzz target: upb skips a group with its wire reader, which
     # lets field number 0 through inside it; outside a group field 0 is an error.
@@ -528,6 +528,62 @@ def test_unknown_groups_are_skipped_as_upb_skips_them(engine):
     for bad in (b"\x05\0\0\0\0", b"\x33\x04\x34", b"\x33\x0e\x34", b"\x33\x08\x01"):
         raw = envelope(data=entries_bytes(entry(BEGIN, seq=3)) + bad)
         assert_error(one([raw], engine), raw)
+
+
+def test_an_empty_message_is_read_as_upb_reads_it(engine):
+    # Found by the differential fuzz target in CI: RollbackEvent has no fields, and upb
+    # reads such a message as it skips a group, so field number 0 passes there too.
+    def with_rollback(body: bytes) -> bytes:
+        header = P.Header(messageType=ROLLBACK, seqId=4, sourceType=1).SerializeToString()
+        event = b"\x2a" + bytes([len(body)]) + body  # Event.rollbackEvent, field 5
+        item = b"\x0a" + bytes([len(header)]) + header + b"\x12" + bytes([len(event)]) + event
+        return envelope(data=b"\x0a" + bytes([len(item)]) + item)
+
+    def upb_reads(body: bytes) -> bool:
+        try:
+            P.RollbackEvent.FromString(body)
+        except Exception:  # noqa: BLE001 - protobuf's DecodeError, whatever its module
+            return False
+        return True
+
+    passing = [b"\x00\x01", b"\x80\x00\x01", b"\x05\0\0\0\0", b"\x03\x00\x01\x04", b"\x08\x01"]
+    failing = [b"\x00", b"\x04", b"\x0e\x01", b"\x0b\x04", b"\x0b\x00\x0c", b"\x0a\x00\x00"]
+    assert [upb_reads(body) for body in passing + failing] == [True] * 5 + [False] * 6
+    for body in passing:
+        assert [r["op"] for r in decode([with_rollback(body)], engine)] == ["rollback"]
+    for body in failing:
+        raw = with_rollback(body)
+        assert_error(one([raw], engine), raw)
+    # And a sweep: 2,000 bodies of fields 0, 1 and 16, half with one byte changed, dropped
+    # or added, each held to upb's verdict.
+    rng = random.Random(5)
+    bodies = [fields_with_a_flaw(rng) for _ in range(2000)]
+    ops = [r["op"] for r in decode([with_rollback(body) for body in bodies], engine)]
+    assert ops == ["rollback" if upb_reads(body) else "error" for body in bodies]
+    assert 700 < ops.count("rollback") < 1300  # both verdicts are well represented
+
+
+def fields_with_a_flaw(rng: random.Random) -> bytes:
+    """One to three fields (a tag in one or two bytes, then a value), maybe corrupted."""
+
+    def tag(number: int, wire_type: int, two_bytes: bool) -> bytes:
+        value = number << 3 | wire_type
+        return bytes([value & 0x7F | 0x80, value >> 7]) if two_bytes else bytes([value])
+
+    values = {0: b"\x01", 1: bytes(8), 2: b"\x01x", 5: bytes(4)}
+    out = b""
+    for _ in range(rng.randint(1, 3)):
+        number, wire_type = rng.choice((0, 0, 1, 16)), rng.choice((0, 1, 2, 3, 5))
+        two_bytes = number >= 16 or rng.random() < 0.3
+        out += tag(number, wire_type, two_bytes)
+        out += tag(number, 4, two_bytes) if wire_type == 3 else values[wire_type]
+    if rng.random() < 0.5:
+        i = rng.randrange(len(out))
+        byte = bytes([rng.choice(b"\x00\x04\x0c\x80\xff")])
+        out = rng.choice(
+            (out[:i] + byte + out[i + 1 :], out[:i] + out[i + 1 :], out[:i] + byte + out[i:])
+        )
+    return out
 
 
 # ---------------------------------------------------------------------------------------

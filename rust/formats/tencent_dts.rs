@@ -314,11 +314,9 @@ fn read_kv<'a>(r: &Reader<'a>, bytes: &'a [u8]) -> Result<Kv<'a>, WireError> {
 }
 
 /// Reads a sub-message that has no fields of its own (`RollbackEvent`) only to check its
-/// bytes, as Google's decoder does.
+/// bytes, as Google's decoder does (which lets field number 0 through there).
 fn check_empty<'a>(r: &Reader<'a>, bytes: &'a [u8]) -> Result<(), WireError> {
-    let mut inner = r.nested(bytes)?;
-    while inner.next()?.is_some() {}
-    Ok(())
+    r.nested(bytes)?.check_fields_of_empty()
 }
 
 struct EnvelopeView<'a> {
