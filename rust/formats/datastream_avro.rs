@@ -701,23 +701,45 @@ impl Record {
             rows.primary_key.close();
         }
         let before_side = matches!(op, "delete" | "update_before");
-        let (image_map, other) = if before_side {
-            (&mut rows.before, &mut rows.after)
-        } else {
-            (&mut rows.after, &mut rows.before)
-        };
-        other.push_null();
-        match (
+        let image = match (
             &self.image,
             plan.payload_record.map(|r| plan.schema.node(r)),
         ) {
-            (Some(image), Some(Node::Record { fields, .. })) => {
-                for (j, value) in image {
-                    image_map.entry(&fields[*j].name, text(value));
+            (Some(image), Some(Node::Record { fields, .. })) => Some((image, fields)),
+            _ => None,
+        };
+        if let Some(typed) = rows.typed().filter(|typed| typed.direct()) {
+            // One schema: the values convert as they are read, with no text map written
+            // (json::convert_image does the same for the JSON formats).
+            typed.close_image(before_side, false);
+            match image {
+                Some((image, fields)) => {
+                    typed.open_image(!before_side);
+                    for (j, value) in image {
+                        typed.image_value(!before_side, &fields[*j].name, text(value));
+                    }
+                    typed.close_image(!before_side, true);
                 }
-                image_map.close();
+                None => typed.close_image(!before_side, false),
             }
-            _ => image_map.push_null(),
+            rows.before.push_null();
+            rows.after.push_null();
+        } else {
+            let (image_map, other) = if before_side {
+                (&mut rows.before, &mut rows.after)
+            } else {
+                (&mut rows.after, &mut rows.before)
+            };
+            other.push_null();
+            match image {
+                Some((image, fields)) => {
+                    for (j, value) in image {
+                        image_map.entry(&fields[*j].name, text(value));
+                    }
+                    image_map.close();
+                }
+                None => image_map.push_null(),
+            }
         }
         rows.ddl.push_null();
         self.write_metadata(plan, rows);
