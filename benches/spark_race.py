@@ -541,22 +541,21 @@ def _save(frame, timeout: float) -> float:
 def _time(frame, rounds: int, timeout: float) -> float:
     """The best of ``rounds`` writes after a warm-up. A round over ``timeout`` seconds is
     cancelled and run once more (Spark once hung in a round, in the JVM-Python socket)."""
-    best = float("inf")
-    retried = False
-    done = -1  # the warm-up is round -1
-    while done < rounds:
-        try:
-            seconds = _save(frame, timeout)
-        except RoundTimedOut as error:
-            if retried:
-                raise
-            print(f"  {error}; running it again", flush=True)
-            retried = True
-            continue
-        if done >= 0:
-            best = min(best, seconds)
-        done += 1
-    return best
+    retries = 1
+
+    def one_round() -> float:
+        nonlocal retries
+        while True:
+            try:
+                return _save(frame, timeout)
+            except RoundTimedOut as error:
+                if not retries:
+                    raise
+                retries -= 1
+                print(f"  {error}; running it again", flush=True)
+
+    one_round()  # warm-up
+    return min(one_round() for _ in range(rounds))
 
 
 def check(spark, fmt: str, seed: int, tmp: Path) -> str:

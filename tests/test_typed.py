@@ -505,10 +505,9 @@ def test_generated_streams_decode_typed_per_table(format):
 def test_one_schema_matches_the_text_map_path(format):
     """With one ``schema=`` the JSON formats and Datastream Avro convert each image as
     they read it, never writing its text map; with ``tables=`` every format converts the
-    text map. Both
-    paths give the same structs and the same errors, on a generated stream of one table
-    and (Debezium) on records with duplicate, escaped and unknown keys, nested and null
-    values, and values that do not convert."""
+    text map. Both paths give the same structs and the same errors, on a generated stream
+    of one table and (Debezium) on records with duplicate, escaped and unknown keys, nested
+    and null values, and values that do not convert."""
     name = "shop.order_items"
     options = {}
     if format == "tdsql-json":
