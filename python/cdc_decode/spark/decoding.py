@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._limits import Limits, as_limits
-from ._schema import FORMATS, MODES, RECORD_FORMATS, event_schema
+from .._limits import Limits, as_limits
+from .._schema import FORMATS, MODES, RECORD_FORMATS, event_schema
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -322,7 +322,7 @@ def decode(
 
     if columns is not None:
         # Checked here, on the driver, and passed to the executors as plain lists.
-        from . import _check_columns
+        from .. import _check_columns
 
         columns = _check_columns(format, columns)
     typed = _Typed(schema, tables)
@@ -505,7 +505,7 @@ def _decode_records(
     all_events = spark_event_schema(typed.arrow_schema)
     events = _selected(all_events, event_columns)
     if plan != "arrow":
-        from . import _tuple_sql
+        from .. import _tuple_sql
 
         why = _sql_refused(engine, typed, reporter)
         if why is None:
@@ -560,7 +560,7 @@ class _Typed:
     """The ``schema=``/``tables=`` options, checked on the driver."""
 
     def __init__(self, schema: Any, tables: Mapping[str, Any] | None) -> None:
-        from ._typed import as_schema, as_tables, multi_event_schema, typed_event_schema
+        from .._typed import as_schema, as_tables, multi_event_schema, typed_event_schema
 
         if schema is not None and tables is not None:
             raise ValueError("give schema= (one table) or tables= (many), not both")
