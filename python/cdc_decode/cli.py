@@ -1,12 +1,16 @@
-"""The ``cdc-decode`` command line.
+"""The ``cdc-decode`` command line (docs/cli.md).
 
+    cdc-decode decode FILE... [--format auto|F] [--json | --arrow OUT | --parquet OUT]
+    cdc-decode stats FILE... [--format auto|F] [--json]
+    cdc-decode tail --bootstrap HOST:PORT --topic T [--from-beginning|--offset N|--last N]
     cdc-decode generate tencent-dts --messages 10000 --seed 1 --out DIR
     cdc-decode generate datahub-blob --messages 10000 --seed 1 --out DIR
     cdc-decode generate datahub-tuple --tables shop.orders --messages 10000 --out DIR
     cdc-decode generate tencent-dts --tables shop.order_items --message-bytes 2560 --out DIR
 
-writes a generated stream (see :mod:`cdc_decode.generate.stream` for the files) and prints
-a one-line summary.
+``generate`` writes a generated stream (see :mod:`cdc_decode.generate.stream` for the
+files) and prints a one-line summary. Exit status: 0 when every message decoded, 1 when
+errors were seen (each is also an error line), 2 for a command line that cannot run.
 """
 
 from __future__ import annotations
@@ -92,12 +96,250 @@ def _parser() -> argparse.ArgumentParser:
             "(datahub-tuple: exactly one, default shop.users)"
         ),
     )
+    _decode_parsers(commands)
     return parser
+
+
+def _input_options(parser: argparse.ArgumentParser) -> None:
+    from ._schema import FORMATS
+
+    parser.add_argument(
+        "--format",
+        default="auto",
+        choices=("auto", *FORMATS),
+        metavar="FORMAT",
+        help=f"the message format: auto (default: guessed from the first messages) or one of "
+        f"{', '.join(FORMATS)}",
+    )
+    parser.add_argument(
+        "--engine",
+        default="native",
+        choices=("native", "python"),
+        help="native (Rust, default) or python (the pure-Python fallback)",
+    )
+    parser.add_argument(
+        "--schema",
+        metavar="DDL",
+        help='typed mode: the table\'s columns ("id bigint, price decimal(10,2)") or @FILE',
+    )
+    parser.add_argument(
+        "--tables",
+        action="append",
+        default=[],
+        metavar="DB.TABLE=DDL",
+        help="multi-table typed mode: a table and its columns (repeat it), or @FILE.json "
+        '({"db.table": "ddl", ...})',
+    )
+    parser.add_argument(
+        "--columns",
+        action="append",
+        default=[],
+        metavar="DB.TABLE=C1,C2",
+        help="tdsql-json: the column names of a table's positional images (repeat it)",
+    )
+    progress = parser.add_mutually_exclusive_group()
+    progress.add_argument(
+        "--progress",
+        action="store_true",
+        default=None,
+        help="show a progress bar on stderr (needs tqdm: the cli extra)",
+    )
+    progress.add_argument("--no-progress", dest="progress", action="store_false")
+
+
+def _file_options(parser: argparse.ArgumentParser) -> None:
+    from ._cli.inputs import KINDS
+
+    parser.add_argument(
+        "paths",
+        nargs="+",
+        metavar="FILE",
+        help="inputs: files, stream folders, Datastream trees; - reads stdin",
+    )
+    parser.add_argument(
+        "--input",
+        default="auto",
+        choices=("auto", *KINDS),
+        help="how to read each FILE (default auto: by name and content; kcat is never "
+        "guessed): " + ", ".join(KINDS),
+    )
+    parser.add_argument(
+        "--delimiter",
+        default="\\n",
+        metavar="D",
+        help="--input kcat: the message delimiter given to kcat -D (escapes \\n \\t \\r "
+        "\\0 \\xHH; default \\n)",
+    )
+    _input_options(parser)
+
+
+def _decode_parsers(commands) -> None:
+    dec = commands.add_parser(
+        "decode",
+        help="decode messages from files and print the events",
+        description="Decode messages and print the change events: a table (default), JSON "
+        "lines, or an Arrow/Parquet file. Bad messages are error lines; the exit status is 1 "
+        "when any was seen.",
+    )
+    _file_options(dec)
+    out = dec.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print JSON lines, one per event")
+    out.add_argument("--arrow", metavar="OUT", help="write the events to an Arrow IPC file")
+    out.add_argument("--parquet", metavar="OUT", help="write the events to a Parquet file")
+    dec.add_argument(
+        "--errors",
+        action="store_true",
+        help="only error rows: where, the reason and the raw bytes in hex",
+    )
+    dec.add_argument("--wide", action="store_true", help="do not shorten long values")
+
+    st = commands.add_parser(
+        "stats",
+        help="count messages, events by op and table, errors by reason, order problems",
+        description="Decode messages and report counts: by op, table and error reason, "
+        "message sizes, the sequence range, events out of order or seen twice, missing Kafka "
+        "offsets.",
+    )
+    _file_options(st)
+    st.add_argument("--json", action="store_true", help="print the report as one JSON object")
+
+    from ._cli.tail import add_parser as add_tail
+
+    add_tail(commands, _input_options)
+
+
+def _say(text: str) -> None:
+    print(f"cdc-decode: {text}", file=sys.stderr)
+
+
+def _pipeline(args, format: str):
+    from ._cli.run import Pipeline, as_columns, as_table_map, schema_text
+
+    return Pipeline(
+        format,
+        engine=args.engine,
+        schema=schema_text(args.schema),
+        tables=as_table_map(args.tables) or None,
+        columns=as_columns(args.columns) or None,
+    )
+
+
+def _chunks(args):
+    from ._cli.inputs import parse_delimiter, read_input
+
+    try:
+        delimiter = parse_delimiter(args.delimiter)
+    except ValueError as exc:
+        from ._cli.run import UsageError
+
+        raise UsageError(f"--delimiter: {exc}") from exc
+    fmt = None if args.format == "auto" else args.format
+    for path in args.paths:
+        yield from read_input(path, args.input, format=fmt, delimiter=delimiter)
+
+
+def _progress_on(args, default: bool):
+    return default if args.progress is None else args.progress
+
+
+def _run_files(args, command: str) -> int:
+    from ._cli.inputs import input_size
+    from ._cli.output import FileSink, JsonSink, TableSink, stdout
+    from ._cli.run import Progress, with_format
+    from ._cli.stats import Stats, render
+
+    started = time.perf_counter()
+    fmt, chunks = with_format(_chunks(args), args.format, engine=args.engine, say=_say)
+    pipeline = _pipeline(args, fmt)
+    if pipeline.decoder is None:
+        _say("no messages to decode")
+    to_terminal = sys.stdout.isatty()
+    writing = command == "decode" and (args.arrow or args.parquet)
+    default_bar = sys.stderr.isatty() and (command == "stats" or writing or not to_terminal)
+    progress = Progress(
+        sum(input_size(p) for p in args.paths), on=_progress_on(args, default_bar), label=command
+    )
+    pipeline.on_chunk.append(progress.update)
+    sink = stats = None
+    if command == "decode":
+        options = {"errors_only": args.errors, "tables": pipeline.tables}
+        if writing:
+            decoder = pipeline.decoder
+            schema = None
+            if decoder is not None and decoder.schema is not None:
+                from ._typed import typed_event_schema
+
+                schema = typed_event_schema(decoder.schema)
+            sink = FileSink(
+                args.arrow or args.parquet,
+                "arrow" if args.arrow else "parquet",
+                table_schemas=None if decoder is None else decoder.tables,
+                **({"schema": schema} if schema is not None else {}),
+                **options,
+            )
+        elif args.json:
+            sink = JsonSink(stdout(), **options)
+        else:
+            sink = TableSink(stdout(), wide=args.wide, **options)
+        pipeline.on_rows.append(sink.events)
+        pipeline.on_input_error.append(sink.input_error)
+    else:
+        stats = Stats(pipeline.tables)
+        pipeline.on_chunk.append(stats.chunk)
+        pipeline.on_rows.append(stats.rows)
+        pipeline.on_input_error.append(stats.input_error)
+    try:
+        pipeline.run(chunks)
+    finally:
+        progress.close()
+        if sink is not None:
+            sink.close()
+    counters = pipeline.stats()
+    seconds = time.perf_counter() - started
+    errors = counters["errors"] + counters["input_errors"]
+    if stats is not None:
+        report = stats.report(counters, format=fmt, seconds=seconds)
+        if args.json:
+            import json
+
+            print(json.dumps(report, ensure_ascii=False))
+        else:
+            stdout().write(render(report))
+    else:
+        written = ""
+        if writing:
+            written = " -> " + ", ".join(str(f) for f in sink.files())
+        _say(
+            f"{counters['messages']:,} messages ({fmt}): {counters['events']:,} events, "
+            f"{errors:,} error{'' if errors == 1 else 's'}"
+            + (
+                f" ({counters['input_errors']:,} in the input itself)"
+                if counters["input_errors"]
+                else ""
+            )
+            + f"{written} in {seconds:.2f} s"
+        )
+    return 1 if errors else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
+    if args.command in ("decode", "stats", "tail"):
+        from ._cli.run import UsageError
+
+        try:
+            if args.command == "tail":
+                from ._cli.tail import run as run_tail
+
+                return run_tail(args, say=_say)
+            return _run_files(args, args.command)
+        except UsageError as exc:
+            print(f"cdc-decode {args.command}: {exc}", file=sys.stderr)
+            return 2
+        except BrokenPipeError:  # `| head`: the reader left; not an error of ours
+            sys.stderr.close()
+            return 0
     if args.command == "generate":
         from .generate import generate
 

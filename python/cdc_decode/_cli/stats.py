@@ -1,0 +1,209 @@
+"""What ``cdc-decode stats`` counts: messages and their sizes, events by op and table,
+errors by reason, the sequence range, and what looks wrong in the order (events out of
+order, events seen twice, Kafka offsets missing or repeated)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from typing import Any
+
+import pyarrow as pa
+
+from .inputs import Chunk, InputError
+from .output import images, table_name
+
+_NUMBER = re.compile(r"\b\d+\b")
+_QUOTED = re.compile(r'"[^"]*"|\'[^\']*\'')
+
+
+def reason(error: str | None) -> str:
+    """An error message with its particulars (numbers, quoted values) blanked, so errors
+    of one cause count together: ``message 17: expected ...`` → ``message N: ...``."""
+    text = _QUOTED.sub('"…"', error or "(no reason)")
+    text = _NUMBER.sub("N", text)
+    return text if len(text) <= 120 else text[:119] + "…"
+
+
+def _percentile(sorted_values: list[int], q: float) -> int:
+    if not sorted_values:
+        return 0
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+class Stats:
+    """Counts over everything a pipeline saw; :meth:`report` gives them as a dict."""
+
+    def __init__(self, tables: list[str] | None = None) -> None:
+        self.tables = tables
+        self.sizes: list[int] = []
+        self.tombstones = 0
+        self.record_bytes = 0
+        self.ops: Counter[str] = Counter()
+        self.by_table: Counter[str] = Counter()
+        self.reasons: Counter[str] = Counter()
+        self.seq_min: bytes | None = None
+        self.seq_max: bytes | None = None
+        self.out_of_order = 0
+        self.last_seq: dict[str | None, bytes] = {}
+        self.seen: set[int] = set()
+        self.duplicates = 0
+        self.offsets: dict[str, list[int]] = defaultdict(list)
+        self.time_min = None
+        self.time_max = None
+
+    def chunk(self, chunk: Chunk) -> None:
+        if chunk.records is not None:
+            self.record_bytes += chunk.records.nbytes
+            return
+        for value in chunk.values or ():
+            if value is None:
+                self.tombstones += 1
+            else:
+                self.sizes.append(len(value))
+        for stream, offset in chunk.offsets or ():
+            self.offsets[stream].append(offset)
+
+    def input_error(self, error: InputError, format: str | None) -> None:
+        self.ops["error"] += 1
+        self.reasons[f"input: {reason(error.reason)}"] += 1
+
+    def rows(self, batch: pa.RecordBatch, ordinals: pa.Array, wheres: list[str]) -> None:
+        for row, ordinal in zip(batch.to_pylist(), ordinals.to_pylist(), strict=True):
+            op = row["op"]
+            self.ops[op] += 1
+            if op == "error":
+                self.reasons[reason(row.get("error"))] += 1
+                continue
+            name = table_name(row)
+            if name:
+                self.by_table[name] += 1
+            when = row.get("event_time")
+            if when is not None:
+                self.time_min = when if self.time_min is None else min(self.time_min, when)
+                self.time_max = when if self.time_max is None else max(self.time_max, when)
+            seq = row.get("sequence")
+            if seq is None:
+                continue
+            self.seq_min = seq if self.seq_min is None else min(self.seq_min, seq)
+            self.seq_max = seq if self.seq_max is None else max(self.seq_max, seq)
+            # Order is per Kafka partition (or the whole input): a sequence lower than the
+            # one before it on the same partition.
+            where = wheres[ordinal]
+            stream = where.rpartition("@")[0] if "@" in where else None
+            last = self.last_seq.get(stream)
+            if last is not None and seq < last:
+                self.out_of_order += 1
+            self.last_seq[stream] = seq
+            # The same change twice: equal event id, or (without one) equal sequence,
+            # table, op and images.
+            before, after = images(row, self.tables)
+            identity = row.get("event_id") or (seq, name, op, repr(before), repr(after))
+            fingerprint = hash(identity)
+            if fingerprint in self.seen:
+                self.duplicates += 1
+            else:
+                self.seen.add(fingerprint)
+
+    def _offsets(self) -> dict[str, Any]:
+        out = {}
+        for stream, offsets in sorted(self.offsets.items()):
+            ordered = sorted(offsets)
+            distinct = sorted(set(ordered))
+            gaps = []
+            missing = 0
+            for a, b in zip(distinct, distinct[1:], strict=False):
+                if b > a + 1:
+                    missing += b - a - 1
+                    if len(gaps) < 5:
+                        gaps.append([a + 1, b - 1])
+            out[stream] = {
+                "first": distinct[0],
+                "last": distinct[-1],
+                "messages": len(ordered),
+                "missing": missing,
+                "gaps": gaps,
+                "repeated": len(ordered) - len(distinct),
+            }
+        return out
+
+    def report(self, counters: dict[str, int], *, format: str, seconds: float) -> dict:
+        sizes = sorted(self.sizes)
+        return {
+            "format": format,
+            "messages": counters["messages"],
+            "decoded": counters["decoded"],
+            "events": counters["events"],
+            "errors": counters["errors"] + counters["input_errors"],
+            "input_errors": counters["input_errors"],
+            "tombstones": self.tombstones,
+            "bytes": sum(sizes) if sizes else self.record_bytes,
+            "sizes": {
+                "min": sizes[0] if sizes else 0,
+                "median": _percentile(sizes, 0.5),
+                "p99": _percentile(sizes, 0.99),
+                "max": sizes[-1] if sizes else 0,
+            },
+            "ops": dict(self.ops.most_common()),
+            "tables": dict(self.by_table.most_common()),
+            "error_reasons": dict(self.reasons.most_common()),
+            "sequence": {
+                "min": None if self.seq_min is None else self.seq_min.hex(),
+                "max": None if self.seq_max is None else self.seq_max.hex(),
+                "out_of_order": self.out_of_order,
+                "duplicates": self.duplicates,
+            },
+            "event_time": {
+                "min": None if self.time_min is None else self.time_min.isoformat(),
+                "max": None if self.time_max is None else self.time_max.isoformat(),
+            },
+            "kafka_offsets": self._offsets(),
+            "seconds": round(seconds, 3),
+        }
+
+
+def render(report: dict) -> str:
+    """The report as text for a person."""
+    lines = []
+    sizes = report["sizes"]
+    lines.append(
+        f"format        {report['format']}\n"
+        f"messages      {report['messages']:,} ({report['tombstones']:,} tombstones), "
+        f"{report['bytes']:,} bytes\n"
+        f"sizes         min {sizes['min']:,}  median {sizes['median']:,}  "
+        f"p99 {sizes['p99']:,}  max {sizes['max']:,} bytes\n"
+        f"decoded       {report['decoded']:,} messages into {report['events']:,} events\n"
+        f"errors        {report['errors']:,}"
+        + (f" ({report['input_errors']:,} in the input itself)" if report["input_errors"] else "")
+    )
+
+    def block(title: str, counts: dict) -> None:
+        if not counts:
+            return
+        lines.append(f"\n{title}")
+        width = max(len(k) for k in counts)
+        for k, v in counts.items():
+            lines.append(f"  {k:<{width}}  {v:>10,}")
+
+    block("by op", report["ops"])
+    block("by table", report["tables"])
+    block("errors by reason", report["error_reasons"])
+    seq = report["sequence"]
+    lines.append(
+        f"\nsequence      {seq['min'] or '-'} .. {seq['max'] or '-'}\n"
+        f"out of order  {seq['out_of_order']:,} events (sequence below the one before)\n"
+        f"duplicates    {seq['duplicates']:,} events seen before"
+    )
+    when = report["event_time"]
+    if when["min"]:
+        lines.append(f"event time    {when['min']} .. {when['max']}")
+    for stream, o in report["kafka_offsets"].items():
+        gaps = ", ".join(f"{a}-{b}" for a, b in o["gaps"])
+        lines.append(
+            f"offsets {stream}: {o['first']}..{o['last']}, {o['messages']:,} messages, "
+            f"{o['missing']:,} missing{(' (' + gaps + ')') if gaps else ''}, "
+            f"{o['repeated']:,} repeated"
+        )
+    rate = report["messages"] / report["seconds"] if report["seconds"] else 0
+    lines.append(f"took          {report['seconds']:.2f} s ({rate:,.0f} messages/s)")
+    return "\n".join(lines) + "\n"
