@@ -113,11 +113,15 @@ def changes_text(row: dict, before: dict | None, after: dict | None, wide: bool)
         return str(row["ddl"])
     keys = set(row.get("primary_key") or [])
     if before is not None and after is not None:
-        changed = [
-            f"{c}: {_show(before.get(c), wide)} → {_show(after.get(c), wide)}"
-            for c in dict.fromkeys([*before, *after])
-            if before.get(c) != after.get(c)
-        ]
+        # A column missing from one image (a partial image) is unknown there, not NULL.
+        changed = []
+        for c in dict.fromkeys([*before, *after]):
+            if c not in before:
+                changed.append(f"{c}={_show(after[c], wide)}")
+            elif c not in after:
+                changed.append(f"{c}: {_show(before[c], wide)} → ?")
+            elif before[c] != after[c]:
+                changed.append(f"{c}: {_show(before[c], wide)} → {_show(after[c], wide)}")
         return ", ".join(changed) if changed else "(no change)"
     image = after if after is not None else before
     if image is None:
@@ -163,37 +167,49 @@ class TableSink(Sink):
     """A readable table: one line per event, error rows with the reason and raw bytes."""
 
     HEADER = ("SOURCE", "OP", "TABLE", "KEY", "SEQUENCE", "CHANGES")
+    CAPS = (36, 13, 40, 40, 84)
 
     def __init__(self, out: IO[str], *, wide: bool = False, **kw: Any) -> None:
         super().__init__(**kw)
         self.out = out
         self.wide = wide
         self.header = False
+        self.widths = [len(h) for h in self.HEADER[:-1]]
 
-    def _line(self, where: str, op: str, table: str, key: str, seq: str, changes: str) -> None:
+    def _lines(self, rows: list[tuple[str, ...]]) -> None:
+        # Columns as wide as the widest value so far (up to a cap): a stream cannot be
+        # measured ahead, so a wider value later widens the lines after it.
+        for i in range(len(self.widths)):
+            widest = max((len(r[i]) for r in rows), default=0)
+            self.widths[i] = max(self.widths[i], min(widest, self.CAPS[i]))
         if not self.header:
             self.header = True
-            self._line(*self.HEADER)
-        self.out.write(f"{where:<18} {op:<13} {table:<20} {key:<16} {seq:<32} {changes}\n")
+            rows = [self.HEADER, *rows]
+        for row in rows:
+            cells = [f"{cell:<{w}}" for cell, w in zip(row, self.widths, strict=False)]
+            self.out.write(" ".join([*cells, row[-1]]).rstrip() + "\n")
 
     def write(self, batch: pa.RecordBatch, ordinals: list[int], wheres: list[str]) -> None:
+        lines = []
         for row, ordinal in zip(batch.to_pylist(), ordinals, strict=True):
             before, after = images(row, self.tables)
             seq = row.get("sequence")
-            self._line(
-                short_where(wheres[ordinal]),
-                row["op"],
-                table_name(row) or "",
-                key_text(row, before, after, self.wide),
-                seq.hex() if seq is not None else "",
-                changes_text(row, before, after, self.wide),
+            lines.append(
+                (
+                    short_where(wheres[ordinal]),
+                    row["op"],
+                    table_name(row) or "",
+                    key_text(row, before, after, self.wide),
+                    seq.hex() if seq is not None else "",
+                    changes_text(row, before, after, self.wide),
+                )
             )
+        self._lines(lines)
 
     def write_input_error(self, error: InputError, format: str | None) -> None:
         row = {"op": "error", "error": error.reason, "raw": error.raw}
-        self._line(
-            short_where(error.where), "error", "", "", "", changes_text(row, None, None, True)
-        )
+        changes = changes_text(row, None, None, True)
+        self._lines([(short_where(error.where), "error", "", "", "", changes)])
 
     def close(self) -> None:
         self.out.flush()

@@ -25,6 +25,16 @@ def reason(error: str | None) -> str:
     return text if len(text) <= 120 else text[:119] + "…"
 
 
+def _stream(where: str) -> str:
+    """The partition or file of a message's place: ``orders/0@42`` → ``orders/0``,
+    ``values.bin#7`` → ``values.bin``, ``dump.jsonl:3`` → ``dump.jsonl``."""
+    for mark in ("@", "#", ":"):
+        head, sep, tail = where.rpartition(mark)
+        if sep and tail.isdigit():
+            return head
+    return where
+
+
 def _percentile(sorted_values: list[int], q: float) -> int:
     if not sorted_values:
         return 0
@@ -87,10 +97,9 @@ class Stats:
                 continue
             self.seq_min = seq if self.seq_min is None else min(self.seq_min, seq)
             self.seq_max = seq if self.seq_max is None else max(self.seq_max, seq)
-            # Order is per Kafka partition (or the whole input): a sequence lower than the
-            # one before it on the same partition.
-            where = wheres[ordinal]
-            stream = where.rpartition("@")[0] if "@" in where else None
+            # Order is per Kafka partition, or per input file: a sequence lower than the
+            # one before it there.
+            stream = _stream(wheres[ordinal])
             last = self.last_seq.get(stream)
             if last is not None and seq < last:
                 self.out_of_order += 1
@@ -191,7 +200,7 @@ def render(report: dict) -> str:
     seq = report["sequence"]
     lines.append(
         f"\nsequence      {seq['min'] or '-'} .. {seq['max'] or '-'}\n"
-        f"out of order  {seq['out_of_order']:,} events (sequence below the one before)\n"
+        f"out of order  {seq['out_of_order']:,} events (sequence below the one before it)\n"
         f"duplicates    {seq['duplicates']:,} events seen before"
     )
     when = report["event_time"]
