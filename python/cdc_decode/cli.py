@@ -36,7 +36,8 @@ def _tables(text: str) -> list[str]:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from .generate import FORMATS
+    # The generator writes every format; importing it (numpy) would slow every command.
+    from ._schema import FORMATS
 
     parser = argparse.ArgumentParser(
         prog="cdc-decode",

@@ -80,7 +80,14 @@ def input_size(path: str) -> int:
     p = Path(path)
     try:
         if p.is_dir():
-            return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+            for name in ("values.bin", "records.arrow"):
+                if (p / name).is_file():
+                    return (p / name).stat().st_size
+            return sum(
+                f.stat().st_size
+                for f in p.rglob("*")
+                if f.is_file() and f.suffix in (".avro", ".jsonl", ".json")
+            )
         return p.stat().st_size
     except OSError:
         return 0

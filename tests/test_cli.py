@@ -1,0 +1,311 @@
+"""The ``cdc-decode`` command line, run as a user runs it: the installed script in a
+subprocess, on generated streams of every format, on the shared fixtures and on broken
+input; outputs read back and checked against what the library decodes."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from conftest import FIXTURES
+
+import cdc_decode
+from cdc_decode.generate import FORMATS, generate
+from cdc_decode.generate.stream import read_values
+
+CLI = str(Path(sys.executable).parent / "cdc-decode")
+MESSAGES = 120
+
+
+def run(*args: str, stdin: bytes | None = None, env: dict | None = None):
+    """The command's exit status, stdout and stderr (text)."""
+    done = subprocess.run(
+        [CLI, *args],
+        input=stdin,
+        capture_output=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+    )
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+@pytest.fixture(scope="module")
+def streams(tmp_path_factory) -> dict:
+    """One small generated stream per format, written as ``cdc-decode generate`` does."""
+    root = tmp_path_factory.mktemp("streams")
+    out = {}
+    for fmt in FORMATS:
+        stream = generate(fmt, messages=MESSAGES, seed=3)
+        out[fmt] = (stream, stream.write(root / fmt))
+    return out
+
+
+def json_lines(text: str) -> list[dict]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_decode_json_every_format_guessed(streams, fmt):
+    stream, folder = streams[fmt]
+    code, out, err = run("decode", str(folder), "--json")
+    assert code == 0, err
+    assert f"--format auto: {fmt} (" in err
+    rows = json_lines(out)
+    expected = stream.expected
+    assert [r["op"] for r in rows] == expected.column("op").to_pylist()
+    assert [r["sequence"] for r in rows] == [
+        None if s is None else s.hex() for s in expected.column("sequence").to_pylist()
+    ]
+    first = expected.slice(0, 1).to_pylist()[0]
+    assert rows[0]["source_table"] == first["source_table"]
+    assert rows[0]["after"] == (None if first["after"] is None else dict(first["after"]))
+    assert rows[0]["source"].endswith(("values.bin#0", "records.arrow#0"))
+    assert f"{MESSAGES} messages ({fmt}): {expected.num_rows:,} events, 0 errors" in err
+
+
+def test_decode_table(streams):
+    stream, folder = streams["tencent-dts"]
+    code, out, err = run("decode", str(folder / "values.bin"), "--format", "tencent-dts")
+    assert code == 0, err
+    assert "--format auto" not in err
+    lines = out.splitlines()
+    assert lines[0].split() == ["SOURCE", "OP", "TABLE", "KEY", "SEQUENCE", "CHANGES"]
+    assert len(lines) == 1 + stream.expected.num_rows
+    events = stream.expected.to_pylist()
+    at = next(
+        i
+        for i, e in enumerate(events)
+        if e["op"] == "update"
+        and e["primary_key"]
+        and all(k in dict(e["after"]) for k in e["primary_key"])
+    )
+    event = events[at]
+    before, after = dict(event["before"]), dict(event["after"])
+    line = lines[1 + at]
+    table = f"{event['source_db']}.{event['source_table']}"
+    key = ",".join(f"{k}={after[k]}" for k in event["primary_key"])
+    assert line.split()[:5] == [line.split()[0], "update", table, key, event["sequence"].hex()]
+    changed = next(c for c in after if before.get(c) != after[c] and len(str(after[c])) < 40)
+    assert f"{changed}: {before[changed]} → {after[changed]}" in line
+
+
+def test_decode_arrow_and_parquet_equal_the_library(streams, tmp_path):
+    for fmt in ("tencent-dts", "datahub-tuple", "datastream-avro"):
+        stream, folder = streams[fmt]
+        arrow, parquet = tmp_path / f"{fmt}.arrow", tmp_path / f"{fmt}.parquet"
+        assert run("decode", str(folder), "--arrow", str(arrow))[0] == 0
+        assert run("decode", str(folder), "--parquet", str(parquet))[0] == 0
+        with pa.memory_map(str(arrow)) as source:
+            written = pa.ipc.open_file(source).read_all()
+        assert written.equals(stream.expected)
+        assert pq.read_table(parquet).equals(stream.expected)
+
+
+def test_typed_schema_and_tables(streams, tmp_path):
+    stream, folder = streams["tencent-dts"]
+    orders = "order_id bigint, amount decimal(10,2), placed_at timestamp"
+    users = "id decimal(20,0), name string"
+    out = tmp_path / "tables"
+    code, _, err = run(
+        "decode", str(folder), "--tables", f"shop.orders={orders}", "--tables",
+        f"shop.users={users}", "--arrow", str(out),
+    )  # fmt: skip
+    assert code == 0, err
+    want = cdc_decode.decode(
+        stream.values, "tencent-dts", tables={"shop.orders": orders, "shop.users": users}
+    )
+    assert sorted(p.name for p in out.iterdir()) == [
+        "_other.arrow", "shop.orders.arrow", "shop.users.arrow",
+    ]  # fmt: skip
+    for name, file in (
+        ("shop.orders", "shop.orders"),
+        ("shop.users", "shop.users"),
+        (None, "_other"),
+    ):
+        with pa.memory_map(str(out / f"{file}.arrow")) as source:
+            assert pa.ipc.open_file(source).read_all().equals(pa.Table.from_batches([want[name]]))
+    # One table typed, shown as a table and as JSON.
+    code, text, err = run("decode", str(folder), "--schema", orders, "--json")
+    assert code == 0, err
+    rows = [r for r in json_lines(text) if r["source_table"] == "orders" and r["op"] == "insert"]
+    assert set(rows[0]["after"]) == {"order_id", "amount", "placed_at"}
+    assert isinstance(rows[0]["after"]["order_id"], int)
+    assert rows[0]["after"]["placed_at"].endswith("+00:00")
+
+
+def _dump(values: list[bytes | None], path: Path) -> None:
+    """A Kafka dump as JSON lines: two partitions, base64 values; offset 5 of partition 1
+    missing; line 4 a bad message, line 8 not base64, a last line that is not JSON."""
+    with open(path, "w") as f:
+        for i, value in enumerate(values):
+            if i == 3:
+                value = b'{"payload": 5}'
+            line = {
+                "topic": "blob",
+                "partition": i % 2,
+                "offset": i // 2 + (1 if i % 2 and i >= 10 else 0),
+                "value": None if value is None else base64.b64encode(value).decode(),
+            }
+            if i == 7:
+                line["value"] = "!!not base64"
+            f.write(json.dumps(line) + "\n")
+        f.write("not json\n")
+
+
+def test_bad_input_is_error_lines_and_exit_1(streams, tmp_path):
+    stream, folder = streams["datahub-blob"]
+    values = read_values(folder)[:20]
+    dump = tmp_path / "dump.jsonl"
+    _dump(values, dump)
+    code, out, err = run("decode", str(dump), "--errors", "--json")
+    assert code == 1
+    errors = json_lines(out)
+    assert {(e["source"], e["error"]) for e in errors} == {
+        ("blob/1@3", '"value" is not valid base64'),
+        (f"{dump}:21", "dump line is not a JSON object"),
+        ("blob/1@1", "payload: expected an object, got the number 5"),
+    }
+    assert all(e["op"] == "error" for e in errors)
+    bad = next(e for e in errors if e["source"] == "blob/1@1")
+    assert bytes.fromhex(bad["raw"]) == b'{"payload": 5}'
+    assert "18 events, 3 errors (2 in the input itself)" in err
+
+    code, out, err = run("stats", str(dump), "--json")
+    assert code == 1
+    report = json.loads(out)
+    assert report["messages"] == 19 and report["errors"] == 3 and report["input_errors"] == 2
+    assert report["error_reasons"]["payload: expected an object, got the number N"] == 1
+    assert report["kafka_offsets"]["blob/0"]["missing"] == 0
+    assert report["kafka_offsets"]["blob/1"] == {
+        "first": 0, "last": 10, "messages": 10, "missing": 1, "gaps": [[5, 5]], "repeated": 0,
+    }  # fmt: skip
+
+    # A values.bin cut short: the messages before the cut decode, the rest is one error.
+    cut = tmp_path / "cut.bin"
+    data = (folder / "values.bin").read_bytes()
+    cut.write_bytes(data[: len(data) - 10])
+    code, out, err = run("decode", str(cut), "--format", "datahub-blob", "--errors")
+    assert code == 1
+    assert f"cut.bin#{MESSAGES - 1}" in out and "claims" in out
+    assert f"{MESSAGES - 1} messages (datahub-blob)" in err
+
+    # A missing file is an error line too; the other input still decodes.
+    code, out, err = run("decode", str(tmp_path / "nope.bin"), str(folder), "--json")
+    assert code == 1
+    rows = json_lines(out)
+    assert rows[0]["error"] == "no such file or directory"
+    assert len(rows) == 1 + stream.expected.num_rows
+
+
+def test_kcat_delimited_and_stdin(streams):
+    stream, folder = streams["datahub-blob"]
+    values = [v for v in read_values(folder) if v is not None]
+    dump = b"".join(v + b"\n--\n" for v in values) + b"{broken\n--\n"
+    code, out, err = run(
+        "decode", "-", "--input", "kcat", "--delimiter", "\\n--\\n", "--json", stdin=dump
+    )
+    assert code == 1, err
+    rows = json_lines(out)
+    assert len(rows) == stream.expected.num_rows + 1
+    assert rows[-1]["op"] == "error" and rows[-1]["source"] == f"-#{len(values)}"
+    assert bytes.fromhex(rows[-1]["raw"]) == b"{broken"
+
+
+def test_stats(streams):
+    stream, folder = streams["tencent-dts"]
+    code, out, err = run("stats", str(folder), "--json", "--engine", "python")
+    assert code == 0, err
+    report = json.loads(out)
+    expected = stream.expected
+    ops = pc.value_counts(expected.column("op")).to_pylist()
+    assert report["ops"] == {o["values"]: o["counts"] for o in ops}
+    assert report["messages"] == MESSAGES and report["events"] == expected.num_rows
+    assert report["errors"] == 0 and report["error_reasons"] == {}
+    sequences = [s for s in expected.column("sequence").to_pylist() if s is not None]
+    assert report["sequence"]["min"] == min(sequences).hex()
+    assert report["sequence"]["max"] == max(sequences).hex()
+    assert report["sequence"]["duplicates"] == 0
+    sizes = sorted(len(v) for v in stream.values if v is not None)
+    assert report["sizes"]["min"] == sizes[0] and report["sizes"]["max"] == sizes[-1]
+    assert report["bytes"] == sum(sizes)
+    code, text, _ = run("stats", str(folder))
+    assert code == 0
+    assert f"messages      {MESSAGES:,} (0 tombstones)" in text
+    assert "by table" in text and "shop.orders" in text
+
+
+def test_stats_counts_repeats(streams, tmp_path):
+    """A message delivered twice: its events count as duplicates, and out of order."""
+    _, folder = streams["debezium-json"]
+    values = read_values(folder)
+    lines = tmp_path / "twice.jsonl"
+    lines.write_bytes(b"\n".join([*values[:10], values[4]]) + b"\n")
+    code, out, _ = run("stats", str(lines), "--json")
+    assert code == 0
+    report = json.loads(out)
+    assert report["messages"] == 11
+    assert report["sequence"]["duplicates"] == 1
+
+
+def test_progress_bar_and_without_tqdm(streams):
+    _, folder = streams["datastream-avro"]
+    code, _, err = run("stats", str(folder), "--progress")
+    assert code == 0
+    assert "stats: 100%" in err and f"{MESSAGES} messages" in err
+    # Without the cli extra: no bar, a note, the same report.
+    script = (
+        "import sys; sys.modules['tqdm'] = None; from cdc_decode.cli import main; "
+        f"sys.exit(main(['stats', {str(folder)!r}, '--progress', '--json']))"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert done.returncode == 0
+    assert "tqdm is not installed" in done.stderr.decode()
+    assert json.loads(done.stdout)["messages"] == MESSAGES
+
+
+def test_usage_errors_exit_2(streams):
+    _, folder = streams["debezium-json"]
+    code, _, err = run("decode", str(folder), "--schema", "id map<string,string>")
+    assert code == 2 and "cdc-decode decode:" in err
+    code, _, err = run("decode", str(folder), "--tables", "no-ddl-here")
+    assert code == 2 and "DB.TABLE=DDL" in err
+    assert run("decode", str(folder), "--format", "nope")[0] == 2
+    assert run("decode")[0] == 2
+
+
+def test_shared_fixtures():
+    # Debezium JSON lines (flink) and single messages after a license header (paimon).
+    code, out, err = run("decode", str(FIXTURES / "debezium" / "flink-postgres-schema-exclude.jsonl"), "--json")  # fmt: skip
+    assert code == 0, err
+    assert "--format auto: debezium-json" in err
+    ops = [r["op"] for r in json_lines(out)]
+    assert (ops.count("read"), ops.count("insert"), ops.count("update"), ops.count("delete")) == (
+        9, 2, 4, 1,
+    )  # fmt: skip
+    code, out, err = run("decode", *map(str, sorted((FIXTURES / "debezium").glob("*.txt"))), "--json")  # fmt: skip
+    assert code == 0, err
+    rows = json_lines(out)
+    assert rows[0]["source"].endswith("paimon-mysql-alltype-schema.txt:19")
+    assert rows[0]["after"]["_varchar"] == "Apache Paimon"
+    # DataHub BLOB, one message a file.
+    code, out, err = run("decode", *map(str, sorted((FIXTURES / "datahub-blob").glob("*.txt"))))
+    assert code == 0, err
+    assert "--format auto: datahub-blob" in err
+    assert [line.split()[1] for line in out.splitlines()[1:]] == ["delete", "read", "update"]
+    assert "val: 1.100000 → 2.200000" in out
+    # A Datastream tree: every Avro file, the tables they hold.
+    code, out, err = run("stats", str(FIXTURES / "datastream-avro"), "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["format"] == "datastream-avro" and report["messages"] == 8
+    assert report["errors"] == 0
+    assert report["tables"]["l1.Users"] == 4
+    assert report["ops"]["delete"] == 2
