@@ -283,14 +283,16 @@ def test_usage_errors_exit_2(streams):
 
 def test_shared_fixtures():
     # Debezium JSON lines (flink) and single messages after a license header (paimon).
-    code, out, err = run("decode", str(FIXTURES / "debezium" / "flink-postgres-schema-exclude.jsonl"), "--json")  # fmt: skip
+    flink = FIXTURES / "debezium" / "flink-postgres-schema-exclude.jsonl"
+    code, out, err = run("decode", str(flink), "--json")
     assert code == 0, err
     assert "--format auto: debezium-json" in err
     ops = [r["op"] for r in json_lines(out)]
     assert (ops.count("read"), ops.count("insert"), ops.count("update"), ops.count("delete")) == (
         9, 2, 4, 1,
     )  # fmt: skip
-    code, out, err = run("decode", *map(str, sorted((FIXTURES / "debezium").glob("*.txt"))), "--json")  # fmt: skip
+    paimon = sorted(str(p) for p in (FIXTURES / "debezium").glob("*.txt"))
+    code, out, err = run("decode", *paimon, "--json")
     assert code == 0, err
     rows = json_lines(out)
     assert rows[0]["source"].endswith("paimon-mysql-alltype-schema.txt:19")
