@@ -311,3 +311,80 @@ def test_shared_fixtures():
     assert report["errors"] == 0
     assert report["tables"]["l1.Users"] == 4
     assert report["ops"]["delete"] == 2
+
+
+def _tail(broker, topic: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [CLI, "tail", "--bootstrap", broker.bootstrap, "--topic", topic, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        bufsize=0,  # unbuffered: what _read_until reads is not also held in a buffer
+    )
+
+
+def _read_until(process: subprocess.Popen, lines: int, timeout: float = 60.0) -> bytes:
+    """The running command's stdout until it has printed ``lines`` lines."""
+    import selectors
+    import time
+
+    out = b""
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    deadline = time.monotonic() + timeout
+    while out.count(b"\n") < lines and time.monotonic() < deadline:
+        if selector.select(timeout=1):
+            data = os.read(process.stdout.fileno(), 1 << 16)
+            if not data:
+                break
+            out += data
+    return out
+
+
+def test_tail_live_topic_sigint_prints_counts(kafka_broker):
+    """A DTS stream with multi-part sets on three partitions, read live: every event, in
+    per-partition order; Ctrl-C prints the counts; then a bad message makes exit 1."""
+    import signal
+
+    from support.kafka import new_topic, produce
+
+    stream = generate("tencent-dts", messages=200, seed=5, max_message_bytes=1500)
+    assert any(v is not None and len(v) > 1000 for v in stream.values)  # multi-part sets
+    topic = new_topic(kafka_broker, partitions=3)
+    produce(kafka_broker.bootstrap, topic, stream)
+    process = _tail(kafka_broker, topic, "--from-beginning", "--format", "tencent-dts", "--json")
+    try:
+        seen = _read_until(process, stream.expected.num_rows)
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    rows = json_lines((seen + out).decode())
+    err = err.decode()
+    assert process.returncode == 0, err
+    # Every expected event once; multi-part sets joined (no error, nothing pending).
+    assert sorted(r["event_id"] or "" for r in rows) == sorted(
+        e or "" for e in stream.expected.column("event_id").to_pylist()
+    )
+    assert all(r["source"].startswith(f"{topic}/") for r in rows)
+    assert (
+        f"stopped: {stream.messages} messages (tencent-dts): "
+        f"{stream.expected.num_rows:,} events, 0 errors, 0 pending"
+    ) in err
+
+    # --last 3 of a one-partition topic, read to its end (--exit), a bad message last.
+    from support.kafka import produce_records
+
+    blob = generate("datahub-blob", messages=10, seed=5)
+    topic = new_topic(kafka_broker, partitions=1)
+    produce(kafka_broker.bootstrap, topic, blob, partitions=1)
+    produce_records(kafka_broker.bootstrap, topic, [(0, b'{"payload": 5}', [])])
+    process = _tail(kafka_broker, topic, "--last", "3", "--exit", "--errors")
+    out, err = process.communicate(timeout=60)
+    err = err.decode()
+    assert process.returncode == 1, err
+    lines = out.decode().splitlines()
+    assert len(lines) == 2  # the header and the one error
+    assert lines[1].split()[:2] == [f"{topic}/0@10", "error"]
+    assert "payload: expected an object, got the number 5 | raw 7b227061" in lines[1]
+    assert "--format auto: datahub-blob" in err
+    assert "end of topic: 3 messages (datahub-blob): 2 events, 1 error, 0 pending" in err
