@@ -352,7 +352,6 @@ def _datastream(path: str, format: str | None) -> Iterator[Chunk]:
     text = [f for f in files if f.suffix in (".jsonl", ".json")]
     use_avro = format == "datastream-avro" or (format != "datastream-json" and avro)
     if use_avro:
-        items = []
         for f in avro:
             yield from _one_file(str(f))
         return

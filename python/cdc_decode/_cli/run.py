@@ -156,9 +156,9 @@ class Pipeline:
             else:
                 keys = chunk.keys if chunk.keys and any(k is not None for k in chunk.keys) else None
                 batch, ordinals = self.decoder.decode_indexed(chunk.values, keys=keys)
-        except (TypeError, ValueError) as exc:
-            del self.wheres[self.decoder.stats()["messages"] :]
-            del self.wheres[max(start, len(self.wheres)) :]
+        except (TypeError, ValueError) as exc:  # records without a meta column, say
+            # Ordinals are the decoder's count of messages: keep the places in step.
+            del self.wheres[max(start, self.decoder.stats()["messages"]) :]
             self._input_error(InputError(chunk.wheres[0], str(exc)))
             return
         self._rows(batch, ordinals)

@@ -151,6 +151,44 @@ def _chunk(messages, topic: str, at_end: set[int]) -> Chunk:
     return chunk
 
 
+def _continuation(value: bytes | None) -> bool:
+    """Whether a DTS value is a later part (index > 0) of a multi-part set."""
+    if value is None:
+        return False
+    from .. import _proto as pb
+
+    try:
+        envelope = pb.Envelope.FromString(value)
+    except Exception:  # not an Envelope: the decoder reports it
+        return False
+    return envelope.total > 1 and envelope.index > 0
+
+
+def _skip_leading_parts(chunk: Chunk, begun: set[str], skipped: list[str]) -> Chunk:
+    """A DTS partition read from an offset inside a multi-part set starts with the set's
+    later parts, whose first part is before the start: they cannot be joined, so they are
+    left out (and listed in ``skipped``) rather than reported as broken sets."""
+    keep = []
+    rows = zip(chunk.values, chunk.wheres, chunk.keys, strict=True)
+    for i, (value, where, key) in enumerate(rows):
+        if key not in begun:
+            if _continuation(value):
+                skipped.append(where)
+                continue
+            begun.add(key)
+        keep.append(i)
+    if len(keep) == len(chunk.values):
+        return chunk
+    return Chunk(
+        values=[chunk.values[i] for i in keep],
+        wheres=[chunk.wheres[i] for i in keep],
+        keys=[chunk.keys[i] for i in keep],
+        offsets=chunk.offsets,
+        errors=chunk.errors,
+        bytes_read=chunk.bytes_read,
+    )
+
+
 def run(args, *, say: Callable[[str], None]) -> int:
     """Run ``tail`` until Ctrl-C (or, with ``--exit``, the end of every partition)."""
     from .output import JsonSink, TableSink, stdout
@@ -168,6 +206,14 @@ def run(args, *, say: Callable[[str], None]) -> int:
     sink = None
     ops: Counter[str] = Counter()
     pending: list[Chunk] = []
+    begun: set[str] = set()
+    skipped: list[str] = []
+
+    def feed(chunk: Chunk) -> None:
+        if pipeline.format == "tencent-dts":
+            chunk = _skip_leading_parts(chunk, begun, skipped)
+        pipeline.feed(chunk)
+
     try:
         assignment = _assign(consumer, args)
         say(
@@ -204,10 +250,10 @@ def run(args, *, say: Callable[[str], None]) -> int:
                     )
                     pipeline.on_input_error.append(sink.input_error)
                     for held in pending:
-                        pipeline.feed(held)
+                        feed(held)
                     pending = []
             else:
-                pipeline.feed(chunk)
+                feed(chunk)
             if sink is not None:
                 sink.close()  # flush: a reader sees each event as it is decoded
             if args.exit and len(at_end) == len(assignment):
@@ -227,6 +273,11 @@ def run(args, *, say: Callable[[str], None]) -> int:
         counters = pipeline.stats()
     errors = counters["errors"] + counters["input_errors"]
     by_op = ", ".join(f"{op} {n:,}" for op, n in ops.most_common())
+    if skipped:
+        say(
+            f"left out {len(skipped)} later parts of DTS multi-part sets begun before the "
+            f"start offset ({', '.join(skipped[:5])}{', …' if len(skipped) > 5 else ''})"
+        )
     print(
         f"\n{'stopped' if stop else 'end of topic'}: {counters['messages']:,} messages "
         f"({fmt}): {counters['events']:,} events, {errors:,} error{'' if errors == 1 else 's'}, "
