@@ -94,10 +94,12 @@ def short_where(where: str) -> str:
 
 def key_text(row: dict, before: dict | None, after: dict | None, wide: bool) -> str:
     names = row.get("primary_key") or []
-    image = after if after is not None else before
-    if not names or image is None:
+    if not names or (before is None and after is None):
         return ""
-    return ",".join(f"{n}={_show(image.get(n), wide)}" for n in names)
+    # Each key column from the after image, else (a partial after image) from before.
+    images = [i for i in (after, before) if i is not None]
+    value = {n: next((i[n] for i in images if n in i), None) for n in names}
+    return ",".join(f"{n}={_show(value[n], wide)}" for n in names)
 
 
 def changes_text(row: dict, before: dict | None, after: dict | None, wide: bool) -> str:
@@ -113,15 +115,15 @@ def changes_text(row: dict, before: dict | None, after: dict | None, wide: bool)
         return str(row["ddl"])
     keys = set(row.get("primary_key") or [])
     if before is not None and after is not None:
-        # A column missing from one image (a partial image) is unknown there, not NULL.
+        # Partial images (minimal row images: the key before, the changed columns after)
+        # leave columns out; one missing is unknown there, not NULL. A column only before
+        # did not change; one only after is shown with its new value.
         changed = []
-        for c in dict.fromkeys([*before, *after]):
+        for c, new in after.items():
             if c not in before:
-                changed.append(f"{c}={_show(after[c], wide)}")
-            elif c not in after:
-                changed.append(f"{c}: {_show(before[c], wide)} → ?")
-            elif before[c] != after[c]:
-                changed.append(f"{c}: {_show(before[c], wide)} → {_show(after[c], wide)}")
+                changed.append(f"{c}={_show(new, wide)}")
+            elif before[c] != new:
+                changed.append(f"{c}: {_show(before[c], wide)} → {_show(new, wide)}")
         return ", ".join(changed) if changed else "(no change)"
     image = after if after is not None else before
     if image is None:
