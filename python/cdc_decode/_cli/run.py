@@ -130,11 +130,17 @@ class Pipeline:
             observer(batch, ordinals, self.wheres)
 
     def feed(self, chunk: Chunk) -> None:
-        """Decode one chunk; its input errors go out as error rows."""
-        for error in chunk.errors:
-            self._input_error(error)
+        """Decode one chunk; its input errors go out as error rows (after its events:
+        a chunk's problems are mostly at its end, a truncated file, say)."""
         for observer in self.on_chunk:
             observer(chunk)
+        try:
+            self._decode(chunk)
+        finally:
+            for error in chunk.errors:
+                self._input_error(error)
+
+    def _decode(self, chunk: Chunk) -> None:
         if not len(chunk) or self.decoder is None:
             return
         records = chunk.records is not None
