@@ -220,6 +220,19 @@ def test_kcat_delimited_and_stdin(streams):
     assert len(rows) == stream.expected.num_rows + 1
     assert rows[-1]["op"] == "error" and rows[-1]["source"] == f"-#{len(values)}"
     assert bytes.fromhex(rows[-1]["raw"]) == b"{broken"
+    # kcat -J: one JSON envelope a record, the value as text in "payload".
+    envelopes = b"".join(
+        json.dumps(
+            {"topic": "t", "partition": 0, "offset": i, "tstype": "create", "ts": 1,
+             "broker": 1, "key": None, "payload": v.decode()}
+        ).encode() + b"\n"
+        for i, v in enumerate(values)
+    )  # fmt: skip
+    code, out, err = run("decode", "-", "--json", stdin=envelopes)
+    assert code == 0, err
+    rows = json_lines(out)
+    assert len(rows) == stream.expected.num_rows
+    assert rows[-1]["source"] == f"t/0@{len(values) - 1}"
 
 
 def test_stats(streams):

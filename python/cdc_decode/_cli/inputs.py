@@ -168,6 +168,9 @@ def sniff(path: str, head: bytes | None = None) -> str:
         if doc is not None:
             if "value" in doc and ({"topic", "partition", "offset"} & doc.keys()):
                 return "kafka-json"
+            kafka = {"topic", "partition", "offset"} <= doc.keys()
+            if kafka and isinstance(doc.get("payload"), str):  # kcat -J
+                return "kafka-json"
             return "lines"
         # Not one object per line: a pretty-printed message is one message.
         return "file"
@@ -294,7 +297,13 @@ def _kafka_json(path: str, data: bytes) -> Iterator[Chunk]:
             chunk.offsets.append((stream, offset))
         value = doc.get("value", _MISSING)
         problem = None
-        if value is _MISSING:
+        if value is _MISSING and "payload" in doc:  # kcat -J: the value as text
+            value = doc["payload"]
+            if isinstance(value, str):
+                value = value.encode("utf-8", "surrogatepass")
+            elif value is not None:
+                problem = '"payload" is not a string'
+        elif value is _MISSING:
             problem = 'dump line has no "value"'
         elif value is not None:
             if not isinstance(value, str):
