@@ -17,7 +17,7 @@ RUST_SOURCES := Cargo.toml Cargo.lock build.rs $(wildcard proto/*.proto) \
 
 .DEFAULT_GOAL := help
 .PHONY: help venv build test test-rust test-python test-fuzz fuzz fuzz-build demo bench \
-	bench-spark jars lint fmt proto clean fuzz-campaign properties
+	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -44,7 +44,9 @@ test: test-rust test-python test-fuzz ## Everything CI runs: cargo test, pytest 
 test-rust: ## Rust unit tests (no Python needed)
 	cargo test
 
-test-python: build ## pytest: parity, fixtures, Spark
+# The streaming tests (tests/test_streaming.py) start a Kafka broker from .jars-kafka/ and
+# read it with Spark's Kafka connector from .jars/.
+test-python: build jars jars-kafka ## pytest: parity, fixtures, Spark, Kafka streaming
 	$(PY) -m pytest
 
 # The long property-test runs (docs/hardening.md): EXAMPLES per format, in CHUNKS with seeds
@@ -142,6 +144,24 @@ $(JARS)/.stamp: tools/spark-jars/pom.xml
 		-DoutputDirectory=$(abspath $(JARS)) -DexcludeTransitive=true
 	touch $@
 
+# An Apache Kafka broker (KRaft, one node, no Docker) for the streaming tests and demo:
+# tools/kafka-broker/pom.xml names it; Maven copies it and its runtime jars into .jars-kafka/.
+KAFKA_JARS := .jars-kafka
+
+jars-kafka: $(KAFKA_JARS)/.stamp ## Fetch the Kafka broker's jars into .jars-kafka/ with Maven
+
+$(KAFKA_JARS)/.stamp: tools/kafka-broker/pom.xml
+	rm -rf $(KAFKA_JARS)
+	mvn -q -B -f tools/kafka-broker/pom.xml dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory=$(abspath $(KAFKA_JARS))
+	touch $@
+
+kafka: build jars-kafka ## Start a Kafka broker on a free loopback port and print its address
+	$(PY) -m cdc_decode._kafka_broker start --jars $(KAFKA_JARS) --state .kafka/broker.json
+
+kafka-stop: ## Stop the broker `make kafka` started (by its PID)
+	$(PY) -m cdc_decode._kafka_broker stop --state .kafka/broker.json
+
 bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs passthrough, local[1]
 	$(PY) benches/spark_race.py --rounds 5 --out docs/spark-race
 
@@ -162,5 +182,5 @@ clean: ## Remove build outputs, caches and the venv
 	cargo clean
 	rm -rf fuzz/target fuzz/corpus fuzz/artifacts
 	rm -rf $(VENV) python/cdc_decode/_native*.so .pytest_cache .ruff_cache .benchmarks \
-		spark-warehouse metastore_db derby.log demo-output
+		spark-warehouse metastore_db derby.log demo-output .jars-kafka .kafka
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+from support.kafka import kafka_broker  # noqa: F401 (a fixture: the real Kafka broker)
 
 ROOT = Path(__file__).resolve().parent.parent
 # ../shared sits beside the checkout, locally and in CI.
