@@ -9,9 +9,9 @@ from collections import Counter, defaultdict
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .inputs import Chunk, InputError
-from .output import images, table_name
 
 _NUMBER = re.compile(r"\b\d+\b")
 _QUOTED = re.compile(r'"[^"]*"|\'[^\']*\'')
@@ -79,40 +79,66 @@ class Stats:
         self.reasons[f"input: {error.reason}"] += 1  # our own words, no particulars
 
     def rows(self, batch: pa.RecordBatch, ordinals: pa.Array, wheres: list[str]) -> None:
-        for row, ordinal in zip(batch.to_pylist(), ordinals.to_pylist(), strict=True):
-            op = row["op"]
-            self.ops[op] += 1
-            if op == "error":
-                self.reasons[reason(row.get("error"))] += 1
-                continue
-            name = table_name(row)
-            if name:
-                self.by_table[name] += 1
-            when = row.get("event_time")
-            if when is not None:
-                self.time_min = when if self.time_min is None else min(self.time_min, when)
-                self.time_max = when if self.time_max is None else max(self.time_max, when)
-            seq = row.get("sequence")
+        """Count a decoded batch; column at a time, images read only for the rows a
+        duplicate check needs them for."""
+        ops = batch.column("op")
+        for entry in pc.value_counts(ops).to_pylist():
+            self.ops[entry["values"]] += entry["counts"]
+        is_error = pc.equal(ops, "error")
+        for error in batch.filter(is_error).column("error").to_pylist():
+            self.reasons[reason(error)] += 1
+        good = batch.filter(pc.invert(is_error))
+        ordinals = ordinals.filter(pc.invert(is_error)).to_pylist()
+        parts = [good.column(c).to_pylist() for c in ("source_db", "source_schema", "source_table")]
+        names = [".".join(p for p in row if p) or None for row in zip(*parts, strict=True)]
+        self.by_table.update(n for n in names if n)
+        when = pc.min_max(good.column("event_time")).as_py()
+        if when["min"] is not None:
+            first, last = when["min"], when["max"]
+            self.time_min = first if self.time_min is None else min(self.time_min, first)
+            self.time_max = last if self.time_max is None else max(self.time_max, last)
+        sequences = good.column("sequence")
+        seq_range = pc.min_max(sequences).as_py()
+        if seq_range["min"] is not None:
+            low, high = seq_range["min"], seq_range["max"]
+            self.seq_min = low if self.seq_min is None else min(self.seq_min, low)
+            self.seq_max = high if self.seq_max is None else max(self.seq_max, high)
+        sequences = sequences.to_pylist()
+        event_ids = good.column("event_id").to_pylist()
+        op_list = good.column("op").to_pylist()
+        # Without an event id, the images tell one change from another (a snapshot's
+        # rows can share a sequence): read them for those rows only.
+        need = [i for i, (e, q) in enumerate(zip(event_ids, sequences, strict=True)) if not e and q]
+        image_of: dict[int, str] = {}
+        if need:
+            subset = good.take(pa.array(need, pa.int64()))
+            pairs = zip(
+                *(subset.column(c).to_pylist() for c in self._image_columns(subset)), strict=True
+            )
+            image_of = dict(zip(need, (repr(p) for p in pairs), strict=True))
+        for i, seq in enumerate(sequences):
             if seq is None:
                 continue
-            self.seq_min = seq if self.seq_min is None else min(self.seq_min, seq)
-            self.seq_max = seq if self.seq_max is None else max(self.seq_max, seq)
             # Order is per Kafka partition, or per input file: a sequence lower than the
             # one before it there.
-            stream = _stream(wheres[ordinal])
+            stream = _stream(wheres[ordinals[i]])
             last = self.last_seq.get(stream)
             if last is not None and seq < last:
                 self.out_of_order += 1
             self.last_seq[stream] = seq
             # The same change twice: equal event id, or (without one) equal sequence,
             # table, op and images.
-            before, after = images(row, self.tables)
-            identity = row.get("event_id") or (seq, name, op, repr(before), repr(after))
+            identity = event_ids[i] or (seq, names[i], op_list[i], image_of.get(i))
             fingerprint = hash(identity)
             if fingerprint in self.seen:
                 self.duplicates += 1
             else:
                 self.seen.add(fingerprint)
+
+    def _image_columns(self, batch: pa.RecordBatch) -> list[str]:
+        """The columns holding row images: ``before``/``after``, and with ``--tables``
+        each table's typed pair too."""
+        return [n for n in batch.schema.names if n.startswith(("before", "after"))]
 
     def _offsets(self) -> dict[str, Any]:
         out = {}
