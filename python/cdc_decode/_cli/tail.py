@@ -64,6 +64,29 @@ def add_parser(commands, input_options) -> None:
     input_options(tail)
 
 
+def _client_log():
+    """librdkafka's log as a Python logger that says each distinct line once on stderr
+    (an unreachable broker is otherwise the same line twenty times a second)."""
+    import logging
+
+    class Once(logging.Handler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seen: set[str] = set()
+
+        def emit(self, record: logging.LogRecord) -> None:
+            text = record.getMessage()
+            if text not in self.seen:
+                self.seen.add(text)
+                print(f"cdc-decode: kafka: {text}", file=sys.stderr, flush=True)
+
+    logger = logging.getLogger("cdc_decode.tail.kafka")
+    logger.propagate = False
+    if not logger.handlers:
+        logger.addHandler(Once())
+    return logger
+
+
 def _consumer(args):
     from .run import UsageError
 
@@ -79,6 +102,7 @@ def _consumer(args):
         "enable.partition.eof": True,
         "auto.offset.reset": "earliest",
     }
+    config["logger"] = _client_log()
     for item in args.property:
         name, sep, value = item.partition("=")
         if not sep:
