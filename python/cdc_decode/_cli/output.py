@@ -108,6 +108,8 @@ def changes_text(row: dict, before: dict | None, after: dict | None, wide: bool)
     op = row["op"]
     if op == "error":
         raw = row.get("raw") or b""
+        if not raw:
+            return str(row.get("error"))
         hexed = raw[:RAW_HEX_BYTES].hex()
         more = f"… ({len(raw)} bytes)" if len(raw) > RAW_HEX_BYTES else ""
         return f"{row.get('error')} | raw {hexed}{more}"
