@@ -389,6 +389,22 @@ def test_tail_live_topic_sigint_prints_counts(kafka_broker):
         f"{stream.expected.num_rows:,} events, 0 errors, 0 pending"
     ) in err
 
+    # Started inside a multi-part set (--offset): its later parts are left out and named,
+    # no error, nothing pending.
+    from support.kafka import consume
+
+    from cdc_decode import _proto
+
+    records = consume(kafka_broker, topic, count=stream.messages)
+    offset = next(o for _, o, v, _ in records if v and _proto.Envelope.FromString(v).index > 0)
+    process = _tail(kafka_broker, topic, "--offset", str(offset), "--exit", "--errors")
+    out, err = process.communicate(timeout=60)
+    err = err.decode()
+    assert process.returncode == 0, err
+    assert "later parts of DTS multi-part sets begun before the start offset" in err
+    assert out == b""  # --errors: not one error row
+    assert " events, 0 errors, 0 pending" in err
+
     # --last 3 of a one-partition topic, read to its end (--exit), a bad message last.
     from support.kafka import produce_records
 
