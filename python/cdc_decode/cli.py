@@ -246,11 +246,14 @@ def _progress_on(args, default: bool):
 def _run_files(args, command: str) -> int:
     from ._cli.inputs import input_size
     from ._cli.output import FileSink, JsonSink, TableSink, stdout
-    from ._cli.run import Progress, with_format
+    from ._cli.run import SAMPLE, Progress, with_format
     from ._cli.stats import Stats, render
 
     started = time.perf_counter()
-    fmt, chunks = with_format(_chunks(args), args.format, engine=args.engine, say=_say)
+    live = "-" in args.paths  # a pipe from kcat -C: decode as messages arrive
+    fmt, chunks = with_format(
+        _chunks(args), args.format, engine=args.engine, say=_say, enough=1 if live else SAMPLE
+    )
     pipeline = _pipeline(args, fmt)
     if pipeline.decoder is None:
         _say("no messages to decode")

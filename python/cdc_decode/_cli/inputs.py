@@ -274,10 +274,10 @@ def _header_value(headers, name: str) -> str | None:
     return None
 
 
-def _kafka_json(path: str, data: bytes) -> Iterator[Chunk]:
-    body, skipped = _strip_comment(data)
+def _kafka_json(path: str, data: bytes, first_line: int = 1) -> Iterator[Chunk]:
+    body, skipped = _strip_comment(data) if first_line == 1 else (data, 0)
     chunk = Chunk(values=[], keys=[], offsets=[])
-    for number, line in enumerate(body.split(b"\n"), start=1 + skipped):
+    for number, line in enumerate(body.split(b"\n"), start=first_line + skipped):
         text = line.strip()
         chunk.bytes_read += len(line) + 1
         if not text:
@@ -336,6 +336,16 @@ def _records(path: str) -> Iterator[Chunk]:
         p = p / "records.arrow"
     try:
         source = pa.memory_map(str(p))
+    except OSError as exc:
+        yield Chunk(values=[], errors=[InputError(path, f"cannot read: {exc}")])
+        return
+    yield from _records_of(source, str(p))
+
+
+def _records_of(source, p: str) -> Iterator[Chunk]:
+    """The records of an Arrow IPC file or stream, in chunks."""
+    path = p
+    try:
         try:
             reader = pa.ipc.open_file(source)
             batches = (reader.get_batch(i) for i in range(reader.num_record_batches))
@@ -391,16 +401,78 @@ def read_input(
     Yields:
         :class:`Chunk` objects; problems of the input are in their ``errors``.
     """
-    if path != "-" and not os.path.exists(path):
+    if path == "-":
+        yield from _stdin(kind, format, delimiter)
+        return
+    if not os.path.exists(path):
         yield Chunk(values=[], errors=[InputError(path, "no such file or directory")])
         return
-    head = None
     data = None
     if kind == "auto":
-        if path == "-":
-            data = _read(path)
-            head = data[: 1 << 20]
-        kind = sniff(path, head)
+        kind = sniff(path)
+    yield from _read_as(path, kind, data, format, delimiter)
+
+
+def _stdin(kind: str, format: str | None, delimiter: bytes) -> Iterator[Chunk]:
+    """Standard input. Lines, kcat output and dumps are decoded as they arrive (``kcat -C
+    … | cdc-decode decode -``); the other kinds once it ends."""
+    stream = sys.stdin.buffer
+    head = b""
+    if kind == "auto":
+        # Enough to tell the kind: the first line, or what a pipe holds now.
+        while b"\n" not in head and len(head) < 1 << 16:
+            block = stream.read1(1 << 16)
+            if not block:
+                break
+            head += block
+        kind = sniff("-", head)
+    if kind not in ("lines", "kcat", "kafka-json"):
+        data = head + stream.read()
+        if kind == "records":
+            yield from _records_of(pa.BufferReader(data), "-")
+        elif kind == "datastream":
+            yield Chunk(values=[], errors=[InputError("-", "a Datastream tree is a folder")])
+        else:
+            yield from _read_as("-", kind, data, format, delimiter)
+        return
+    separator = delimiter if kind == "kcat" else b"\n"
+    rest = b""
+    count = 0  # messages (kcat) or lines so far
+    block = head
+    while True:
+        if not block:
+            block = stream.read1(1 << 16)
+        ended = not block
+        rest += block
+        block = b""
+        pieces = rest.split(separator)
+        rest = pieces.pop()
+        if ended and rest:
+            pieces.append(rest)  # the last message, without its delimiter
+            rest = b""
+        if pieces:
+            if kind == "kafka-json":
+                yield from _kafka_json("-", b"\n".join(pieces), first_line=count + 1)
+            else:
+                items = (
+                    ((p, f"-#{count + i}", len(p) + len(separator)) for i, p in enumerate(pieces))
+                    if kind == "kcat"
+                    else (
+                        (p.strip(), f"-:{count + i + 1}", len(p) + 1)
+                        for i, p in enumerate(pieces)
+                        if p.strip()
+                    )
+                )
+                yield from _chunks_of_values(items)
+            count += len(pieces)
+        if ended:
+            return
+
+
+def _read_as(
+    path: str, kind: str, data: bytes | None, format: str | None, delimiter: bytes
+) -> Iterator[Chunk]:
+    """One file (or the bytes of standard input) read as ``kind``."""
     if kind == "records":
         yield from _records(path)
         return
@@ -436,13 +508,6 @@ def read_input(
         yield from _kafka_json(path, data)
     else:
         raise ValueError(f"unknown input kind {kind!r}")
-
-
-def kind_of(path: str, kind: str) -> str:
-    """The kind ``read_input`` will use for ``path`` (for messages to the user)."""
-    if kind != "auto" or path == "-" or not os.path.exists(path):
-        return kind
-    return sniff(path)
 
 
 def parse_delimiter(text: str) -> bytes:

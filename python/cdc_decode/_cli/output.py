@@ -192,6 +192,7 @@ class TableSink(Sink):
         for row in rows:
             cells = [f"{cell:<{w}}" for cell, w in zip(row, self.widths, strict=False)]
             self.out.write(" ".join([*cells, row[-1]]).rstrip() + "\n")
+        self.out.flush()  # a reader (a pipe, a live input) sees each chunk as it is done
 
     def write(self, batch: pa.RecordBatch, ordinals: list[int], wheres: list[str]) -> None:
         lines = []
@@ -249,6 +250,7 @@ class JsonSink(Sink):
         for row, ordinal in zip(batch.to_pylist(), ordinals, strict=True):
             line = json_row(row, wheres[ordinal], ordinal, self.tables)
             self.out.write(json.dumps(line, ensure_ascii=False) + "\n")
+        self.out.flush()
 
     def write_input_error(self, error: InputError, format: str | None) -> None:
         row = {"format": format, "op": "error", "error": error.reason, "raw": error.raw}

@@ -61,9 +61,16 @@ def guess_format(values: list[bytes | None], *, engine: str = "native") -> tuple
 
 
 def with_format(
-    chunks: Iterator[Chunk], format: str, *, engine: str, say: Callable[[str], None]
+    chunks: Iterator[Chunk],
+    format: str,
+    *,
+    engine: str,
+    say: Callable[[str], None],
+    enough: int = SAMPLE,
 ) -> tuple[str, Iterator[Chunk]]:
-    """The format (guessed from the first chunks when ``auto``) and the same chunks."""
+    """The format (guessed from the first chunks when ``auto``, once ``enough`` messages
+    are in: 1 for a live input, which may hold fewer for a long time) and the same
+    chunks."""
     if format != "auto":
         return format, chunks
     seen: list[Chunk] = []
@@ -75,7 +82,7 @@ def with_format(
             chosen, why = "datahub-tuple", "the input is Arrow records"
             break
         values += [v for v in chunk.values or () if v is not None]
-        if len(values) >= SAMPLE:
+        if len(values) >= enough:
             break
     if chosen is None:
         if not values:
