@@ -246,7 +246,7 @@ def _progress_on(args, default: bool):
 def _run_files(args, command: str) -> int:
     from ._cli.inputs import input_size
     from ._cli.output import FileSink, JsonSink, TableSink, stdout
-    from ._cli.run import SAMPLE, Progress, with_format
+    from ._cli.run import SAMPLE, Progress, count, with_format
     from ._cli.stats import Stats, render
 
     started = time.perf_counter()
@@ -314,8 +314,8 @@ def _run_files(args, command: str) -> int:
         if writing:
             written = " -> " + ", ".join(str(f) for f in sink.files())
         _say(
-            f"{counters['messages']:,} messages ({fmt}): {counters['events']:,} events, "
-            f"{errors:,} error{'' if errors == 1 else 's'}"
+            f"{count(counters['messages'], 'message')} ({fmt}): "
+            f"{count(counters['events'], 'event')}, {count(errors, 'error')}"
             + (
                 f" ({counters['input_errors']:,} in the input itself)"
                 if counters["input_errors"]

@@ -29,6 +29,11 @@ GUESS_ORDER = (
 """Formats ``--format auto`` tries on values, in the order that breaks a tie."""
 
 
+def count(n: int, word: str) -> str:
+    """``1,204 messages``, ``1 message``."""
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
 class UsageError(Exception):
     """A command line that cannot run (exit status 2)."""
 
@@ -53,9 +58,12 @@ def guess_format(values: list[bytes | None], *, engine: str = "native") -> tuple
     scores.sort(reverse=True)
     good, _, _, best = scores[0]
     runner = scores[1]
+    n = len(sample)
+    if not good:
+        return best, f"no format gives a change event from the {n} sample messages; say --format"
     why = (
-        f"{good} change events from {len(sample)} sample messages; "
-        f"next best {runner[3]} gave {runner[0]}"
+        f"{good} change event{'s' if good != 1 else ''} from {n} sample "
+        f"message{'s' if n != 1 else ''}; next best {runner[3]} gave {runner[0]}"
     )
     return best, why
 

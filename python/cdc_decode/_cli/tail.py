@@ -216,7 +216,7 @@ def _skip_leading_parts(chunk: Chunk, begun: set[str], skipped: list[str]) -> Ch
 def run(args, *, say: Callable[[str], None]) -> int:
     """Run ``tail`` until Ctrl-C (or, with ``--exit``, the end of every partition)."""
     from .output import JsonSink, TableSink, stdout
-    from .run import Pipeline, as_columns, as_table_map, guess_format, schema_text
+    from .run import Pipeline, as_columns, as_table_map, count, guess_format, schema_text
 
     consumer = _consumer(args)
     stop = []
@@ -303,8 +303,8 @@ def run(args, *, say: Callable[[str], None]) -> int:
             f"start offset ({', '.join(skipped[:5])}{', …' if len(skipped) > 5 else ''})"
         )
     print(
-        f"\n{'stopped' if stop else 'end of topic'}: {counters['messages']:,} messages "
-        f"({fmt}): {counters['events']:,} events, {errors:,} error{'' if errors == 1 else 's'}, "
+        f"\n{'stopped' if stop else 'end of topic'}: {count(counters['messages'], 'message')} "
+        f"({fmt}): {count(counters['events'], 'event')}, {count(errors, 'error')}, "
         f"{counters['pending']:,} pending in {seconds:.1f} s"
         + (f"\nby op: {by_op}" if by_op else ""),
         file=sys.stderr,
