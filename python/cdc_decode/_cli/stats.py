@@ -173,12 +173,15 @@ class Stats:
             "input_errors": counters["input_errors"],
             "tombstones": self.tombstones,
             "bytes": sum(sizes) if sizes else self.record_bytes,
+            # Records (datahub-tuple) have no size of their own: their Arrow bytes only.
             "sizes": {
-                "min": sizes[0] if sizes else 0,
+                "min": sizes[0],
                 "median": _percentile(sizes, 0.5),
                 "p99": _percentile(sizes, 0.99),
-                "max": sizes[-1] if sizes else 0,
-            },
+                "max": sizes[-1],
+            }
+            if sizes
+            else None,
             "ops": dict(self.ops.most_common()),
             "tables": dict(self.by_table.most_common()),
             "error_reasons": dict(self.reasons.most_common()),
@@ -201,13 +204,18 @@ def render(report: dict) -> str:
     """The report as text for a person."""
     lines = []
     sizes = report["sizes"]
+    size_line = (
+        f"sizes         min {sizes['min']:,}  median {sizes['median']:,}  "
+        f"p99 {sizes['p99']:,}  max {sizes['max']:,} bytes\n"
+        if sizes
+        else ""
+    )
     lines.append(
         f"format        {report['format']}\n"
         f"messages      {report['messages']:,} ({report['tombstones']:,} "
         f"tombstone{'' if report['tombstones'] == 1 else 's'}), "
         f"{report['bytes']:,} bytes\n"
-        f"sizes         min {sizes['min']:,}  median {sizes['median']:,}  "
-        f"p99 {sizes['p99']:,}  max {sizes['max']:,} bytes\n"
+        f"{size_line}"
         f"decoded       {report['decoded']:,} messages into {report['events']:,} events\n"
         f"errors        {report['errors']:,}"
         + (f" ({report['input_errors']:,} in the input itself)" if report["input_errors"] else "")
