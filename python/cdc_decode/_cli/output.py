@@ -78,7 +78,7 @@ def plain(value: Any) -> Any:
 def _show(value: Any, wide: bool) -> str:
     if value is None:
         return "NULL"
-    text = str(plain(value))
+    text = value if isinstance(value, str) else str(plain(value))
     if not wide and len(text) > VALUE_WIDTH:
         text = text[: VALUE_WIDTH - 1] + "…"
     return text
@@ -194,9 +194,14 @@ class TableSink(Sink):
             self.out.write(" ".join([*cells, row[-1]]).rstrip() + "\n")
         self.out.flush()  # a reader (a pipe, a live input) sees each chunk as it is done
 
+    SHOWN = ("op", "source_db", "source_schema", "source_table", "sequence", "primary_key",
+             "ddl", "error", "raw", "table")  # fmt: skip
+
     def write(self, batch: pa.RecordBatch, ordinals: list[int], wheres: list[str]) -> None:
+        # Only the columns shown (and the images) become Python objects.
+        names = [n for n in batch.schema.names if n in self.SHOWN or n.startswith(("bef", "aft"))]
         lines = []
-        for row, ordinal in zip(batch.to_pylist(), ordinals, strict=True):
+        for row, ordinal in zip(batch.select(names).to_pylist(), ordinals, strict=True):
             before, after = images(row, self.tables)
             seq = row.get("sequence")
             lines.append(
