@@ -422,3 +422,20 @@ def test_tail_live_topic_sigint_prints_counts(kafka_broker):
     assert "payload: expected an object, got the number 5 | raw 7b227061" in lines[1]
     assert "--format auto: datahub-blob" in err
     assert "end of topic: 3 messages (datahub-blob): 2 events, 1 error, 0 pending" in err
+
+
+def test_tdsql_columns(streams):
+    """``--columns`` names tdsql-json's positional images, as ``columns=`` does."""
+    stream, folder = streams["tdsql-json"]
+    names = ["order_id", "user_id", "amount", "currency", "quantity", "discount", "note"]
+    names += ["status", "placed_at", "ship_window", "delta", "priority"]
+    code, out, err = run(
+        "decode", str(folder), "--format", "tdsql-json", "--json",
+        "--columns", "shop.orders=" + ",".join(names),
+    )  # fmt: skip
+    assert code == 0, err
+    rows = [r for r in json_lines(out) if r["source_table"] == "orders" and r["op"] == "insert"]
+    want = cdc_decode.decode(stream.values, "tdsql-json", columns={"shop.orders": names})
+    want = [r for r in want.to_pylist() if r["source_table"] == "orders" and r["op"] == "insert"]
+    assert rows and [r["after"] for r in rows] == [dict(r["after"]) for r in want]
+    assert list(rows[0]["after"]) == names
