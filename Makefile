@@ -17,7 +17,7 @@ RUST_SOURCES := Cargo.toml Cargo.lock build.rs $(wildcard proto/*.proto) \
 
 .DEFAULT_GOAL := help
 .PHONY: help venv build test test-rust test-python test-fuzz fuzz fuzz-build demo bench \
-	bench-spark jars lint fmt proto clean fuzz-campaign properties
+	bench-spark jars jars-autocdc lint fmt proto clean fuzz-campaign properties
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -44,7 +44,7 @@ test: test-rust test-python test-fuzz ## Everything CI runs: cargo test, pytest 
 test-rust: ## Rust unit tests (no Python needed)
 	cargo test
 
-test-python: build ## pytest: parity, fixtures, Spark
+test-python: build jars-autocdc ## pytest: parity, fixtures, Spark (and spark-pipelines)
 	$(PY) -m pytest
 
 # The long property-test runs (docs/hardening.md): EXAMPLES per format, in CHUNKS with seeds
@@ -140,6 +140,17 @@ jars: $(JARS)/.stamp ## Fetch the Spark connector jars (spark-avro, Kafka) into 
 $(JARS)/.stamp: tools/spark-jars/pom.xml
 	mvn -q -B -f tools/spark-jars/pom.xml dependency:copy-dependencies \
 		-DoutputDirectory=$(abspath $(JARS)) -DexcludeTransitive=true
+	touch $@
+
+# The AutoCDC targets' catalog (Spark's in-memory row-level one, from spark-catalyst's test
+# jar) for examples/autocdc and tests/test_autocdc.py; tools/autocdc-jars/pom.xml says why.
+AUTOCDC_JARS := .jars-autocdc
+
+jars-autocdc: $(AUTOCDC_JARS)/.stamp ## Fetch the in-memory row-level catalog jar (AutoCDC targets) into .jars-autocdc/
+
+$(AUTOCDC_JARS)/.stamp: tools/autocdc-jars/pom.xml
+	mvn -q -B -f tools/autocdc-jars/pom.xml dependency:copy-dependencies \
+		-DoutputDirectory=$(abspath $(AUTOCDC_JARS)) -DexcludeTransitive=true
 	touch $@
 
 bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs passthrough, local[1]
