@@ -10,7 +10,6 @@ which ends with the server's JVM, so the pipeline also copies them to parquet ta
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import json
 import shutil
@@ -69,8 +68,6 @@ def typed(text: str | None, spark_type: str):
         return Decimal(text).quantize(Decimal(1).scaleb(-scale))
     if spark_type == "double":
         return float(text)
-    if spark_type == "binary":
-        return base64.b64decode(text)
     if spark_type == "timestamp":
         if text.lstrip("-").isdigit():  # epoch milliseconds
             return dt.datetime(1970, 1, 1, tzinfo=UTC) + dt.timedelta(milliseconds=int(text))
@@ -131,6 +128,9 @@ def server(tmp_path_factory):
         "spark.sql.catalog.mem": CATALOG,
         # The parquet copies keep timestamps as UTC microseconds (pyarrow reads them so).
         "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
+        # A few thousand rows: interpreting the plans is quicker than compiling them.
+        "spark.sql.codegen.wholeStage": "false",
+        "spark.sql.codegen.factoryMode": "NO_CODEGEN",
     }
     yield from connect_server(tmp_path_factory.mktemp("connect"), conf)
 
