@@ -1,6 +1,6 @@
 """Spark 4.3 Declarative Pipelines: examples/autocdc run by the real ``spark-pipelines`` CLI.
 
-Each format's generated stream (five tables, updates, deletes, re-inserts, DDL, control
+Each format's generated stream (five tables, inserts, updates, deletes, DDL, control
 events) goes through ``cdc_spark.decode`` (typed) into ``create_auto_cdc_flow``: the SCD1
 targets must equal the generator's final state, and the SCD2 target the history the
 source's change log gives. The AutoCDC targets live in Spark's in-memory row-level catalog,
