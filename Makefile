@@ -17,7 +17,8 @@ RUST_SOURCES := Cargo.toml Cargo.lock build.rs $(wildcard proto/*.proto) \
 
 .DEFAULT_GOAL := help
 .PHONY: help venv build test test-rust test-python test-fuzz fuzz fuzz-build demo bench \
-	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop
+	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
+	jars-autocdc
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -46,7 +47,7 @@ test-rust: ## Rust unit tests (no Python needed)
 
 # The streaming tests (tests/test_streaming.py) start a Kafka broker from .jars-kafka/ and
 # read it with Spark's Kafka connector from .jars/.
-test-python: build jars jars-kafka ## pytest: parity, fixtures, Spark, Kafka streaming
+test-python: build jars jars-kafka jars-autocdc ## pytest: parity, fixtures, Spark, Kafka streaming, spark-pipelines
 	$(PY) -m pytest
 
 # The long property-test runs (docs/hardening.md): EXAMPLES per format, in CHUNKS with seeds
@@ -161,6 +162,17 @@ kafka: build jars-kafka ## Start a Kafka broker on a free loopback port and prin
 
 kafka-stop: ## Stop the broker `make kafka` started (by its PID)
 	$(PY) -m cdc_decode._kafka_broker stop --state .kafka/broker.json
+
+# The AutoCDC targets' catalog (Spark's in-memory row-level one, from spark-catalyst's test
+# jar) for examples/autocdc and tests/test_autocdc.py; tools/autocdc-jars/pom.xml says why.
+AUTOCDC_JARS := .jars-autocdc
+
+jars-autocdc: $(AUTOCDC_JARS)/.stamp ## Fetch the in-memory row-level catalog jar (AutoCDC targets) into .jars-autocdc/
+
+$(AUTOCDC_JARS)/.stamp: tools/autocdc-jars/pom.xml
+	mvn -q -B -f tools/autocdc-jars/pom.xml dependency:copy-dependencies \
+		-DoutputDirectory=$(abspath $(AUTOCDC_JARS)) -DexcludeTransitive=true
+	touch $@
 
 bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs passthrough, local[1]
 	$(PY) benches/spark_race.py --rounds 5 --out docs/spark-race
