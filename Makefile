@@ -16,7 +16,7 @@ RUST_SOURCES := Cargo.toml Cargo.lock build.rs $(wildcard proto/*.proto) \
 	$(shell find rust -name '*.rs' 2>/dev/null)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv build test test-rust test-python test-fuzz fuzz fuzz-build demo bench \
+.PHONY: help venv build test test-rust test-python wheel wheel-x86_64 test-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties
 
 help: ## List the targets
@@ -39,13 +39,53 @@ $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml
 	$(PY) -c "import cdc_decode._native"
 	touch $@
 
-test: test-rust test-python test-fuzz ## Everything CI runs: cargo test, pytest (Spark included), fuzz briefly
+test: test-rust test-python test-spark35 test-fuzz ## Everything CI runs: cargo test, pytest (Spark included), fuzz briefly
 
 test-rust: ## Rust unit tests (no Python needed)
 	cargo test
 
-test-python: build ## pytest: parity, fixtures, Spark
-	$(PY) -m pytest
+# tests/test_cluster.py ships the manylinux2014 x86_64 wheel to a standalone cluster's
+# executors (a venv of that wheel and pyarrow only).
+test-python: build $(WHEEL_X86) ## pytest: parity, fixtures, Spark (local, standalone cluster, Connect)
+	CDC_DECODE_WHEEL=$(abspath $(WHEEL_X86)) $(PY) -m pytest
+
+# Portable wheels (docs/deploy.md): abi3 (any CPython >= 3.10), manylinux2014 (glibc 2.17:
+# Amazon Linux 2, Debian 10+, RHEL/CentOS 7+), for x86_64 and aarch64 (Graviton, Ampere),
+# cross-built with zig as linker and C compiler; their own cargo target folder, so they
+# do not rebuild what `make build` compiled. tools/check_wheel.py checks tags, symbols,
+# libraries and the dependencies of each.
+VERSION      := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+DIST         := dist
+WHEEL_NAME    = $(DIST)/cdc_decode-$(VERSION)-cp310-abi3-manylinux2014_$(1).manylinux_2_17_$(1).whl
+WHEEL_X86    := $(call WHEEL_NAME,x86_64)
+WHEEL_ARM    := $(call WHEEL_NAME,aarch64)
+SDIST        := $(DIST)/cdc_decode-$(VERSION).tar.gz
+PY_SOURCES   := $(shell find python -name '*.py' -o -name '*.desc' 2>/dev/null)
+WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath target/wheel) \
+	$(VENV)/bin/maturin build --release --quiet --zig --compatibility manylinux2014 \
+	--target $(1)-unknown-linux-gnu --out $(DIST)
+
+$(STAMPS)/wheel-tools: requirements-wheel.txt $(STAMPS)/venv
+	$(PY) -m pip install --quiet -r requirements-wheel.txt
+	rustup target add x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu
+	touch $@
+
+$(WHEEL_X86): $(STAMPS)/wheel-tools $(RUST_SOURCES) pyproject.toml $(PY_SOURCES)
+	$(call WHEEL_BUILD,x86_64)
+	$(PY) tools/check_wheel.py $@
+
+$(WHEEL_ARM): $(STAMPS)/wheel-tools $(RUST_SOURCES) pyproject.toml $(PY_SOURCES)
+	$(call WHEEL_BUILD,aarch64)
+	$(PY) tools/check_wheel.py $@
+
+$(SDIST): $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml $(PY_SOURCES)
+	$(VENV)/bin/maturin sdist --out $(DIST)
+
+wheel: $(WHEEL_X86) $(WHEEL_ARM) $(SDIST) ## manylinux2014 abi3 wheels (x86_64, aarch64) and the sdist into dist/, checked
+	$(PY) tools/check_wheel.py $(WHEEL_X86) $(WHEEL_ARM)
+	tar tzf $(SDIST) | grep -q 'python/cdc_decode/fallback/subscribe.desc'
+
+wheel-x86_64: $(WHEEL_X86) ## Only the x86_64 wheel (what the cluster test ships)
 
 # The long property-test runs (docs/hardening.md): EXAMPLES per format, in CHUNKS with seeds
 # SEED, SEED+1, ... (at least one chunk per 5,000 examples), JOBS chunks at once; `make
