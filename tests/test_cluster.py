@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from conftest import ROOT
 from support.cluster import StandaloneCluster, packed_env
 from support.cluster_job import run_jobs, write_inputs
-
-from conftest import ROOT
 
 pytestmark = pytest.mark.spark
 

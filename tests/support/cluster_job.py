@@ -113,8 +113,9 @@ def executors(spark) -> list[dict]:
         import os
         import sys
 
-        import cdc_decode
         import pyarrow
+
+        import cdc_decode
 
         yield {
             "pid": os.getpid(),
