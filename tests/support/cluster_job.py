@@ -71,7 +71,6 @@ def run_jobs(spark, inputs: Path, out: Path) -> None:
         spark.conf.set(key, value)
     try:
         kafka = spark.read.parquet(str(inputs / "kafka"))
-        assert kafka.rdd.getNumPartitions() == KAFKA_PARTITIONS
         accounting = cdc_spark.DecodeAccounting(spark)
         events = cdc_spark.decode(kafka, "tencent-dts", accounting=accounting)
         write(events, out / "decode.arrow", ["partition", "offset"])
@@ -123,23 +122,21 @@ def executors(spark) -> list[dict]:
             "prefix": sys.prefix,
             "cdc_decode": cdc_decode.__file__,
             "pyarrow": pyarrow.__version__,
-            "protobuf": _importable("google.protobuf"),
-            "fastavro": _importable("fastavro"),
-            "path": sys.path,
-            "PYTHONPATH": os.environ.get("PYTHONPATH"),
+            "python_engine": _python_engine(),
         }
 
     return spark.sparkContext.parallelize(range(8), 8).mapPartitions(where).collect()
 
 
-def _importable(name: str) -> bool:
-    import importlib.util
+def _python_engine() -> str:
+    """What ``engine="python"`` says here: "ok", or its error (no python-engine extra)."""
+    import cdc_decode
 
     try:
-        spec = importlib.util.find_spec(name)
-        return None if spec is None else str(spec.origin or spec.submodule_search_locations)
-    except ModuleNotFoundError:
-        return False
+        cdc_decode.Decoder("tencent-dts", engine="python")
+    except ModuleNotFoundError as exc:
+        return str(exc)
+    return "ok"
 
 
 def main(master: str, env_tar: str, inputs: str, out: str) -> None:
