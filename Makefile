@@ -15,8 +15,19 @@ export PYO3_PYTHON := $(abspath $(PY))
 RUST_SOURCES := Cargo.toml Cargo.lock build.rs $(wildcard proto/*.proto) \
 	$(shell find rust -name '*.rs' 2>/dev/null)
 
+VERSION      := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+DIST         := dist
+WHEEL_NAME    = $(DIST)/cdc_decode-$(VERSION)-cp310-abi3-manylinux2014_$(1).manylinux_2_17_$(1).whl
+WHEEL_X86    := $(call WHEEL_NAME,x86_64)
+WHEEL_ARM    := $(call WHEEL_NAME,aarch64)
+SDIST        := $(DIST)/cdc_decode-$(VERSION).tar.gz
+PY_SOURCES   := $(shell find python -name '*.py' -o -name '*.desc' 2>/dev/null)
+WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath target/wheel) \
+	$(VENV)/bin/maturin build --release --quiet --zig --compatibility manylinux2014 \
+	--target $(1)-unknown-linux-gnu --out $(DIST)
+
 .DEFAULT_GOAL := help
-.PHONY: help venv build test test-rust test-python wheel wheel-x86_64 test-spark35 test-fuzz fuzz fuzz-build demo bench \
+.PHONY: help venv build test test-rust test-python wheel wheel-x86_64 test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties
 
 help: ## List the targets
@@ -54,20 +65,9 @@ test-python: build $(WHEEL_X86) ## pytest: parity, fixtures, Spark (local, stand
 # cross-built with zig as linker and C compiler; their own cargo target folder, so they
 # do not rebuild what `make build` compiled. tools/check_wheel.py checks tags, symbols,
 # libraries and the dependencies of each.
-VERSION      := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
-DIST         := dist
-WHEEL_NAME    = $(DIST)/cdc_decode-$(VERSION)-cp310-abi3-manylinux2014_$(1).manylinux_2_17_$(1).whl
-WHEEL_X86    := $(call WHEEL_NAME,x86_64)
-WHEEL_ARM    := $(call WHEEL_NAME,aarch64)
-SDIST        := $(DIST)/cdc_decode-$(VERSION).tar.gz
-PY_SOURCES   := $(shell find python -name '*.py' -o -name '*.desc' 2>/dev/null)
-WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath target/wheel) \
-	$(VENV)/bin/maturin build --release --quiet --zig --compatibility manylinux2014 \
-	--target $(1)-unknown-linux-gnu --out $(DIST)
-
 $(STAMPS)/wheel-tools: requirements-wheel.txt $(STAMPS)/venv
 	$(PY) -m pip install --quiet -r requirements-wheel.txt
-	rustup target add x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu
+	rustup target add x86_64-unknown-linux-gnu
 	touch $@
 
 $(WHEEL_X86): $(STAMPS)/wheel-tools $(RUST_SOURCES) pyproject.toml $(PY_SOURCES)
@@ -75,6 +75,7 @@ $(WHEEL_X86): $(STAMPS)/wheel-tools $(RUST_SOURCES) pyproject.toml $(PY_SOURCES)
 	$(PY) tools/check_wheel.py $@
 
 $(WHEEL_ARM): $(STAMPS)/wheel-tools $(RUST_SOURCES) pyproject.toml $(PY_SOURCES)
+	rustup target add aarch64-unknown-linux-gnu
 	$(call WHEEL_BUILD,aarch64)
 	$(PY) tools/check_wheel.py $@
 
@@ -86,6 +87,27 @@ wheel: $(WHEEL_X86) $(WHEEL_ARM) $(SDIST) ## manylinux2014 abi3 wheels (x86_64, 
 	tar tzf $(SDIST) | grep -q 'python/cdc_decode/fallback/subscribe.desc'
 
 wheel-x86_64: $(WHEEL_X86) ## Only the x86_64 wheel (what the cluster test ships)
+
+# pyspark 3.5 (the LTS most platforms run) with pyarrow<20 and numpy<2, in .venv-spark35
+# (requirements-spark35.txt); cdc_decode comes from the manylinux2014 wheel, so this also
+# tests that wheel installed. The Spark decode and accounting tests run there;
+# tests/support/spark35.py gives them pyspark 4's DataFrame.toArrow.
+VENV35 := .venv-spark35
+PY35   := $(VENV35)/bin/python
+
+venv-spark35: $(VENV35)/.stamp ## Create .venv-spark35 (pyspark 3.5, requirements-spark35.txt)
+
+$(VENV35)/.stamp: requirements-spark35.txt
+	test -x $(PY35) || $(PYTHON) -m venv $(VENV35)
+	$(PY35) -m pip install --quiet --upgrade pip
+	$(PY35) -m pip install --quiet -r requirements-spark35.txt
+	touch $@
+
+test-spark35: $(VENV35)/.stamp $(WHEEL_X86) ## The Spark decode and accounting tests on pyspark 3.5
+	$(PY35) -m pip install --quiet --no-deps --force-reinstall $(WHEEL_X86)
+	PYSPARK_PYTHON=$(abspath $(PY35)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY35)) \
+		PYTHONPATH=tests $(PY35) -m pytest -p support.spark35 -q \
+		tests/test_spark.py tests/test_accounting.py
 
 # The long property-test runs (docs/hardening.md): EXAMPLES per format, in CHUNKS with seeds
 # SEED, SEED+1, ... (at least one chunk per 5,000 examples), JOBS chunks at once; `make
@@ -201,6 +223,6 @@ proto: ## Rewrite python/cdc_decode/fallback/subscribe.desc from proto/subscribe
 clean: ## Remove build outputs, caches and the venv
 	cargo clean
 	rm -rf fuzz/target fuzz/corpus fuzz/artifacts
-	rm -rf $(VENV) python/cdc_decode/_native*.so .pytest_cache .ruff_cache .benchmarks \
+	rm -rf $(VENV) $(VENV35) $(DIST) python/cdc_decode/_native*.so .pytest_cache .ruff_cache .benchmarks \
 		spark-warehouse metastore_db derby.log demo-output
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
