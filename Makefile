@@ -91,7 +91,8 @@ wheel-x86_64: $(WHEEL_X86) ## Only the x86_64 wheel (what the cluster test ships
 # pyspark 3.5 (the LTS most platforms run) with pyarrow<20 and numpy<2, in .venv-spark35
 # (requirements-spark35.txt); cdc_decode comes from the manylinux2014 wheel, so this also
 # tests that wheel installed. The Spark decode and accounting tests run there;
-# tests/support/spark35.py gives them pyspark 4's DataFrame.toArrow.
+# tests/support/spark35.py gives them pyspark 4's DataFrame.toArrow and
+# createDataFrame(pyarrow.Table); pyspark 3.5's own distutils warning is not an error.
 VENV35 := .venv-spark35
 PY35   := $(VENV35)/bin/python
 
@@ -106,7 +107,8 @@ $(VENV35)/.stamp: requirements-spark35.txt
 test-spark35: $(VENV35)/.stamp $(WHEEL_X86) ## The Spark decode and accounting tests on pyspark 3.5
 	$(PY35) -m pip install --quiet --no-deps --force-reinstall $(WHEEL_X86)
 	PYSPARK_PYTHON=$(abspath $(PY35)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY35)) \
-		PYTHONPATH=tests $(PY35) -m pytest -p support.spark35 -q \
+		PYTHONPATH=tests $(PY35) -m pytest -p support.spark35 -q -m spark \
+		-W "ignore:distutils Version classes are deprecated:DeprecationWarning" \
 		tests/test_spark.py tests/test_accounting.py
 
 # The long property-test runs (docs/hardening.md): EXAMPLES per format, in CHUNKS with seeds

@@ -292,6 +292,18 @@ def _stats_row(schema: pa.Schema, stats: dict[str, int]) -> pa.RecordBatch:
 _FILLERS = {"string": "", "large_string": "", "binary": b"", "large_binary": b"", "bool": False}
 
 
+def _arrow_schema(schema: Any) -> pa.Schema:
+    """A Spark schema as Arrow, timestamps in UTC as the decoder gives them (pyspark 4 asks
+    for the time zone, 3.5 has UTC built in)."""
+    import inspect
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema)
+
+
 def _mapped(df: DataFrame, out_schema: Any, reporter: Any, **options: Any) -> DataFrame:
     """``df.mapInArrow`` of the partition decoder; on Spark Connect with accounting, with
     the stats rows observed and removed (see :class:`DecodeAccounting`)."""
@@ -789,10 +801,8 @@ def _partition_decoder(
             decoder, batches, keep, value_col, records, has_topic, has_headers, event_columns
         )
         if stats_schema is not None:
-            from pyspark.sql.pandas.types import to_arrow_schema
-
             # The stats row has the schema of the batches before it (one Arrow stream).
-            arrow_schema = to_arrow_schema(stats_schema)
+            arrow_schema = _arrow_schema(stats_schema)
             field = arrow_schema.field(_STATS_COLUMN)
             for batch in decoded:
                 batch = _with_stats_column(batch, field)
