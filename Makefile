@@ -221,8 +221,8 @@ bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs pa
 lint: $(STAMPS)/venv ## rustfmt check, clippy -D warnings, ruff
 	cargo fmt --check
 	cargo clippy --all-targets --all-features -- -D warnings
-	$(VENV)/bin/ruff check python tests benches fuzz tools/properties.py
-	$(VENV)/bin/ruff format --check python tests benches fuzz tools/properties.py
+	$(VENV)/bin/ruff check python tests benches fuzz tools/properties.py tools/check_wheel.py tools/aarch64
+	$(VENV)/bin/ruff format --check python tests benches fuzz tools/properties.py tools/check_wheel.py tools/aarch64
 
 fmt: $(STAMPS)/venv ## Format Rust and Python sources in place
 	cargo fmt
