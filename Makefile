@@ -15,8 +15,20 @@ export PYO3_PYTHON := $(abspath $(PY))
 RUST_SOURCES := Cargo.toml Cargo.lock build.rs $(wildcard proto/*.proto) \
 	$(shell find rust -name '*.rs' 2>/dev/null)
 
+VERSION      := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+DIST         := dist
+WHEEL_NAME    = $(DIST)/cdc_decode-$(VERSION)-cp310-abi3-manylinux2014_$(1).manylinux_2_17_$(1).whl
+WHEEL_X86    := $(call WHEEL_NAME,x86_64)
+WHEEL_ARM    := $(call WHEEL_NAME,aarch64)
+SDIST        := $(DIST)/cdc_decode-$(VERSION).tar.gz
+PY_SOURCES   := $(shell find python -name '*.py' -o -name '*.desc' 2>/dev/null)
+WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath target/wheel) \
+	$(VENV)/bin/maturin build --release --quiet --zig --compatibility manylinux2014 \
+	--target $(1)-unknown-linux-gnu --out $(DIST)
+
 .DEFAULT_GOAL := help
-.PHONY: help venv build test test-rust test-python test-fuzz fuzz fuzz-build demo bench \
+.PHONY: help venv build test test-rust test-python wheel wheel-x86_64 wheel-aarch64-run \
+	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
 	jars-autocdc
 
@@ -40,15 +52,77 @@ $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml
 	$(PY) -c "import cdc_decode._native"
 	touch $@
 
-test: test-rust test-python test-fuzz ## Everything CI runs: cargo test, pytest (Spark included), fuzz briefly
+test: test-rust test-python test-spark35 test-fuzz ## Everything CI runs: cargo test, pytest (Spark included), fuzz briefly
 
 test-rust: ## Rust unit tests (no Python needed)
 	cargo test
 
+# tests/test_cluster.py ships the manylinux2014 x86_64 wheel to a standalone cluster's
+# executors (a venv of that wheel and pyarrow only).
 # The streaming tests (tests/test_streaming.py) start a Kafka broker from .jars-kafka/ and
-# read it with Spark's Kafka connector from .jars/.
-test-python: build jars jars-kafka jars-autocdc ## pytest: parity, fixtures, Spark, Kafka streaming, spark-pipelines
-	$(PY) -m pytest
+# read it with Spark's Kafka connector from .jars/; tests/test_autocdc.py runs spark-pipelines
+# with the in-memory row-level catalog from .jars-autocdc/.
+test-python: build jars jars-kafka jars-autocdc $(WHEEL_X86) ## pytest: parity, fixtures, Spark (local, cluster, Connect), Kafka, pipelines
+	CDC_DECODE_WHEEL=$(abspath $(WHEEL_X86)) $(PY) -m pytest
+
+# Portable wheels (docs/deploy.md): abi3 (any CPython >= 3.10), manylinux2014 (glibc 2.17:
+# Amazon Linux 2, Debian 10+, RHEL/CentOS 7+), for x86_64 and aarch64 (Graviton, Ampere),
+# cross-built with zig as linker and C compiler; their own cargo target folder, so they
+# do not rebuild what `make build` compiled. tools/check_wheel.py checks tags, symbols,
+# libraries and the dependencies of each.
+$(STAMPS)/wheel-tools: requirements-wheel.txt $(STAMPS)/venv
+	$(PY) -m pip install --quiet -r requirements-wheel.txt
+	rustup target add x86_64-unknown-linux-gnu
+	touch $@
+
+$(WHEEL_X86): $(STAMPS)/wheel-tools $(RUST_SOURCES) pyproject.toml $(PY_SOURCES)
+	$(call WHEEL_BUILD,x86_64)
+	$(PY) tools/check_wheel.py $@
+
+$(WHEEL_ARM): $(STAMPS)/wheel-tools $(RUST_SOURCES) pyproject.toml $(PY_SOURCES)
+	rustup target add aarch64-unknown-linux-gnu
+	$(call WHEEL_BUILD,aarch64)
+	$(PY) tools/check_wheel.py $@
+
+$(SDIST): $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml $(PY_SOURCES)
+	$(VENV)/bin/maturin sdist --out $(DIST)
+
+wheel: $(WHEEL_X86) $(WHEEL_ARM) $(SDIST) ## manylinux2014 abi3 wheels (x86_64, aarch64) and the sdist into dist/, checked
+	$(PY) tools/check_wheel.py $(WHEEL_X86) $(WHEEL_ARM)
+	tar tzf $(SDIST) | grep -q 'python/cdc_decode/fallback/subscribe.desc'
+	$(MAKE) wheel-aarch64-run
+
+# The aarch64 wheel on an emulated aarch64 (qemu-user, Debian 12's arm64 Python 3.11 and
+# pyarrow's aarch64 wheel): every format's stream decodes to the x86_64 engine's batches.
+wheel-aarch64-run: $(WHEEL_ARM) build ## Run the aarch64 wheel under qemu-user against the x86_64 results
+	tools/aarch64/check.sh $(WHEEL_ARM) target/aarch64-check $(abspath $(PY))
+
+wheel-x86_64: $(WHEEL_X86) ## Only the x86_64 wheel (what the cluster test ships)
+
+# pyspark 3.5 (the LTS most platforms run) with pyarrow<20 and numpy<2, in .venv-spark35
+# (requirements-spark35.txt); cdc_decode comes from the manylinux2014 wheel, so this also
+# tests that wheel installed. The Spark decode and accounting tests run there;
+# tests/support/spark35.py gives them pyspark 4's DataFrame.toArrow and
+# createDataFrame(pyarrow.Table); pyspark 3.5's own distutils warning and the sockets its
+# collect leaves open (ResourceWarning) are not errors.
+VENV35 := .venv-spark35
+PY35   := $(VENV35)/bin/python
+
+venv-spark35: $(VENV35)/.stamp ## Create .venv-spark35 (pyspark 3.5, requirements-spark35.txt)
+
+$(VENV35)/.stamp: requirements-spark35.txt
+	test -x $(PY35) || $(PYTHON) -m venv $(VENV35)
+	$(PY35) -m pip install --quiet --upgrade pip
+	$(PY35) -m pip install --quiet -r requirements-spark35.txt
+	touch $@
+
+test-spark35: $(VENV35)/.stamp $(WHEEL_X86) ## The Spark decode and accounting tests on pyspark 3.5
+	$(PY35) -m pip install --quiet --no-deps --force-reinstall $(WHEEL_X86)
+	PYSPARK_PYTHON=$(abspath $(PY35)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY35)) \
+		PYTHONPATH=tests $(PY35) -m pytest -p support.spark35 -q -m spark \
+		-W "ignore:distutils Version classes are deprecated:DeprecationWarning" \
+		-W "ignore::ResourceWarning" \
+		tests/test_spark.py tests/test_accounting.py
 
 # The long property-test runs (docs/hardening.md): EXAMPLES per format, in CHUNKS with seeds
 # SEED, SEED+1, ... (at least one chunk per 5,000 examples), JOBS chunks at once; `make
@@ -180,8 +254,8 @@ bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs pa
 lint: $(STAMPS)/venv ## rustfmt check, clippy -D warnings, ruff
 	cargo fmt --check
 	cargo clippy --all-targets --all-features -- -D warnings
-	$(VENV)/bin/ruff check python tests benches fuzz tools/properties.py
-	$(VENV)/bin/ruff format --check python tests benches fuzz tools/properties.py
+	$(VENV)/bin/ruff check python tests benches fuzz tools/properties.py tools/check_wheel.py tools/aarch64
+	$(VENV)/bin/ruff format --check python tests benches fuzz tools/properties.py tools/check_wheel.py tools/aarch64
 
 fmt: $(STAMPS)/venv ## Format Rust and Python sources in place
 	cargo fmt
@@ -193,6 +267,6 @@ proto: ## Rewrite python/cdc_decode/fallback/subscribe.desc from proto/subscribe
 clean: ## Remove build outputs, caches and the venv
 	cargo clean
 	rm -rf fuzz/target fuzz/corpus fuzz/artifacts
-	rm -rf $(VENV) python/cdc_decode/_native*.so .pytest_cache .ruff_cache .benchmarks \
-		spark-warehouse metastore_db derby.log demo-output .jars-kafka .kafka
+	rm -rf $(VENV) $(VENV35) $(DIST) python/cdc_decode/_native*.so .pytest_cache .ruff_cache \
+		.benchmarks spark-warehouse metastore_db derby.log demo-output .jars-kafka .kafka
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

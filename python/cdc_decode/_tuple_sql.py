@@ -232,7 +232,11 @@ def _head(op: Any, before: Any, after: Any) -> Any:
 
 def _integer(column: Any, data_type: Any) -> Any:
     """A sequence id or time as a ``bigint`` (null where it is not an integer)."""
-    return column.cast("long") if _kind(data_type) in _INTEGERS else column.try_cast("long")
+    if _kind(data_type) in _INTEGERS:
+        return column.cast("long")
+    if not hasattr(type(column), "try_cast"):  # pyspark 3.5: the decoder reads the text
+        raise NotExact("this pyspark has no Column.try_cast (4.0+) for a text sequence or time")
+    return column.try_cast("long")
 
 
 def _is_integer(column: Any, data_type: Any, value: Any) -> Any:

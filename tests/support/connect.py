@@ -1,8 +1,12 @@
-"""A Spark Connect server of our own, for ``spark-pipelines --remote``.
+"""A Spark Connect server: its own JVM (``SparkConnectServer`` from pyspark's jars, master
+``local[1]``) listening on 127.0.0.1 at a port chosen free now, stopped by its PID.
 
-``spark-pipelines run`` starts a local Connect server on the fixed port 15002 unless it is
-given ``--remote``; tests run next to other Spark processes, so they start the server here
-on a free loopback port and stop it by its PID.
+>>> with ConnectServer(work=tmp_path) as server:
+...     spark = SparkSession.builder.remote(server.url).getOrCreate()
+
+Its Python workers run this interpreter (``PYSPARK_PYTHON``), which has ``cdc_decode``.
+``spark-pipelines run`` starts a server on the fixed port 15002 unless given ``--remote``,
+so the pipeline tests start one here too (:func:`connect_server`).
 """
 
 from __future__ import annotations
@@ -14,28 +18,9 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
-SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-
-
-@dataclass
-class ConnectServer:
-    """A running server: its ``sc://`` address, its warehouse folder, its log and its
-    process."""
-
-    url: str
-    warehouse: Path
-    log: Path
-    process: subprocess.Popen
-
-
-def free_port() -> int:
-    """A loopback TCP port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from support.cluster import free_port, spark_home
 
 
 def spark_env() -> dict[str, str]:
@@ -54,86 +39,98 @@ def bin_dir() -> Path:
     return Path(sys.executable).parent
 
 
-def start_connect_server(
-    workdir: Path, conf: Mapping[str, str], *, timeout: float = 180
-) -> ConnectServer:
-    """Start ``SparkConnectServer`` (``local[1]``) with the settings ``conf``.
+class ConnectServer:
+    """A Spark Connect server, started on enter and stopped on exit.
 
     Args:
-        workdir: its warehouse (``workdir/warehouse``) and log (``workdir/connect.log``).
+        work: a folder for its log and its warehouse (``work/warehouse``).
+        master: the server's Spark master.
         conf: more Spark settings (``spark.jars``, catalogs, ...).
-        timeout: seconds to wait for the server to listen.
-
-    Returns:
-        The running server; stop it with :func:`stop_connect_server`.
-
-    Raises:
-        RuntimeError: the server ended or did not listen in time (its log's tail included).
     """
-    port = free_port()
-    warehouse = workdir / "warehouse"
-    log = workdir / "connect.log"
-    settings = {
-        "spark.master": "local[1]",
-        "spark.connect.grpc.binding.address": "127.0.0.1",
-        "spark.connect.grpc.binding.port": str(port),
-        "spark.driver.host": "127.0.0.1",
-        "spark.driver.bindAddress": "127.0.0.1",
-        "spark.ui.enabled": "false",
-        "spark.sql.session.timeZone": "UTC",
-        "spark.sql.shuffle.partitions": "1",
-        "spark.default.parallelism": "1",
-        "spark.sql.warehouse.dir": str(warehouse),
-        **conf,
-    }
-    command = [str(bin_dir() / "spark-submit"), "--class", SERVER_CLASS]
-    for key, value in settings.items():
-        command += ["--conf", f"{key}={value}"]
-    command.append("spark-internal")
-    with open(log, "wb") as out:
-        process = subprocess.Popen(
-            command,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=spark_env(),
-            cwd=workdir,
-            start_new_session=True,
-        )
-    server = ConnectServer(f"sc://127.0.0.1:{port}", warehouse, log, process)
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"the Connect server ended:\n{_tail(log)}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return server
-        time.sleep(0.5)
-    stop_connect_server(server)
-    raise RuntimeError(f"the Connect server did not listen in {timeout} s:\n{_tail(log)}")
+
+    def __init__(
+        self, *, work: Path, master: str = "local[1]", conf: Mapping[str, str] | None = None
+    ) -> None:
+        self.work = Path(work)
+        self.master = master
+        self.conf = dict(conf or {})
+        self.warehouse = self.work / "warehouse"
+        self.port = free_port()
+        self.url = f"sc://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
+
+    def __enter__(self) -> ConnectServer:
+        self.work.mkdir(parents=True, exist_ok=True)
+        env = {**spark_env(), "SPARK_HOME": str(spark_home())}
+        settings = {
+            "spark.connect.grpc.binding.address": "127.0.0.1",
+            "spark.connect.grpc.binding.port": str(self.port),
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.ui.enabled": "false",
+            "spark.sql.session.timeZone": "UTC",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.sql.warehouse.dir": str(self.warehouse),
+            **self.conf,
+        }
+        conf = [arg for key, value in settings.items() for arg in ("--conf", f"{key}={value}")]
+        self.log = self.work / "connect-server.log"
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(
+                [
+                    str(spark_home() / "bin" / "spark-submit"),
+                    "--class", "org.apache.spark.sql.connect.service.SparkConnectServer",
+                    "--name", "cdc-decode-connect-test",
+                    "--master", self.master,
+                    "--driver-memory", "1g",
+                    *conf,
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+        try:
+            self._wait(timeout=120)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the Connect server exited: {self.tail()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the Connect server did not listen: {self.tail()}")
+            time.sleep(0.5)
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-4000:]
+
+    def stop(self) -> None:
+        """SIGTERM to the server's process group (its PID), SIGKILL if it lingers."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
 
 
-def stop_connect_server(server: ConnectServer, *, timeout: float = 30) -> None:
-    """Stop the server's process group (the JVM it started as and its Python workers), by
-    its PID."""
-    process = server.process
-    if process.poll() is not None:
-        return
-    os.killpg(process.pid, signal.SIGTERM)
-    try:
-        process.wait(timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
-def connect_server(workdir: Path, conf: Mapping[str, str]) -> Iterator[ConnectServer]:
-    """For a fixture: a started server, stopped after the ``yield``."""
-    server = start_connect_server(workdir, conf)
-    try:
+def connect_server(work: Path, conf: Mapping[str, str]) -> Iterator[ConnectServer]:
+    """For a fixture: a server with the settings ``conf``, stopped after the ``yield``."""
+    with ConnectServer(work=work, conf=conf) as server:
         yield server
-    finally:
-        stop_connect_server(server)
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])

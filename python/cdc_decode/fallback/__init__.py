@@ -50,6 +50,11 @@ _FORMATS = {
     "datastream-avro": ("datastream_avro", "DatastreamAvro"),
 }
 
+# The modules of the extra ``cdc-decode[python-engine]`` (pyproject.toml), which only some
+# formats of this engine import; the native engine and a lean executor need none of them.
+_EXTRA_MODULES = ("google", "fastavro", "cramjam", "zstandard")
+INSTALL_EXTRA = "pip install 'cdc-decode[python-engine]'"
+
 FORMATS: tuple[str, ...] = tuple(_FORMATS)
 """The formats this engine decodes: ``cdc_decode.FORMATS`` and those only it has so far."""
 
@@ -57,6 +62,23 @@ _AS_BYTES = {
     pa.string(): pa.binary(),
     pa.large_string(): pa.large_binary(),
 }
+
+
+def _format_class(format: str) -> type:
+    """The class decoding ``format``, imported now; a clear error when it needs a module of
+    the ``python-engine`` extra that is not installed."""
+    module, name = _FORMATS[format]
+    try:
+        return getattr(import_module(f".{module}", __name__), name)
+    except ModuleNotFoundError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing not in _EXTRA_MODULES:
+            raise
+        raise ModuleNotFoundError(
+            f"engine='python' decodes {format} with {exc.name}, which is not installed: "
+            f"{INSTALL_EXTRA} (the native engine, the default, needs only pyarrow)",
+            name=exc.name,
+        ) from exc
 
 
 class PythonDecoder:
@@ -94,8 +116,7 @@ class PythonDecoder:
             raise ValueError(f"the columns option applies to tdsql-json only, not {format}")
         self._limits = as_limits(limits)
         options: dict = {} if columns is None else {"columns": columns}
-        module, cls = _FORMATS[format]
-        cls = getattr(import_module(f".{module}", __name__), cls)
+        cls = _format_class(format)
         if not getattr(cls, "records", False):
             options["limits"] = self._limits
         self._decoder = cls(**options)

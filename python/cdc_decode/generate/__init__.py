@@ -20,15 +20,25 @@ from collections.abc import Sequence
 import pyarrow as pa
 
 from .._schema import EVENT_SCHEMA
-from . import (
-    datahub_blob,
-    datahub_tuple,
-    datastream_avro,
-    datastream_json,
-    debezium_json,
-    tdsql_json,
-    tencent_dts,
-)
+
+try:
+    from . import (
+        datahub_blob,
+        datahub_tuple,
+        datastream_avro,
+        datastream_json,
+        debezium_json,
+        tdsql_json,
+        tencent_dts,
+    )
+except ModuleNotFoundError as exc:  # protobuf, fastavro: the python-engine extra
+    if (exc.name or "").split(".")[0] not in ("google", "fastavro", "zstandard", "cramjam"):
+        raise
+    raise ModuleNotFoundError(
+        f"the stream generator needs {exc.name}, which is not installed: "
+        "pip install 'cdc-decode[python-engine]'",
+        name=exc.name,
+    ) from exc
 from .apply import State, apply_change, apply_events
 from .source import MySQLSource
 from .stream import (

@@ -15,6 +15,7 @@ executors' Python (``PYSPARK_PYTHON``) must have ``cdc_decode`` and ``pyarrow`` 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -127,8 +128,17 @@ class DecodeAccounting:
     written; for running totals, add the values up on the driver. Multi-part sets do
     not span micro-batches (each partition's decoder ends with its micro-batch).
 
+    Spark Connect has no accumulators: on a Connect session each partition's decoder
+    instead ends its output with one row of counts, which the decode call's
+    ``DataFrame.observe`` metrics add up as the action runs and a filter then removes.
+    The totals say what the latest action on each decoded DataFrame did (each action
+    replaces its observation's metrics); a stage retried within one action can count its
+    partitions twice there; streaming DataFrames cannot be observed this way (Spark
+    refuses ``Observation`` on them), so ``accounting=`` on Connect is for batch reads.
+
     Args:
-        spark: the SparkSession (its SparkContext holds the accumulator).
+        spark: the SparkSession (its SparkContext holds the accumulator), classic or
+            Spark Connect.
 
     Example:
         >>> accounting = cdc_spark.DecodeAccounting(spark)
@@ -139,7 +149,11 @@ class DecodeAccounting:
     """
 
     def __init__(self, spark: Any) -> None:
-        self._accumulator = spark.sparkContext.accumulator({}, _LatestPerPartition())
+        self._connect = _is_connect(spark)
+        if self._connect:
+            self._observations: list[Any] = []
+        else:
+            self._accumulator = spark.sparkContext.accumulator({}, _LatestPerPartition())
 
     def value(self) -> dict[str, int]:
         """The totals of every partition reported so far (driver only).
@@ -150,6 +164,12 @@ class DecodeAccounting:
             when a partition ended (0 unless its output was not read to the end).
         """
         totals = dict.fromkeys(STATS, 0)
+        if self._connect:
+            for observation in self._observations:
+                metrics = observation.get
+                for name in STATS:
+                    totals[name] += metrics.get(name) or 0
+            return totals
         for stats in self._accumulator.value.values():
             for name in STATS:
                 totals[name] += stats[name]
@@ -157,15 +177,27 @@ class DecodeAccounting:
 
     def partitions(self) -> int:
         """How many partitions have reported (driver only)."""
+        if self._connect:
+            return sum(o.get.get(_PARTITIONS) or 0 for o in self._observations)
         return len(self._accumulator.value)
 
     def reset(self) -> None:
         """Forgets every report (driver only): for per-micro-batch totals."""
+        if self._connect:
+            for observation in self._observations:
+                _forget(observation)
+            return
         self._accumulator.value = {}
 
-    def _reporter(self) -> _Reporter:
-        """What a decode call's partitions report to: the accumulator and the call."""
-        import uuid
+    def _reporter(self) -> _Reporter | _Observed:
+        """What a decode call's partitions report to: the accumulator and the call (on
+        Spark Connect, an observation of that call's output)."""
+        if self._connect:
+            from pyspark.sql import Observation
+
+            observation = Observation(f"cdc_decode_{uuid.uuid4().hex}")
+            self._observations.append(observation)
+            return _Observed(observation)
 
         return _Reporter(self._accumulator, uuid.uuid4().hex)
 
@@ -185,6 +217,104 @@ class _Reporter:
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else -1
         self.accumulator.add({(self.call, partition): {n: stats[n] for n in STATS}})
+
+
+_STATS_COLUMN = "__cdc_decode_stats"
+"""On Spark Connect with ``accounting=``: the column of the one row of counts that ends
+each partition's output (null in every event row)."""
+_PARTITIONS = "partitions"
+
+
+def _is_connect(spark_or_df: Any) -> bool:
+    """Whether a session or DataFrame is Spark Connect's (no SparkContext, no accumulators)."""
+    return type(spark_or_df).__module__.startswith("pyspark.sql.connect.")
+
+
+def _forget(observation: Any) -> None:
+    """Clears what an observation has seen; the next action on its DataFrame refills it
+    (the Connect client updates the result dict in place)."""
+    result = getattr(observation, "_result", None)
+    if isinstance(result, dict):
+        result.clear()
+
+
+class _Observed:
+    """A decode call's accounting on Spark Connect: its output carries a stats row per
+    partition, which :meth:`observe` sums with ``DataFrame.observe`` and filters out."""
+
+    def __init__(self, observation: Any) -> None:
+        self.observation = observation
+
+    @staticmethod
+    def stats_field() -> Any:
+        from pyspark.sql.types import LongType, StructField, StructType
+
+        return StructField(
+            _STATS_COLUMN, StructType([StructField(n, LongType(), False) for n in STATS]), True
+        )
+
+    def observe(self, mapped: DataFrame) -> DataFrame:
+        """The decoded rows, the stats rows summed into the observation and removed."""
+        from pyspark.sql import functions as F
+
+        metrics = [F.sum(f"{_STATS_COLUMN}.{n}").alias(n) for n in STATS]
+        metrics.append(F.count(_STATS_COLUMN).alias(_PARTITIONS))
+        observed = mapped.observe(self.observation, *metrics)
+        return observed.where(F.col(_STATS_COLUMN).isNull()).drop(_STATS_COLUMN)
+
+
+def _with_stats_column(batch: pa.RecordBatch, field: pa.Field) -> pa.RecordBatch:
+    """An event batch with the (null) stats column after its columns."""
+    import pyarrow as pa
+
+    return pa.RecordBatch.from_arrays(
+        [*batch.columns, pa.nulls(batch.num_rows, field.type)],
+        schema=batch.schema.append(field),
+    )
+
+
+def _stats_row(schema: pa.Schema, stats: dict[str, int]) -> pa.RecordBatch:
+    """The one row of counts that ends a partition's output: null in every other column
+    (a filler value where the column is non-nullable, as ``op`` is)."""
+    import pyarrow as pa
+
+    columns = []
+    for field in schema:
+        if field.name == _STATS_COLUMN:
+            columns.append(pa.array([{n: stats[n] for n in STATS}], field.type))
+        elif field.nullable:
+            columns.append(pa.nulls(1, field.type))
+        else:
+            columns.append(pa.array([_FILLERS.get(str(field.type))], field.type))
+    return pa.RecordBatch.from_arrays(columns, schema=schema)
+
+
+_FILLERS = {"string": "", "large_string": "", "binary": b"", "large_binary": b"", "bool": False}
+
+
+def _arrow_schema(schema: Any) -> pa.Schema:
+    """A Spark schema as Arrow, timestamps in UTC as the decoder gives them (pyspark 4 asks
+    for the time zone, 3.5 has UTC built in)."""
+    import inspect
+
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return to_arrow_schema(schema, timezone="UTC")
+    return to_arrow_schema(schema)
+
+
+def _mapped(df: DataFrame, out_schema: Any, reporter: Any, **options: Any) -> DataFrame:
+    """``df.mapInArrow`` of the partition decoder; on Spark Connect with accounting, with
+    the stats rows observed and removed (see :class:`DecodeAccounting`)."""
+    from pyspark.sql.types import StructType
+
+    if isinstance(reporter, _Observed):
+        schema = StructType([*out_schema.fields, reporter.stats_field()])
+        fn = _partition_decoder(**options, reporter=None, stats_schema=schema)
+        return reporter.observe(df.mapInArrow(fn, schema))
+    fn = _partition_decoder(**options, reporter=reporter)
+    return df.mapInArrow(fn, out_schema)
 
 
 def spark_event_schema(schema: pa.Schema | None = None):
@@ -379,8 +509,11 @@ def decode(
             needed.append(extra)
 
     out_schema = StructType([fields[c] for c in keep] + list(events.fields))
-    fn = _partition_decoder(
-        format,
+    mapped = _mapped(
+        df.select(*needed),
+        out_schema,
+        reporter,
+        format=format,
         mode=mode,
         engine=engine,
         value_col=value_col,
@@ -391,10 +524,9 @@ def decode(
         schema=typed.schema,
         tables=typed.tables,
         limits=limits,
-        reporter=reporter,
         event_columns=event_columns,
     )
-    return typed.split(df.select(*needed).mapInArrow(fn, out_schema), keep)
+    return typed.split(mapped, keep)
 
 
 def read_datastream(
@@ -517,8 +649,11 @@ def _decode_records(
         if plan == "sql":
             raise ValueError(f"{format}: plan='sql' cannot be exact here: {why}")
     out_schema = StructType([fields[c] for c in keep] + list(events.fields))
-    fn = _partition_decoder(
-        format,
+    mapped = _mapped(
+        df,
+        out_schema,
+        reporter,
+        format=format,
         mode=mode,
         engine=engine,
         value_col=None,
@@ -529,10 +664,9 @@ def _decode_records(
         schema=typed.schema,
         tables=typed.tables,
         limits=limits,
-        reporter=reporter,
         event_columns=event_columns,
     )
-    return df.mapInArrow(fn, out_schema), keep
+    return mapped, keep
 
 
 def _sql_refused(engine: str, typed: _Typed, reporter: _Reporter | None) -> str | None:
@@ -639,13 +773,16 @@ def _partition_decoder(
     limits: Limits | None = None,
     reporter: _Reporter | None = None,
     event_columns: list[str] | None = None,
+    stats_schema: Any = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function ``mapInArrow`` runs on the executors, closed over plain values only
     (and the accumulator of ``reporter``, which reports the decoder's stats when the
     partition ends, or when Spark stops reading it early).
 
     The decoder gets the ``value_col`` column of each batch or, for a format of records
-    (``records`` given), the batch's ``records`` columns.
+    (``records`` given), the batch's ``records`` columns. With ``stats_schema`` (the output
+    schema plus the stats column, Spark Connect's accounting) every batch gets a null stats
+    column and the partition ends with one row of the decoder's stats.
     """
 
     def decode_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -660,10 +797,21 @@ def _partition_decoder(
             tables=None if tables is None else dict(tables),
             limits=limits,
         )
+        decoded = _decode_batches(
+            decoder, batches, keep, value_col, records, has_topic, has_headers, event_columns
+        )
+        if stats_schema is not None:
+            # The stats row has the schema of the batches before it (one Arrow stream).
+            arrow_schema = _arrow_schema(stats_schema)
+            field = arrow_schema.field(_STATS_COLUMN)
+            for batch in decoded:
+                batch = _with_stats_column(batch, field)
+                arrow_schema = batch.schema
+                yield batch
+            yield _stats_row(arrow_schema, decoder.stats())
+            return
         try:
-            yield from _decode_batches(
-                decoder, batches, keep, value_col, records, has_topic, has_headers, event_columns
-            )
+            yield from decoded
         finally:
             if reporter is not None:
                 reporter.report(decoder.stats())

@@ -1,0 +1,39 @@
+"""A pytest plugin for the pyspark 3.5 run (`make test-spark35`): the two pieces of pyspark
+4's API that the tests use and 3.5 lacks, built from 3.5's own parts. cdc_decode itself
+uses neither; only the tests collect results with ``DataFrame.toArrow`` and make frames
+with ``createDataFrame(pyarrow.Table)`` (both pyspark 4.0+).
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+
+def _to_arrow(self: DataFrame) -> pa.Table:
+    """pyspark 4's ``DataFrame.toArrow``: 3.5's ``_collect_as_arrow`` as one table."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    batches = self._collect_as_arrow()
+    if batches:
+        return pa.Table.from_batches(batches)
+    return to_arrow_schema(self.schema).empty_table()
+
+
+_create_data_frame = SparkSession.createDataFrame
+
+
+def _create(self: SparkSession, data, schema=None, *args, **kwargs) -> DataFrame:
+    """pyspark 4's ``createDataFrame(pyarrow.Table)``: the rows, with the table's schema."""
+    if isinstance(data, pa.Table):
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        if schema is None:
+            schema = from_arrow_schema(data.schema)
+        data = [tuple(row.values()) for row in data.to_pylist()]
+    return _create_data_frame(self, data, schema, *args, **kwargs)
+
+
+if not hasattr(DataFrame, "toArrow"):
+    DataFrame.toArrow = _to_arrow
+    SparkSession.createDataFrame = _create
