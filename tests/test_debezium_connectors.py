@@ -18,7 +18,8 @@ import pytest
 from compare import assert_same_events
 
 import cdc_decode
-from cdc_decode.generate import apply_events
+from cdc_decode.generate import apply_change, apply_events
+from cdc_decode.generate.apply import table_name
 
 FORMAT = "debezium-json"
 ENGINE = "native"
@@ -69,21 +70,19 @@ def test_each_connector_decodes_in_sequence_order(name):
 
 
 @pytest.mark.parametrize("name", CONNECTORS)
-def test_shuffled_streams_apply_to_the_same_state(name):
+def test_shuffled_streams_applied_by_sequence_give_the_log_order_state(name):
     rows = cdc_decode.decode(messages(name), FORMAT, engine=ENGINE)
-    keys = {"mongodb": None}.get(
-        name, ["id"] if name in ("sqlserver", "informix", "vitess", "postgresql") else ["ID"]
-    )
-    tables = {}
-    for row in rows.to_pylist():
-        table = ".".join(
-            p for p in (row["source_db"], row["source_schema"], row["source_table"]) if p
-        )
-        tables[table] = keys
-    expected = apply_events(rows, primary_keys=tables)
-    order = list(range(rows.num_rows))
-    random.Random(7).shuffle(order)
-    assert apply_events(rows.take(order), primary_keys=tables) == expected
+    key = {"mongodb": None, "oracle": ["ID"], "db2": ["ID"]}.get(name, ["id"])
+    in_log_order: dict = {}
+    for r in rows.to_pylist():
+        table = table_name(r["source_db"], r["source_schema"], r["source_table"])
+        before = None if r["before"] is None else dict(r["before"])
+        after = None if r["after"] is None else dict(r["after"])
+        apply_change(in_log_order, table, r["op"], r["primary_key"] or key, before, after)
+    tables = dict.fromkeys(in_log_order, key)
+    in_log_order = {table: rows for table, rows in in_log_order.items() if rows}
+    shuffled = rows.take(random.Random(7).sample(range(rows.num_rows), rows.num_rows))
+    assert apply_events(shuffled, primary_keys=tables) == in_log_order
 
 
 def test_mongodb_documents_from_extended_json():
@@ -379,3 +378,49 @@ def test_engines_agree_on_every_connector_and_corrupted_copies():
     native = cdc_decode.decode(pa.array(values, pa.binary()), FORMAT, engine="native")
     python = cdc_decode.decode(pa.array(values, pa.binary()), FORMAT, engine="python")
     assert_same_events(native, python)
+
+
+# ---------------------------------------------------------------------------------------
+# Generated MongoDB and Oracle streams
+
+
+@pytest.fixture(scope="module", params=["oracle", "mongodb"])
+def connector_stream(request):
+    from cdc_decode.generate import generate
+
+    return generate(FORMAT, messages=2500, seed=4, connector=request.param)
+
+
+def test_generated_connector_stream_applies_to_the_source(connector_stream):
+    from test_generator import assert_events_equal
+
+    out = cdc_decode.decode(connector_stream.values, FORMAT, engine=ENGINE)
+    assert out.column("error").null_count == out.num_rows
+    assert_events_equal(pa.Table.from_batches([out]), connector_stream.expected)
+    shuffled = out.take(random.Random(5).sample(range(out.num_rows), out.num_rows))
+    state = apply_events(shuffled, primary_keys=connector_stream.primary_keys)
+    assert state == connector_stream.final_state
+    sequences = [s for s in connector_stream.expected.column("sequence").to_pylist() if s]
+    assert sequences == sorted(sequences), "the log order is the sequence order"
+
+
+def test_generated_connector_streams_agree_on_both_engines(connector_stream):
+    values = connector_stream.values
+    native = cdc_decode.decode(values, FORMAT, engine="native")
+    python = cdc_decode.decode(values, FORMAT, engine="python")
+    assert_same_events(native, python)
+    texts = [v for v in values if v is not None]
+    if connector_stream.options["connector"] == "mongodb":
+        assert any(b'"updateDescription":{' in t for t in texts)
+        assert any(b"$numberLong" in t for t in texts) and any(b'$date\\":\\"' in t for t in texts)
+    else:
+        assert any(b'"commit_scn":"' in t for t in texts) and any(b'"txSeq":' in t for t in texts)
+
+
+def test_the_generator_refuses_unknown_connectors():
+    from cdc_decode.generate import generate
+
+    with pytest.raises(ValueError, match="unknown connector"):
+        generate(FORMAT, messages=10, connector="db9")
+    with pytest.raises(ValueError, match="applies to debezium-json only"):
+        generate("tencent-dts", messages=10, connector="oracle")
