@@ -2285,11 +2285,15 @@ pub mod extended {
         let b = text.as_bytes();
         let digits = |range: std::ops::Range<usize>| -> Option<i64> {
             let part = b.get(range)?;
-            part.iter().all(u8::is_ascii_digit).then(|| {
-                part.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0'))
-            })
+            part.iter()
+                .all(u8::is_ascii_digit)
+                .then(|| part.iter().fold(0i64, |n, d| n * 10 + i64::from(d - b'0')))
         };
-        if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || b[13] != b':'
+        if b.len() < 20
+            || b[4] != b'-'
+            || b[7] != b'-'
+            || b[10] != b'T'
+            || b[13] != b':'
             || b[16] != b':'
         {
             return None;
@@ -2325,7 +2329,8 @@ pub mod extended {
         }
         let offset = match &b[at..] {
             [b'Z'] => 0,
-            [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2] | [sign @ (b'+' | b'-'), h1, h2, m1, m2] => {
+            [sign @ (b'+' | b'-'), h1, h2, b':', m1, m2]
+            | [sign @ (b'+' | b'-'), h1, h2, m1, m2] => {
                 let parts = [*h1, *h2, *m1, *m2];
                 if !parts.iter().all(u8::is_ascii_digit) {
                     return None;
@@ -2382,5 +2387,90 @@ pub mod extended {
             }
         }
         i == b.len()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::{document, is_json_number, iso_millis};
+        use crate::json::Parser;
+
+        #[test]
+        fn iso_times_read_as_milliseconds() {
+            assert_eq!(iso_millis("1970-01-01T00:00:00Z"), Some(0));
+            assert_eq!(
+                iso_millis("2026-07-03T17:59:45.729Z"),
+                Some(1_783_101_585_729)
+            );
+            assert_eq!(
+                iso_millis("2026-07-03T19:59:45.7291+02:00"),
+                Some(1_783_101_585_729)
+            );
+            assert_eq!(
+                iso_millis("2026-07-03T17:29:45.729-0030"),
+                Some(1_783_101_585_729)
+            );
+            assert_eq!(iso_millis("1969-12-31T23:59:59.999Z"), Some(-1));
+            for bad in [
+                "2026-02-29T00:00:00Z",
+                "2026-07-03T17:59:45",
+                "2026-07-03T24:00:00Z",
+                "2026-07-03T17:59:45.Z",
+                "2026-07-03T17:59:45.1234567890Z",
+                "2026-07-03 17:59:45Z",
+                "2026-07-03T17:59:45+2:00",
+            ] {
+                assert_eq!(iso_millis(bad), None, "{bad}");
+            }
+        }
+
+        #[test]
+        fn json_numbers() {
+            for good in ["0", "-0", "12", "1.5", "-1.5e+10", "1E3"] {
+                assert!(is_json_number(good), "{good}");
+            }
+            for bad in ["", "-", "01", "1.", ".5", "1e", "NaN", "Infinity", "1 "] {
+                assert!(!is_json_number(bad), "{bad}");
+            }
+        }
+
+        #[test]
+        fn documents_in_every_mode_give_one_image() {
+            let mut parser = Parser::default();
+            let mut image = |text: &str| document(&mut parser, text, "after").unwrap();
+            let strict = image(
+                r#"{"_id": {"$oid": "5e1"}, "n": 5, "d": {"$date": 1783101585729},
+                    "b": {"$binary": "AQID", "$type": "00"}, "x": {"a": [1, {"$numberLong": "2"}]}}"#,
+            );
+            let canonical = image(
+                r#"{"_id": {"$oid": "5e1"}, "n": {"$numberInt": "5"},
+                    "d": {"$date": {"$numberLong": "1783101585729"}},
+                    "b": {"$binary": {"base64": "AQID", "subType": "00"}},
+                    "x": {"a": [{"$numberInt": "1"}, 2]}}"#,
+            );
+            let relaxed = image(
+                r#"{"_id": {"$oid": "5e1"}, "n": 5, "d": {"$date": "2026-07-03T17:59:45.729Z"},
+                    "b": {"$binary": {"base64": "AQID", "subType": "00"}}, "x": {"a": [1, 2]}}"#,
+            );
+            assert_eq!(strict, canonical);
+            assert_eq!(strict, relaxed);
+            let text = |v: &str| Some(v.to_string());
+            assert_eq!(
+                strict,
+                vec![
+                    ("_id".to_string(), text("5e1")),
+                    ("n".to_string(), text("5")),
+                    ("d".to_string(), text("2026-07-03T17:59:45.729Z")),
+                    ("b".to_string(), text("AQID")),
+                    ("x".to_string(), text(r#"{"a":[1,2]}"#)),
+                ]
+            );
+            let odd =
+                image(r#"{"t": {"$timestamp": {"t": 7, "i": 2}}, "r": {"$oid": 1}, "z": null}"#);
+            assert_eq!(odd[0].1.as_deref(), Some("7:2"));
+            assert_eq!(odd[1].1.as_deref(), Some(r#"{"$oid":1}"#));
+            assert_eq!(odd[2].1, None);
+            assert!(document(&mut parser, "[1]", "after").is_err());
+            assert!(document(&mut parser, "{", "after").is_err());
+        }
     }
 }

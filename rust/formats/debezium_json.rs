@@ -224,7 +224,11 @@ fn image<'a>(
         return Ok(None);
     };
     if let Some(text) = value.as_str() {
-        return Ok(Some(Image::Owned(extended::document(inner, &text.text(), path)?)));
+        return Ok(Some(Image::Owned(extended::document(
+            inner,
+            &text.text(),
+            path,
+        )?)));
     }
     Ok(field::object(Some(value), path)?.map(Image::Json))
 }
@@ -232,7 +236,10 @@ fn image<'a>(
 /// Adds `name: null` for each removed field not in the image already.
 fn remove_fields(image: &mut extended::Image, names: Option<Value<'_>>) {
     for name in names.iter().flat_map(|n| n.items()) {
-        let name = name.as_str().map(|s| s.text().into_owned()).unwrap_or_default();
+        let name = name
+            .as_str()
+            .map(|s| s.text().into_owned())
+            .unwrap_or_default();
         if !image.iter().any(|(key, _)| *key == name) {
             image.push((name, None));
         }
@@ -257,11 +264,9 @@ fn partial_after(
             "updateDescription.removedFields",
         )?;
         let mut image = match updated {
-            Some(text) => extended::document(
-                inner,
-                &text.text(),
-                "updateDescription.updatedFields",
-            )?,
+            Some(text) => {
+                extended::document(inner, &text.text(), "updateDescription.updatedFields")?
+            }
             None => Vec::new(),
         };
         remove_fields(&mut image, removed);
@@ -275,7 +280,10 @@ fn partial_after(
         .parse(text.as_bytes())
         .map_err(|e| field::error("patch", e.to_string()))?;
     let document = extended::object(value, "patch")?;
-    if !document.members().any(|(key, _)| key.text().starts_with('$')) {
+    if !document
+        .members()
+        .any(|(key, _)| key.text().starts_with('$'))
+    {
         let image = document
             .members()
             .map(|(key, value)| (key.text().into_owned(), extended::render(value)))
@@ -342,7 +350,9 @@ fn last_commit(value: Option<Value<'_>>, inner: &mut json::Parser) -> Result<Opt
         let problem = format!("expected an array of two LSNs, got {}", array.describe());
         return Err(field::error(PATH, problem));
     }
-    Ok(Some(field::unsigned(array.items().next(), PATH)?.unwrap_or(0)))
+    Ok(Some(
+        field::unsigned(array.items().next(), PATH)?.unwrap_or(0),
+    ))
 }
 
 /// Vitess's `vgtid` when it is comparable: one shard whose GTID set is one server's one
@@ -513,10 +523,9 @@ impl<'a> Event<'a> {
                 sequence: Some(key),
                 position: scn.map(|n| n.to_string()),
                 event_id: match (read, order) {
-                    (false, Some(order)) => Some(format!(
-                        "{commit_or}:{}:{order}",
-                        scn.unwrap_or(0)
-                    )),
+                    (false, Some(order)) => {
+                        Some(format!("{commit_or}:{}:{order}", scn.unwrap_or(0)))
+                    }
                     _ => None,
                 },
             }
@@ -526,14 +535,14 @@ impl<'a> Event<'a> {
                 let commit = field::unsigned(commit_lsn, "source.commit_lsn")?;
                 let change = field::unsigned(change_lsn, "source.change_lsn")?;
                 let mut key = Vec::with_capacity(16);
-                OrderKey(&mut key).u64(commit.unwrap_or(0)).u64(change.unwrap_or(0));
+                OrderKey(&mut key)
+                    .u64(commit.unwrap_or(0))
+                    .u64(change.unwrap_or(0));
                 Log::Other {
                     sequence: Some(key),
                     position: change.or(commit).map(|n| n.to_string()),
                     event_id: match (read, change) {
-                        (false, Some(change)) => {
-                            Some(format!("{}:{change}", commit.unwrap_or(0)))
-                        }
+                        (false, Some(change)) => Some(format!("{}:{change}", commit.unwrap_or(0))),
                         _ => None,
                     },
                 }
@@ -599,7 +608,10 @@ impl<'a> Event<'a> {
             let ord = field::unsigned(ord, "source.ord")?.unwrap_or(0);
             let sequence = nanos.map(|nanos| {
                 let mut key = Vec::with_capacity(24);
-                OrderKey(&mut key).i64(nanos).u64(ord).u64(total.unwrap_or(0));
+                OrderKey(&mut key)
+                    .i64(nanos)
+                    .u64(ord)
+                    .u64(total.unwrap_or(0));
                 key
             });
             let position = nanos.map(|nanos| format!("{}:{ord}", nanos.div_euclid(1_000_000_000)));
@@ -633,7 +645,11 @@ impl<'a> Event<'a> {
         }
         if before.is_none() {
             if let Some(filter) = field::string(filter, "filter")? {
-                before = Some(Image::Owned(extended::document(inner, &filter.text(), "filter")?));
+                before = Some(Image::Owned(extended::document(
+                    inner,
+                    &filter.text(),
+                    "filter",
+                )?));
             }
         }
         mongo |= matches!(before, Some(Image::Owned(_))) || matches!(after, Some(Image::Owned(_)));
