@@ -1348,6 +1348,7 @@ impl<'a> Str<'a> {
 
 /// Reads `object`'s members named in `names` in one pass, by position (the first of
 /// duplicates wins); all `None` for `None`.
+#[inline(always)]
 pub fn slots<'a, const N: usize>(
     object: Option<Value<'a>>,
     names: &[Name; N],

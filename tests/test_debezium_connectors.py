@@ -348,6 +348,7 @@ BAD = [
     b'{"op":"c","source":{"vgtid":5}}',
     b'{"op":"c","source":{"ord":-1}}',
     b'{"op":"c","source":{"txId":true}}',
+    b'{"op":"c","source":{"connector":5}}',
     b'{"op":"c","transaction":{"transaction_rank":"x"}}',
     b'{"op":"c","after":"{\\"a\\":' + b"[" * 200 + b"]" * 200 + b'}"}',
 ]
@@ -357,6 +358,12 @@ BAD = [
 def test_bad_input_is_one_error_row(raw):
     (row,) = decode([raw])
     assert row["op"] == "error" and row["error"] and row["raw"] == raw
+
+
+def test_other_connectors_members_are_read_only_for_them():
+    # MySQL's and PostgreSQL's messages do not read `connector` and the like.
+    assert one('{"op":"c","source":{"file":"f","connector":5,"scn":"x"}}')["event_id"] == "f:0:0"
+    assert one('{"op":"c","source":{"lsn":3,"connector":5,"ord":-1}}')["position"] == "3"
 
 
 def test_engines_agree_on_every_connector_and_corrupted_copies():
@@ -424,3 +431,16 @@ def test_the_generator_refuses_unknown_connectors():
         generate(FORMAT, messages=10, connector="db9")
     with pytest.raises(ValueError, match="applies to debezium-json only"):
         generate("tencent-dts", messages=10, connector="oracle")
+
+
+def test_the_command_line_writes_connector_streams(tmp_path):
+    from cdc_decode.cli import main
+    from cdc_decode.generate import read_final_state, read_values
+
+    assert main(["generate", FORMAT, "--connector", "oracle", "--messages", "300",
+                 "--out", str(tmp_path)]) == 0  # fmt: skip
+    events = cdc_decode.decode(read_values(tmp_path / "values.bin"), FORMAT, engine=ENGINE)
+    assert set(events.column("source_db").to_pylist()) == {"ORCLPDB1", None}  # tombstones
+    manifest = json.loads((tmp_path / "manifest.json").read_text())
+    assert manifest["options"]["connector"] == "oracle"
+    assert read_final_state(tmp_path / "final_state.json")

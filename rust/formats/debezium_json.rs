@@ -120,8 +120,10 @@ fn connect_hints(schema: Value<'_>, payload: Option<Value<'_>>) -> Hints {
 }
 const PAYLOAD: Name = Name::new("payload");
 
-/// The envelope's members with a column of their own (the rest go to metadata).
-const ENVELOPE: [Name; 12] = [
+/// The envelope's members read in one pass: the first 12 have a column of their own (the
+/// rest go to metadata); MongoDB's last three stand in for missing images (and are kept in
+/// metadata too).
+const ENVELOPE: [Name; 15] = [
     Name::new("before"),
     Name::new("after"),
     Name::new("source"),
@@ -134,18 +136,16 @@ const ENVELOPE: [Name; 12] = [
     Name::new("databaseName"),
     Name::new("status"),
     Name::new("id"),
-];
-
-/// MongoDB's members that stand in for missing images (kept in metadata too).
-const MONGO: [Name; 3] = [
     Name::new("updateDescription"),
     Name::new("patch"),
     Name::new("filter"),
 ];
+/// The envelope's members kept out of metadata.
+const COLUMNS: usize = 12;
 
 /// The `source` members read for columns; the first five name the table and stay out of
 /// metadata, the others are kept there too.
-const SOURCE: [Name; 24] = [
+const SOURCE: [Name; 14] = [
     Name::new("db"),
     Name::new("schema"),
     Name::new("namespace"),
@@ -160,7 +160,12 @@ const SOURCE: [Name; 24] = [
     Name::new("lsn"),
     Name::new("gtid"),
     Name::new("txId"),
-    Name::new("sequence"),
+];
+/// PostgreSQL's `[last commit LSN, LSN]`.
+const SEQUENCE: Name = Name::new("sequence");
+/// The `source` members of the connectors other than MySQL and PostgreSQL, read in a
+/// second pass only for them.
+const OTHER: [Name; 9] = [
     Name::new("connector"),
     Name::new("scn"),
     Name::new("commit_scn"),
@@ -224,13 +229,15 @@ fn image<'a>(
         return Ok(None);
     };
     if let Some(text) = value.as_str() {
-        return Ok(Some(Image::Owned(extended::document(
-            inner,
-            &text.text(),
-            path,
-        )?)));
+        return mongo_image(text, path, inner).map(Some);
     }
     Ok(field::object(Some(value), path)?.map(Image::Json))
+}
+
+/// A MongoDB document in a string, as an image.
+#[inline(never)]
+fn mongo_image<'a>(text: Str<'_>, path: &str, inner: &mut json::Parser) -> Result<Image<'a>> {
+    Ok(Image::Owned(extended::document(inner, &text.text(), path)?))
 }
 
 /// Adds `name: null` for each removed field not in the image already.
@@ -249,6 +256,7 @@ fn remove_fields(image: &mut extended::Image, names: Option<Value<'_>>) {
 /// The partial `after` of a MongoDB update without the full document: from
 /// `updateDescription` (updated fields, then removed fields as nulls), else from the older
 /// connector's `patch` (`$set` and `$unset`, or a whole replacement document).
+#[inline(never)]
 fn partial_after(
     update: Option<Value<'_>>,
     patch: Option<Value<'_>>,
@@ -337,6 +345,7 @@ fn text_or_integer(value: Option<Value<'_>>, path: &str) -> Result<Option<String
 
 /// PostgreSQL's `source.sequence`: `["last commit LSN", "LSN"]` as a JSON string; its
 /// first LSN (0 when null).
+#[inline(never)]
 fn last_commit(value: Option<Value<'_>>, inner: &mut json::Parser) -> Result<Option<u64>> {
     const PATH: &str = "source.sequence";
     let Some(text) = field::string(value, PATH)? else {
@@ -416,7 +425,7 @@ impl<'a> Event<'a> {
             },
             _ => message,
         };
-        let [before, after, source, op, ts_ms, ts_us, ts_ns, transaction, ddl, database, status, id] =
+        let [before, after, source, op, ts_ms, ts_us, ts_ns, transaction, ddl, database, status, id, update, patch, filter] =
             json::slots(Some(envelope), &ENVELOPE);
         let mut source_op = field::string(op, "op")?;
         let ddl = field::string(ddl, "ddl")?;
@@ -428,7 +437,7 @@ impl<'a> Event<'a> {
         let [ms, us, ns] = times([ts_ms, ts_us, ts_ns], "")?;
         let capture_time = micros(ns, us, ms, "")?;
 
-        let [db, schema, namespace, table, collection, s_ms, s_us, s_ns, file, pos, row, lsn, gtid, tx_number, sequence, connector, scn, commit_scn, tx_seq, commit_lsn, change_lsn, serial, ord, vgtid] =
+        let [db, schema, namespace, table, collection, s_ms, s_us, s_ns, file, pos, row, lsn, gtid, tx_number] =
             json::slots(source, &SOURCE);
         let [s_ms, s_us, s_ns] = times([s_ms, s_us, s_ns], "source.")?;
         let event_time = micros(s_ns, s_us, s_ms, "source.")?;
@@ -447,7 +456,6 @@ impl<'a> Event<'a> {
         let lsn = field::unsigned(lsn, "source.lsn")?;
         let gtid = field::string(gtid, "source.gtid")?;
         let tx_number = text_or_integer(tx_number, "source.txId")?;
-        let connector = field::string(connector, "source.connector")?;
         let [tx, total, collection_order, epoch, rank] = json::slots(transaction, &TRANSACTION);
         let mut tx_id = field::string(tx, "transaction.id")?;
         let total_order = field::integer(total, "transaction.total_order")?;
@@ -496,17 +504,80 @@ impl<'a> Event<'a> {
         };
         let total = total_order.map(|n| n.max(0) as u64);
         let read = op == "read";
-        let is_connector = |name: &str| connector.is_some_and(|c| c.eq_str(name));
-        let present = |v: Option<Value<'_>>| v.is_some_and(|v| !v.is_null());
         let mut mongo = false;
         let log = if let Some(file) = file {
             Log::MySql { file, pos, row }
         } else if let Some(lsn) = lsn {
             Log::Postgres {
                 lsn,
-                commit: last_commit(sequence, inner)?,
+                commit: last_commit(source.and_then(|s| s.get_name(&SEQUENCE)), inner)?,
             }
-        } else if present(scn) || present(commit_scn) {
+        } else {
+            Self::other_log(
+                source, read, nanos, total, epoch, rank, &tx_number, &mut mongo, inner,
+            )?
+        };
+
+        // MongoDB without full documents: the partial image of an update, the older
+        // connector's `filter` (the document's `_id`) as the image before.
+        if after.is_none() && (update.is_some() || patch.is_some()) {
+            if let Some(partial) = partial_after(update, patch, inner)? {
+                after = Some(Image::Owned(partial));
+            }
+        }
+        if before.is_none() && filter.is_some() {
+            if let Some(filter) = field::string(filter, "filter")? {
+                before = Some(Image::Owned(extended::document(
+                    inner,
+                    &filter.text(),
+                    "filter",
+                )?));
+            }
+        }
+        mongo |= matches!(before, Some(Image::Owned(_))) || matches!(after, Some(Image::Owned(_)));
+
+        Ok(Some(Self {
+            envelope,
+            source,
+            op,
+            source_op,
+            db,
+            schema,
+            table,
+            event_time,
+            capture_time,
+            tx_id,
+            tx_text: tx_number,
+            log,
+            mongo,
+            before,
+            after,
+            ddl,
+            orders: [total_order, collection_order, epoch, rank],
+        }))
+    }
+
+    /// Where the change is for the connectors other than MySQL and PostgreSQL (the
+    /// `sequence` table in docs/formats/debezium-json.md).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn other_log(
+        source: Option<Value<'a>>,
+        read: bool,
+        nanos: Option<i64>,
+        total: Option<u64>,
+        epoch: Option<i64>,
+        rank: Option<i64>,
+        tx_number: &Option<String>,
+        mongo: &mut bool,
+        inner: &mut json::Parser,
+    ) -> Result<Log<'a>> {
+        let [connector, scn, commit_scn, tx_seq, commit_lsn, change_lsn, serial, ord, vgtid] =
+            json::slots(source, &OTHER);
+        let connector = field::string(connector, "source.connector")?;
+        let is_connector = |name: &str| connector.is_some_and(|c| c.eq_str(name));
+        let present = |v: Option<Value<'_>>| v.is_some_and(|v| !v.is_null());
+        Ok(if present(scn) || present(commit_scn) {
             // Oracle: commit SCN, transaction, SCN, order in the transaction.
             let scn = field::unsigned(scn, "source.scn")?;
             let commit = field::unsigned(commit_scn, "source.commit_scn")?;
@@ -604,7 +675,7 @@ impl<'a> Event<'a> {
             }
         } else if present(ord) || is_connector("mongodb") {
             // MongoDB: the oplog time (seconds, ordinal), then the order in the transaction.
-            mongo = true;
+            *mongo = true;
             let ord = field::unsigned(ord, "source.ord")?.unwrap_or(0);
             let sequence = nanos.map(|nanos| {
                 let mut key = Vec::with_capacity(24);
@@ -633,46 +704,7 @@ impl<'a> Event<'a> {
                 position: None,
                 event_id: None,
             }
-        };
-
-        // MongoDB without full documents: the partial image of an update, the older
-        // connector's `filter` (the document's `_id`) as the image before.
-        let [update, patch, filter] = json::slots(Some(envelope), &MONGO);
-        if after.is_none() {
-            if let Some(partial) = partial_after(update, patch, inner)? {
-                after = Some(Image::Owned(partial));
-            }
-        }
-        if before.is_none() {
-            if let Some(filter) = field::string(filter, "filter")? {
-                before = Some(Image::Owned(extended::document(
-                    inner,
-                    &filter.text(),
-                    "filter",
-                )?));
-            }
-        }
-        mongo |= matches!(before, Some(Image::Owned(_))) || matches!(after, Some(Image::Owned(_)));
-
-        Ok(Some(Self {
-            envelope,
-            source,
-            op,
-            source_op,
-            db,
-            schema,
-            table,
-            event_time,
-            capture_time,
-            tx_id,
-            tx_text: tx_number,
-            log,
-            mongo,
-            before,
-            after,
-            ddl,
-            orders: [total_order, collection_order, epoch, rank],
-        }))
+        })
     }
 
     fn write(&self, rows: &mut EventBuilder) {
@@ -786,7 +818,7 @@ impl<'a> Event<'a> {
             }
         }
         for (key, value) in self.envelope.members() {
-            if !ENVELOPE.iter().any(|name| key.is(name)) {
+            if !ENVELOPE[..COLUMNS].iter().any(|name| key.is(name)) {
                 json::add_metadata(map, &key.text(), value);
             }
         }

@@ -277,7 +277,9 @@ class DebeziumJson(JsonFormat):
         lsn = _unsigned(src("lsn"), "source.lsn")
         gtid = _string(src("gtid"), "source.gtid")
         tx_text = _text_or_integer(src("txId"), "source.txId")
-        connector = _string(src("connector"), "source.connector")
+        connector = None
+        if file is None and lsn is None:  # read for the other connectors only
+            connector = _string(src("connector"), "source.connector")
         tx_id = _string(transaction.get("id"), "transaction.id")
         total = _integer(transaction.get("total_order"), "transaction.total_order")
         collection_order = _integer(
