@@ -83,6 +83,9 @@ def fixtures(format: str) -> list[bytes]:
     if folder is None:
         return []
     found = []
+    if format == "debezium-json":  # each connector's messages (tests/debezium_corpus)
+        for path in sorted((ROOT / "tests" / "debezium_corpus").glob("*.jsonl")):
+            found += [line for line in path.read_bytes().splitlines() if line.strip()]
     for path in sorted((FIXTURES / folder).iterdir()):
         text = path.read_bytes()
         if path.suffix == ".jsonl":

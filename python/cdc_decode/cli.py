@@ -97,6 +97,13 @@ def _parser() -> argparse.ArgumentParser:
             "(datahub-tuple: exactly one, default shop.users)"
         ),
     )
+    gen.add_argument(
+        "--connector",
+        choices=("mysql", "oracle", "mongodb"),
+        default=None,
+        help="debezium-json only: write the messages as this Debezium connector does "
+        "(default: mysql)",
+    )
     _decode_parsers(commands)
     return parser
 
@@ -357,6 +364,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 message_bytes=args.message_bytes,
                 max_message_bytes=args.max_message_bytes,
                 tables=args.tables,
+                connector=args.connector,
             )
         except ValueError as exc:
             print(f"cdc-decode generate: {exc}", file=sys.stderr)

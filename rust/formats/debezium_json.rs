@@ -9,7 +9,7 @@ use crate::decoder::Sink;
 use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
-use crate::json::{self, field, Kind, Name, Str, Value};
+use crate::json::{self, extended, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
 use crate::sequence::OrderKey;
 use crate::typed::{Hint, Hints, Unit};
@@ -22,6 +22,8 @@ pub const FORMAT: &str = "debezium-json";
 #[derive(Debug, Default)]
 pub struct DebeziumJson {
     parser: json::Parser,
+    /// Parses the JSON held in strings: MongoDB's documents, `vgtid`, `sequence`.
+    inner: json::Parser,
 }
 
 impl DebeziumJson {
@@ -29,6 +31,7 @@ impl DebeziumJson {
     pub fn new(limits: &Limits) -> Self {
         Self {
             parser: json::Parser::default().limited(limits),
+            inner: json::Parser::default().limited(limits),
         }
     }
 }
@@ -41,7 +44,7 @@ impl FormatDecoder for DebeziumJson {
         value: Bytes,
         _key: Option<&str>,
     ) -> Result<()> {
-        let parser = &mut self.parser;
+        let (parser, inner) = (&mut self.parser, &mut self.inner);
         sink.events(ordinal, &value, |rows| {
             let message = parser.parse(&value)?;
             if let Some(typed) = rows.typed() {
@@ -49,7 +52,7 @@ impl FormatDecoder for DebeziumJson {
                     typed.hints = connect_hints(schema, message.get_name(&PAYLOAD));
                 }
             }
-            match Event::read(message)? {
+            match Event::read(message, inner)? {
                 Some(event) => event.write(rows),
                 None => rows.push_bare("tombstone", None),
             }
@@ -117,8 +120,10 @@ fn connect_hints(schema: Value<'_>, payload: Option<Value<'_>>) -> Hints {
 }
 const PAYLOAD: Name = Name::new("payload");
 
-/// The envelope's members with a column of their own (the rest go to metadata).
-const ENVELOPE: [Name; 12] = [
+/// The envelope's members read in one pass: the first 12 have a column of their own (the
+/// rest go to metadata); MongoDB's last three stand in for missing images (and are kept in
+/// metadata too).
+const ENVELOPE: [Name; 15] = [
     Name::new("before"),
     Name::new("after"),
     Name::new("source"),
@@ -131,11 +136,16 @@ const ENVELOPE: [Name; 12] = [
     Name::new("databaseName"),
     Name::new("status"),
     Name::new("id"),
+    Name::new("updateDescription"),
+    Name::new("patch"),
+    Name::new("filter"),
 ];
+/// The envelope's members kept out of metadata.
+const COLUMNS: usize = 12;
 
 /// The `source` members read for columns; the first five name the table and stay out of
 /// metadata, the others are kept there too.
-const SOURCE: [Name; 13] = [
+const SOURCE: [Name; 14] = [
     Name::new("db"),
     Name::new("schema"),
     Name::new("namespace"),
@@ -149,12 +159,29 @@ const SOURCE: [Name; 13] = [
     Name::new("row"),
     Name::new("lsn"),
     Name::new("gtid"),
+    Name::new("txId"),
 ];
-const TX_ID: Name = Name::new("txId");
-const TRANSACTION: [Name; 3] = [
+/// PostgreSQL's `[last commit LSN, LSN]`.
+const SEQUENCE: Name = Name::new("sequence");
+/// The `source` members of the connectors other than MySQL and PostgreSQL, read in a
+/// second pass only for them.
+const OTHER: [Name; 9] = [
+    Name::new("connector"),
+    Name::new("scn"),
+    Name::new("commit_scn"),
+    Name::new("txSeq"),
+    Name::new("commit_lsn"),
+    Name::new("change_lsn"),
+    Name::new("event_serial_no"),
+    Name::new("ord"),
+    Name::new("vgtid"),
+];
+const TRANSACTION: [Name; 5] = [
     Name::new("id"),
     Name::new("total_order"),
     Name::new("data_collection_order"),
+    Name::new("transaction_epoch"),
+    Name::new("transaction_rank"),
 ];
 
 /// The largest |milliseconds| whose microseconds fit an i64.
@@ -186,9 +213,106 @@ fn times(values: [Option<Value<'_>>; 3], path: &str) -> Result<[Option<i64>; 3]>
     ])
 }
 
-/// An image: `before` / `after`, an object or null.
-fn image<'a>(value: Option<Value<'a>>, path: &str) -> Result<Option<Value<'a>>> {
-    field::object(value, path)
+/// A row image as sent: an object, or a string holding a MongoDB Extended JSON document.
+enum Image<'a> {
+    Json(Value<'a>),
+    Owned(extended::Image),
+}
+
+/// An image: `before` / `after`, an object, a string (MongoDB) or null.
+fn image<'a>(
+    value: Option<Value<'a>>,
+    path: &str,
+    inner: &mut json::Parser,
+) -> Result<Option<Image<'a>>> {
+    let Some(value) = value.filter(|v| !v.is_null()) else {
+        return Ok(None);
+    };
+    if let Some(text) = value.as_str() {
+        return mongo_image(text, path, inner).map(Some);
+    }
+    Ok(field::object(Some(value), path)?.map(Image::Json))
+}
+
+/// A MongoDB document in a string, as an image.
+#[inline(never)]
+fn mongo_image<'a>(text: Str<'_>, path: &str, inner: &mut json::Parser) -> Result<Image<'a>> {
+    Ok(Image::Owned(extended::document(inner, &text.text(), path)?))
+}
+
+/// Adds `name: null` for each removed field not in the image already.
+fn remove_fields(image: &mut extended::Image, names: Option<Value<'_>>) {
+    for name in names.iter().flat_map(|n| n.items()) {
+        let name = name
+            .as_str()
+            .map(|s| s.text().into_owned())
+            .unwrap_or_default();
+        if !image.iter().any(|(key, _)| *key == name) {
+            image.push((name, None));
+        }
+    }
+}
+
+/// The partial `after` of a MongoDB update without the full document: from
+/// `updateDescription` (updated fields, then removed fields as nulls), else from the older
+/// connector's `patch` (`$set` and `$unset`, or a whole replacement document).
+#[inline(never)]
+fn partial_after(
+    update: Option<Value<'_>>,
+    patch: Option<Value<'_>>,
+    inner: &mut json::Parser,
+) -> Result<Option<extended::Image>> {
+    if let Some(update) = field::object(update, "updateDescription")? {
+        let updated = field::string(
+            update.get("updatedFields"),
+            "updateDescription.updatedFields",
+        )?;
+        let removed = field::string_array(
+            update.get("removedFields"),
+            "updateDescription.removedFields",
+        )?;
+        let mut image = match updated {
+            Some(text) => {
+                extended::document(inner, &text.text(), "updateDescription.updatedFields")?
+            }
+            None => Vec::new(),
+        };
+        remove_fields(&mut image, removed);
+        return Ok(Some(image));
+    }
+    let Some(patch) = field::string(patch, "patch")? else {
+        return Ok(None);
+    };
+    let text = patch.text();
+    let value = inner
+        .parse(text.as_bytes())
+        .map_err(|e| field::error("patch", e.to_string()))?;
+    let document = extended::object(value, "patch")?;
+    if !document
+        .members()
+        .any(|(key, _)| key.text().starts_with('$'))
+    {
+        let image = document
+            .members()
+            .map(|(key, value)| (key.text().into_owned(), extended::render(value)))
+            .collect();
+        return Ok(Some(image));
+    }
+    let mut image = extended::Image::new();
+    if let Some(set) = field::object(document.get("$set"), "patch.$set")? {
+        for (key, value) in set.members() {
+            image.push((key.text().into_owned(), extended::render(value)));
+        }
+    }
+    if let Some(unset) = field::object(document.get("$unset"), "patch.$unset")? {
+        for (key, _) in unset.members() {
+            let key = key.text().into_owned();
+            if !image.iter().any(|(k, _)| *k == key) {
+                image.push((key, None));
+            }
+        }
+    }
+    Ok(Some(image))
 }
 
 /// Where the change is in the source's log.
@@ -200,10 +324,67 @@ enum Log<'a> {
     },
     Postgres {
         lsn: u64,
+        /// The last commit LSN of `source.sequence`, when the connector sends it.
+        commit: Option<u64>,
     },
-    Time {
-        nanos: Option<i64>,
+    /// Every other connector: the key, position and id worked out when read.
+    Other {
+        sequence: Option<Vec<u8>>,
+        position: Option<String>,
+        event_id: Option<String>,
     },
+}
+
+/// A source member that is a string or an integer, as text.
+fn text_or_integer(value: Option<Value<'_>>, path: &str) -> Result<Option<String>> {
+    match value.and_then(|v| v.as_str()) {
+        Some(text) => Ok(Some(text.text().into_owned())),
+        None => Ok(field::integer(value, path)?.map(|n| n.to_string())),
+    }
+}
+
+/// PostgreSQL's `source.sequence`: `["last commit LSN", "LSN"]` as a JSON string; its
+/// first LSN (0 when null).
+#[inline(never)]
+fn last_commit(value: Option<Value<'_>>, inner: &mut json::Parser) -> Result<Option<u64>> {
+    const PATH: &str = "source.sequence";
+    let Some(text) = field::string(value, PATH)? else {
+        return Ok(None);
+    };
+    let text = text.text();
+    let array = inner
+        .parse(text.as_bytes())
+        .map_err(|e| field::error(PATH, e.to_string()))?;
+    if array.kind() != Kind::Array || array.len() != 2 {
+        let problem = format!("expected an array of two LSNs, got {}", array.describe());
+        return Err(field::error(PATH, problem));
+    }
+    Ok(Some(
+        field::unsigned(array.items().next(), PATH)?.unwrap_or(0),
+    ))
+}
+
+/// Vitess's `vgtid` when it is comparable: one shard whose GTID set is one server's one
+/// interval (`MySQL56/<uuid>:1-68`); `(keyspace, shard, uuid, last transaction)`.
+fn vgtid_key(text: &str, inner: &mut json::Parser) -> Option<(String, String, String, u64)> {
+    let array = inner.parse(text.as_bytes()).ok()?;
+    if array.kind() != Kind::Array || array.len() != 1 {
+        return None;
+    }
+    let shard = array.items().next()?;
+    let string = |name: &str| shard.get(name)?.as_str().map(|s| s.text().into_owned());
+    let (keyspace, name, gtid) = (string("keyspace")?, string("shard")?, string("gtid")?);
+    let set = gtid.split_once('/').map_or(gtid.as_str(), |(_, set)| set);
+    let (uuid, interval) = set.split_once(':')?;
+    if uuid.is_empty() || interval.contains([':', ',']) {
+        return None;
+    }
+    let last = interval.rsplit_once('-').map_or(interval, |(_, last)| last);
+    if !last.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let last = u64::try_from(field::parse_i64(last)?).ok()?;
+    Some((keyspace, name, uuid.to_string(), last))
 }
 
 struct Event<'a> {
@@ -217,41 +398,46 @@ struct Event<'a> {
     event_time: Option<i64>,
     capture_time: Option<i64>,
     tx_id: Option<Str<'a>>,
-    tx_number: Option<i64>,
+    tx_text: Option<String>,
     log: Log<'a>,
-    before: Option<Value<'a>>,
-    after: Option<Value<'a>>,
+    mongo: bool,
+    before: Option<Image<'a>>,
+    after: Option<Image<'a>>,
     ddl: Option<Str<'a>>,
-    total_order: Option<i64>,
-    collection_order: Option<i64>,
+    orders: [Option<i64>; 4],
 }
 
 impl<'a> Event<'a> {
     /// The message's event, or `None` for Connect's tombstone (a null `payload`).
-    fn read(message: Value<'a>) -> Result<Option<Self>> {
+    fn read(message: Value<'a>, inner: &mut json::Parser) -> Result<Option<Self>> {
         if message.kind() != Kind::Object {
             return Err(Error::NotAnObject(message.describe()));
         }
-        let envelope = match (message.get_name(&SCHEMA), message.get_name(&PAYLOAD)) {
-            (Some(_), Some(payload)) => match field::object(Some(payload), "payload")? {
+        // The Connect wrapper, with its schema or without (`{"payload": ...}` alone).
+        let payload = message.get_name(&PAYLOAD);
+        let wrapped = payload.is_some()
+            && (message.get_name(&SCHEMA).is_some()
+                || message.all_members().all(|(key, _)| key.is(&PAYLOAD)));
+        let envelope = match payload {
+            Some(payload) if wrapped => match field::object(Some(payload), "payload")? {
                 Some(payload) => payload,
                 None => return Ok(None),
             },
             _ => message,
         };
-        let [before, after, source, op, ts_ms, ts_us, ts_ns, transaction, ddl, database, status, id] =
+        let [before, after, source, op, ts_ms, ts_us, ts_ns, transaction, ddl, database, status, id, update, patch, filter] =
             json::slots(Some(envelope), &ENVELOPE);
         let mut source_op = field::string(op, "op")?;
         let ddl = field::string(ddl, "ddl")?;
         let status = field::string(status, "status")?;
         let source = field::object(source, "source")?;
         let transaction = field::object(transaction, "transaction")?;
-        let before = image(before, "before")?;
-        let after = image(after, "after")?;
+        let mut before = image(before, "before", inner)?;
+        let mut after = image(after, "after", inner)?;
         let [ms, us, ns] = times([ts_ms, ts_us, ts_ns], "")?;
         let capture_time = micros(ns, us, ms, "")?;
 
-        let [db, schema, namespace, table, collection, s_ms, s_us, s_ns, file, pos, row, lsn, gtid] =
+        let [db, schema, namespace, table, collection, s_ms, s_us, s_ns, file, pos, row, lsn, gtid, tx_number] =
             json::slots(source, &SOURCE);
         let [s_ms, s_us, s_ns] = times([s_ms, s_us, s_ns], "source.")?;
         let event_time = micros(s_ns, s_us, s_ms, "source.")?;
@@ -269,12 +455,14 @@ impl<'a> Event<'a> {
         let row = field::unsigned(row, "source.row")?;
         let lsn = field::unsigned(lsn, "source.lsn")?;
         let gtid = field::string(gtid, "source.gtid")?;
-        let tx_number = field::integer(source.and_then(|s| s.get_name(&TX_ID)), "source.txId")?;
-        let [tx, total, collection_order] = json::slots(transaction, &TRANSACTION);
+        let tx_number = text_or_integer(tx_number, "source.txId")?;
+        let [tx, total, collection_order, epoch, rank] = json::slots(transaction, &TRANSACTION);
         let mut tx_id = field::string(tx, "transaction.id")?;
         let total_order = field::integer(total, "transaction.total_order")?;
         let collection_order =
             field::integer(collection_order, "transaction.data_collection_order")?;
+        let epoch = field::integer(epoch, "transaction.transaction_epoch")?;
+        let rank = field::integer(rank, "transaction.transaction_rank")?;
 
         let op = if let Some(op) = source_op {
             match &*op.text() {
@@ -308,18 +496,46 @@ impl<'a> Event<'a> {
         if tx_id.is_none() {
             tx_id = gtid;
         }
-        let log = match (file, lsn) {
-            (Some(file), _) => Log::MySql { file, pos, row },
-            (None, Some(lsn)) => Log::Postgres { lsn },
-            (None, None) => Log::Time {
-                nanos: match (s_ns, s_us, s_ms) {
-                    (Some(ns), _, _) => Some(ns),
-                    (None, Some(us), _) => us.checked_mul(1000),
-                    (None, None, Some(ms)) => ms.checked_mul(1_000_000),
-                    (None, None, None) => None,
-                },
-            },
+        let nanos = match (s_ns, s_us, s_ms) {
+            (Some(ns), _, _) => Some(ns),
+            (None, Some(us), _) => us.checked_mul(1000),
+            (None, None, Some(ms)) => ms.checked_mul(1_000_000),
+            (None, None, None) => None,
         };
+        let total = total_order.map(|n| n.max(0) as u64);
+        let read = op == "read";
+        let mut mongo = false;
+        let log = if let Some(file) = file {
+            Log::MySql { file, pos, row }
+        } else if let Some(lsn) = lsn {
+            Log::Postgres {
+                lsn,
+                commit: last_commit(source.and_then(|s| s.get_name(&SEQUENCE)), inner)?,
+            }
+        } else {
+            Self::other_log(
+                source, read, nanos, total, epoch, rank, &tx_number, &mut mongo, inner,
+            )?
+        };
+
+        // MongoDB without full documents: the partial image of an update, the older
+        // connector's `filter` (the document's `_id`) as the image before.
+        if after.is_none() && (update.is_some() || patch.is_some()) {
+            if let Some(partial) = partial_after(update, patch, inner)? {
+                after = Some(Image::Owned(partial));
+            }
+        }
+        if before.is_none() && filter.is_some() {
+            if let Some(filter) = field::string(filter, "filter")? {
+                before = Some(Image::Owned(extended::document(
+                    inner,
+                    &filter.text(),
+                    "filter",
+                )?));
+            }
+        }
+        mongo |= matches!(before, Some(Image::Owned(_))) || matches!(after, Some(Image::Owned(_)));
+
         Ok(Some(Self {
             envelope,
             source,
@@ -331,14 +547,164 @@ impl<'a> Event<'a> {
             event_time,
             capture_time,
             tx_id,
-            tx_number,
+            tx_text: tx_number,
             log,
+            mongo,
             before,
             after,
             ddl,
-            total_order,
-            collection_order,
+            orders: [total_order, collection_order, epoch, rank],
         }))
+    }
+
+    /// Where the change is for the connectors other than MySQL and PostgreSQL (the
+    /// `sequence` table in docs/formats/debezium-json.md).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn other_log(
+        source: Option<Value<'a>>,
+        read: bool,
+        nanos: Option<i64>,
+        total: Option<u64>,
+        epoch: Option<i64>,
+        rank: Option<i64>,
+        tx_number: &Option<String>,
+        mongo: &mut bool,
+        inner: &mut json::Parser,
+    ) -> Result<Log<'a>> {
+        let [connector, scn, commit_scn, tx_seq, commit_lsn, change_lsn, serial, ord, vgtid] =
+            json::slots(source, &OTHER);
+        let connector = field::string(connector, "source.connector")?;
+        let is_connector = |name: &str| connector.is_some_and(|c| c.eq_str(name));
+        let present = |v: Option<Value<'_>>| v.is_some_and(|v| !v.is_null());
+        Ok(if present(scn) || present(commit_scn) {
+            // Oracle: commit SCN, transaction, SCN, order in the transaction.
+            let scn = field::unsigned(scn, "source.scn")?;
+            let commit = field::unsigned(commit_scn, "source.commit_scn")?;
+            let tx_seq = field::unsigned(tx_seq, "source.txSeq")?;
+            let order = tx_seq.or(total);
+            let commit_or = commit.or(scn).unwrap_or(0);
+            let mut key = Vec::with_capacity(40);
+            OrderKey(&mut key)
+                .u64(commit_or)
+                .str(tx_number.as_deref().unwrap_or("").as_bytes())
+                .u64(scn.unwrap_or(0))
+                .u64(order.unwrap_or(0));
+            Log::Other {
+                sequence: Some(key),
+                position: scn.map(|n| n.to_string()),
+                event_id: match (read, order) {
+                    (false, Some(order)) => {
+                        Some(format!("{commit_or}:{}:{order}", scn.unwrap_or(0)))
+                    }
+                    _ => None,
+                },
+            }
+        } else if present(commit_lsn) || present(change_lsn) {
+            if is_connector("informix") {
+                // Informix: decimal LSNs.
+                let commit = field::unsigned(commit_lsn, "source.commit_lsn")?;
+                let change = field::unsigned(change_lsn, "source.change_lsn")?;
+                let mut key = Vec::with_capacity(16);
+                OrderKey(&mut key)
+                    .u64(commit.unwrap_or(0))
+                    .u64(change.unwrap_or(0));
+                Log::Other {
+                    sequence: Some(key),
+                    position: change.or(commit).map(|n| n.to_string()),
+                    event_id: match (read, change) {
+                        (false, Some(change)) => Some(format!("{}:{change}", commit.unwrap_or(0))),
+                        _ => None,
+                    },
+                }
+            } else {
+                // SQL Server and Db2: fixed-width hex LSN text, compared as text.
+                let commit = field::string(commit_lsn, "source.commit_lsn")?.map(|s| s.text());
+                let change = field::string(change_lsn, "source.change_lsn")?.map(|s| s.text());
+                let serial = field::unsigned(serial, "source.event_serial_no")?;
+                let mut key = Vec::with_capacity(64);
+                OrderKey(&mut key)
+                    .str(commit.as_deref().unwrap_or("").as_bytes())
+                    .str(change.as_deref().unwrap_or("").as_bytes())
+                    .u64(serial.unwrap_or(0));
+                let event_id = match (read, &change) {
+                    (false, Some(change)) => {
+                        let mut id = format!("{}:{change}", commit.as_deref().unwrap_or(""));
+                        if let Some(serial) = serial {
+                            id.push_str(&format!(":{serial}"));
+                        }
+                        Some(id)
+                    }
+                    _ => None,
+                };
+                Log::Other {
+                    sequence: Some(key),
+                    position: change.or(commit).map(|s| s.into_owned()),
+                    event_id,
+                }
+            }
+        } else if let Some(vgtid) = field::string(vgtid, "source.vgtid")? {
+            // Vitess: the ordered transaction metadata, else a one-shard VGTID.
+            let text = vgtid.text();
+            let mut key = Vec::with_capacity(48);
+            let sequence = match (epoch, rank) {
+                (Some(epoch), Some(rank)) => {
+                    OrderKey(&mut key)
+                        .i64(epoch)
+                        .i64(rank)
+                        .u64(total.unwrap_or(0));
+                    Some(key)
+                }
+                _ => match vgtid_key(&text, inner) {
+                    Some((keyspace, shard, uuid, last)) => {
+                        OrderKey(&mut key)
+                            .str(keyspace.as_bytes())
+                            .str(shard.as_bytes())
+                            .str(uuid.as_bytes())
+                            .u64(last)
+                            .u64(total.unwrap_or(0));
+                        Some(key)
+                    }
+                    None => time_key(nanos, total),
+                },
+            };
+            Log::Other {
+                sequence,
+                position: Some(text.into_owned()),
+                event_id: None,
+            }
+        } else if present(ord) || is_connector("mongodb") {
+            // MongoDB: the oplog time (seconds, ordinal), then the order in the transaction.
+            *mongo = true;
+            let ord = field::unsigned(ord, "source.ord")?.unwrap_or(0);
+            let sequence = nanos.map(|nanos| {
+                let mut key = Vec::with_capacity(24);
+                OrderKey(&mut key)
+                    .i64(nanos)
+                    .u64(ord)
+                    .u64(total.unwrap_or(0));
+                key
+            });
+            let position = nanos.map(|nanos| format!("{}:{ord}", nanos.div_euclid(1_000_000_000)));
+            let event_id = match (&position, read) {
+                (Some(position), false) => Some(match total {
+                    Some(total) => format!("{position}:{total}"),
+                    None => position.clone(),
+                }),
+                _ => None,
+            };
+            Log::Other {
+                sequence,
+                position,
+                event_id,
+            }
+        } else {
+            Log::Other {
+                sequence: time_key(nanos, total),
+                position: None,
+                event_id: None,
+            }
+        })
     }
 
     fn write(&self, rows: &mut EventBuilder) {
@@ -349,9 +715,9 @@ impl<'a> Event<'a> {
         json::push_text(&mut rows.source_table, self.table);
         rows.event_time.push(self.event_time);
         rows.capture_time.push(self.capture_time);
-        match (self.tx_id, self.tx_number) {
+        match (self.tx_id, &self.tx_text) {
             (Some(tx), _) => json::push_text(&mut rows.tx_id, Some(tx)),
-            (None, Some(number)) => rows.tx_id.push_str(itoa::Buffer::new().format(number)),
+            (None, Some(text)) => rows.tx_id.push_str(text),
             (None, None) => rows.tx_id.push_null(),
         }
         let read = self.op == "read";
@@ -383,11 +749,15 @@ impl<'a> Event<'a> {
                     });
                 }
             }
-            Log::Postgres { lsn } => {
+            Log::Postgres { lsn, commit } => {
                 let text = itoa::Buffer::new().format(*lsn).to_string();
                 rows.position.push_str(&text);
                 rows.sequence.push_with(|out| {
-                    OrderKey(out).u64(*lsn);
+                    let mut key = OrderKey(out);
+                    if let Some(commit) = commit {
+                        key.u64(*commit);
+                    }
+                    key.u64(*lsn);
                 });
                 if read {
                     rows.event_id.push_null();
@@ -395,19 +765,38 @@ impl<'a> Event<'a> {
                     rows.event_id.push_str(&text);
                 }
             }
-            Log::Time { nanos } => {
-                rows.position.push_null();
-                match nanos {
-                    Some(nanos) => rows.sequence.push_with(|out| {
-                        OrderKey(out).i64(*nanos);
-                    }),
+            Log::Other {
+                sequence,
+                position,
+                event_id,
+            } => {
+                match sequence {
+                    Some(key) => rows.sequence.push_bytes(key),
                     None => rows.sequence.push_null(),
                 }
-                rows.event_id.push_null();
+                rows.position.push_nonempty(position.as_deref());
+                match event_id {
+                    Some(id) => rows.event_id.push_str(id),
+                    None => rows.event_id.push_null(),
+                }
             }
         }
-        rows.primary_key.push_null();
-        json::write_images(rows, self.before, self.after);
+        if self.mongo && !matches!(self.op, "begin" | "commit" | "heartbeat" | "ddl") {
+            rows.primary_key.item("_id");
+            rows.primary_key.close();
+        } else {
+            rows.primary_key.push_null();
+        }
+        match (&self.before, &self.after) {
+            (None | Some(Image::Json(_)), None | Some(Image::Json(_))) => {
+                let json = |image: &Option<Image<'a>>| match image {
+                    Some(Image::Json(value)) => Some(*value),
+                    _ => None,
+                };
+                json::write_images(rows, json(&self.before), json(&self.after));
+            }
+            (before, after) => write_images(rows, before, after),
+        }
         json::push_text(&mut rows.ddl, self.ddl);
         self.write_metadata(&mut rows.metadata);
         rows.error.push_null();
@@ -421,21 +810,68 @@ impl<'a> Event<'a> {
                 json::add_metadata(map, &key.text(), value);
             }
         }
-        for (name, value) in [
-            ("total_order", self.total_order),
-            ("data_collection_order", self.collection_order),
-        ] {
+        for (name, value) in TRANSACTION[1..].iter().zip(self.orders) {
             if let Some(value) = value {
-                if !map.has_key(name) {
-                    map.entry_int(name, value);
+                if !map.has_key(name.text()) {
+                    map.entry_int(name.text(), value);
                 }
             }
         }
         for (key, value) in self.envelope.members() {
-            if !ENVELOPE.iter().any(|name| key.is(name)) {
+            if !ENVELOPE[..COLUMNS].iter().any(|name| key.is(name)) {
                 json::add_metadata(map, &key.text(), value);
             }
         }
         map.close_or_null();
+    }
+}
+
+/// The source time in nanoseconds, then the order in the transaction where sent.
+fn time_key(nanos: Option<i64>, total: Option<u64>) -> Option<Vec<u8>> {
+    let nanos = nanos?;
+    let mut key = Vec::with_capacity(16);
+    let mut order = OrderKey(&mut key);
+    order.i64(nanos);
+    if let Some(total) = total {
+        order.u64(total);
+    }
+    Some(key)
+}
+
+/// Both images where one or both came from MongoDB's Extended JSON: text maps, or typed
+/// mode's structs converted from the same text.
+fn write_images(rows: &mut EventBuilder, before: &Option<Image<'_>>, after: &Option<Image<'_>>) {
+    match rows.typed().filter(|typed| typed.direct()) {
+        Some(typed) => {
+            for (is_after, image) in [(false, before), (true, after)] {
+                match image {
+                    None => typed.close_image(is_after, false),
+                    Some(Image::Json(value)) => json::convert_image(typed, is_after, Some(*value)),
+                    Some(Image::Owned(entries)) => {
+                        typed.open_image(is_after);
+                        for (key, value) in entries {
+                            typed.image_value(is_after, key, value.as_deref());
+                        }
+                        typed.close_image(is_after, true);
+                    }
+                }
+            }
+            rows.before.push_null();
+            rows.after.push_null();
+        }
+        None => {
+            for (map, image) in [(&mut rows.before, before), (&mut rows.after, after)] {
+                match image {
+                    None => map.push_null(),
+                    Some(Image::Json(value)) => json::write_image(map, Some(*value)),
+                    Some(Image::Owned(entries)) => {
+                        for (key, value) in entries {
+                            map.entry(key, value.as_deref());
+                        }
+                        map.close();
+                    }
+                }
+            }
+        }
     }
 }

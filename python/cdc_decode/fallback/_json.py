@@ -20,6 +20,7 @@ from itertools import accumulate
 from .._limits import DEFAULT, Limits, over
 from ._events import EventSink
 from ._typed import Hints, Unconvertible
+from ._values import timestamp_text
 
 _SIGN = 1 << 63
 
@@ -281,3 +282,149 @@ class JsonFormat:
     def _hints(self, message: object) -> Hints | None:
         """Typed mode's hints for a message ``_event`` accepted (docs/typed.md)."""
         return None
+
+
+# ---------------------------------------------------------------------------------------
+# MongoDB Extended JSON (v1 strict, v2 relaxed and canonical), as the Debezium MongoDB
+# connector writes documents into strings; rust/json.rs's `extended` module.
+
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z")
+_NUMBERS = frozenset(("$numberInt", "$numberLong", "$numberDouble", "$numberDecimal"))
+_ISO = re.compile(
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})"
+    r"(?:\.([0-9]{1,9}))?(?:(Z)|([+-])([0-9]{2}):?([0-9]{2}))\Z"
+)
+_DAYS_IN = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def _token_integer(value: object) -> int | None:
+    """An integer number token (``-?[0-9]+`` within i64)."""
+    if type(value) is _Number and _INTEGER.match(value):
+        number = int(value)
+        if -_SIGN <= number < _SIGN:
+            return number
+    return None
+
+
+def iso_millis(text: str) -> int | None:
+    """``YYYY-MM-DDTHH:MM:SS[.f{1,9}](Z|±HH:MM|±HHMM)`` as epoch milliseconds (the fraction
+    truncated), for a real date and time; ``None`` otherwise."""
+    match = _ISO.match(text)
+    if match is None or (match.group(8) is None and match.group(9) is None):
+        return None
+    year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
+    if not 1 <= month <= 12:
+        return None
+    leap = year % 4 == 0 and (year % 100 != 0 or year % 400 == 0)
+    days_in = 29 if month == 2 and leap else _DAYS_IN[month - 1]
+    if not 1 <= day <= days_in or hour > 23 or minute > 59 or second > 59:
+        return None
+    offset = 0
+    if match.group(9) is not None:
+        h, m = int(match.group(10)), int(match.group(11))
+        if h > 23 or m > 59:
+            return None
+        offset = h * 60 + m if match.group(9) == "+" else -(h * 60 + m)
+    millis = int((match.group(7) or "")[:3].ljust(3, "0"))
+    seconds = _days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
+    return (seconds - offset * 60) * 1000 + millis
+
+
+def _days_from_civil(year: int, month: int, day: int) -> int:
+    y = year - 1 if month <= 2 else year
+    era = y // 400
+    yoe = y - era * 400
+    mp = (month + 9) % 12
+    doy = (153 * mp + 2) // 5 + day - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146_097 + doe - 719_468
+
+
+def _date(value: object) -> str | None:
+    if type(value) is _Number:
+        ms = _token_integer(value)
+    elif type(value) is str:
+        ms = iso_millis(value)
+        if ms is None:
+            return value
+    elif isinstance(value, dict) and len(value) == 1 and type(value.get("$numberLong")) is str:
+        text = value["$numberLong"]
+        ms = None
+        if _INTEGER.match(text) and -_SIGN <= int(text) < _SIGN:
+            ms = int(text)
+    else:
+        return None
+    return None if ms is None else timestamp_text(ms, "ms", True)
+
+
+def wrapped(value: object) -> tuple[str, bool] | None:
+    """A type wrapper's text and whether it is a JSON number; ``None`` for anything else."""
+    if not isinstance(value, dict) or not 1 <= len(value) <= 2:
+        return None
+    (key, inner), *rest = value.items()
+    if not rest:
+        if key == "$oid":
+            return (inner, False) if type(inner) is str else None
+        if key in _NUMBERS:
+            return (inner, bool(_JSON_NUMBER.match(inner))) if type(inner) is str else None
+        if key == "$date":
+            text = _date(inner)
+            return None if text is None else (text, False)
+        if key == "$binary":
+            if isinstance(inner, dict) and len(inner) == 2:
+                data, kind = inner.get("base64"), inner.get("subType")
+                if type(data) is str and type(kind) is str:
+                    return data, False
+            return None
+        if key == "$timestamp":
+            if isinstance(inner, dict) and len(inner) == 2 and "t" in inner and "i" in inner:
+                t, i = _token_integer(inner["t"]), _token_integer(inner["i"])
+                if t is not None and i is not None and t >= 0 and i >= 0:
+                    return f"{t}:{i}", False
+            return None
+        return None
+    ((other, second),) = rest
+    if {key, other} == {"$binary", "$type"}:
+        data, kind = (inner, second) if key == "$binary" else (second, inner)
+        if type(data) is str and type(kind) is str:
+            return data, False
+    return None
+
+
+def render_extended(value: object) -> str | None:
+    """A value's text: a wrapper's value, a string's text, a number's token,
+    ``true``/``false``, nested documents and arrays as compact JSON; ``None`` for null."""
+    found = wrapped(value)
+    if found is not None:
+        return found[0]
+    if isinstance(value, (dict, list)):
+        return _compact_extended(value)
+    return render(value)
+
+
+def _compact_extended(value: object) -> str:
+    found = wrapped(value)
+    if found is not None:
+        return found[0] if found[1] else _escape(found[0])
+    if isinstance(value, dict):
+        inner = ",".join(f"{_escape(k)}:{_compact_extended(v)}" for k, v in value.items())
+        return "{" + inner + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(_compact_extended(v) for v in value) + "]"
+    return _compact(value)
+
+
+def extended_object(text: str, where: str, limits: Limits) -> dict:
+    """The Extended JSON document in ``text``, parsed (an object)."""
+    try:
+        value = parse(text.encode("utf-8"), limits)
+    except _Malformed as exc:
+        raise _Malformed(f"{where}: {exc}") from None
+    if not isinstance(value, dict):
+        raise _Malformed(f"{where}: expected an object, got {_kind(value)}")
+    return value
+
+
+def extended_document(text: str, where: str, limits: Limits) -> list:
+    """The Extended JSON document in ``text`` as an image: (name, text or None) pairs."""
+    return [(k, render_extended(v)) for k, v in extended_object(text, where, limits).items()]

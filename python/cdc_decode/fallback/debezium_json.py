@@ -17,7 +17,11 @@ from ._json import (
     _object,
     _string,
     _unsigned,
+    extended_document,
+    extended_object,
+    parse,
     render,
+    render_extended,
 )
 from ._sequence import i64, text, u64
 from ._typed import Hints, parse_int
@@ -26,6 +30,7 @@ FORMAT = "debezium-json"
 
 _OPS = {"r": "read", "c": "insert", "u": "update", "d": "delete", "t": "truncate", "m": "other"}
 _STATUS = {"BEGIN": "begin", "END": "commit"}
+_CONTROL = frozenset(("begin", "commit", "heartbeat", "ddl"))
 _MAX_US = 2**63 - 1
 _TIMES = frozenset(("ts_ms", "ts_us", "ts_ns"))
 _NAMES = frozenset(("db", "schema", "namespace", "table", "collection"))
@@ -61,11 +66,118 @@ def _nanos(obj: dict) -> int | None:
     return None
 
 
-def _image(value: object, where: str) -> list | None:
+def _image(value: object, where: str, limits) -> list | None:
+    """``before`` / ``after``: an object, a string holding a MongoDB Extended JSON
+    document, or null."""
+    if type(value) is str:
+        return extended_document(value, where, limits)
     obj = _object(value, where)
     if obj is None:
         return None
     return [(k, render(v)) for k, v in obj.items()]
+
+
+def _remove_fields(image: list, names: list | None) -> None:
+    have = {k for k, _ in image}
+    for name in names or ():
+        if name not in have:
+            have.add(name)
+            image.append((name, None))
+
+
+def _string_array(value: object, where: str) -> list | None:
+    """An array of strings; ``None`` when null/absent or empty."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise _Malformed(f"{where}: expected an array, got {_kind(value)}")
+    for i, item in enumerate(value):
+        if item is None:
+            raise _Malformed(f"{where}: expected strings, got null")
+        if type(item) is not str:
+            raise _Malformed(f"{where}[{i}]: expected a string, got {_kind(item)}")
+    return value or None
+
+
+def _partial_after(envelope: dict, limits) -> list | None:
+    """The partial ``after`` of a MongoDB update without the full document: from
+    ``updateDescription``, else from the older connector's ``patch``."""
+    update = _object(envelope.get("updateDescription"), "updateDescription")
+    if update is not None:
+        where = "updateDescription.updatedFields"
+        updated = _string(update.get("updatedFields"), where)
+        removed = _string_array(update.get("removedFields"), "updateDescription.removedFields")
+        image = [] if updated is None else extended_document(updated, where, limits)
+        _remove_fields(image, removed)
+        return image
+    patch = _string(envelope.get("patch"), "patch")
+    if patch is None:
+        return None
+    document = extended_object(patch, "patch", limits)
+    if not any(k.startswith("$") for k in document):
+        return [(k, render_extended(v)) for k, v in document.items()]
+    image = []
+    values = _object(document.get("$set"), "patch.$set")
+    for k, v in (values or {}).items():
+        image.append((k, render_extended(v)))
+    unset = _object(document.get("$unset"), "patch.$unset")
+    _remove_fields(image, list(unset or ()))
+    return image
+
+
+def _text_or_integer(value: object, where: str) -> str | None:
+    if type(value) is str:
+        return value
+    number = _integer(value, where)
+    return None if number is None else str(number)
+
+
+def _last_commit(value: object, limits) -> int | None:
+    """PostgreSQL's ``source.sequence``: its first LSN (0 when null)."""
+    where = "source.sequence"
+    text_ = _string(value, where)
+    if text_ is None:
+        return None
+    try:
+        array = parse(text_.encode("utf-8"), limits)
+    except _Malformed as exc:
+        raise _Malformed(f"{where}: {exc}") from None
+    if not isinstance(array, list) or len(array) != 2:
+        raise _Malformed(f"{where}: expected an array of two LSNs, got {_kind(array)}")
+    return _unsigned(array[0], where) or 0
+
+
+def _vgtid_key(text_: str, limits) -> tuple | None:
+    """Vitess's ``vgtid`` when comparable: one shard, one server's one interval."""
+    try:
+        array = parse(text_.encode("utf-8"), limits)
+    except _Malformed:
+        return None
+    if not isinstance(array, list) or len(array) != 1 or not isinstance(array[0], dict):
+        return None
+    shard = array[0]
+    keyspace, name, gtid = shard.get("keyspace"), shard.get("shard"), shard.get("gtid")
+    if not all(type(v) is str for v in (keyspace, name, gtid)):
+        return None
+    gtid_set = gtid.split("/", 1)[1] if "/" in gtid else gtid
+    if ":" not in gtid_set:
+        return None
+    uuid, interval = gtid_set.split(":", 1)
+    if not uuid or ":" in interval or "," in interval:
+        return None
+    last = interval.rsplit("-", 1)[1] if "-" in interval else interval
+    if not last or not last.isascii() or not last.isdigit():
+        return None
+    number = int(last)
+    if number >= 2**63:
+        return None
+    return keyspace, name, uuid, number
+
+
+def _time_key(nanos: int | None, total: int | None) -> bytes | None:
+    if nanos is None:
+        return None
+    return i64(nanos) + (b"" if total is None else u64(total))
 
 
 _CONNECT_HINTS = {
@@ -132,7 +244,9 @@ class DebeziumJson(JsonFormat):
     def _event(self, message: object) -> tuple | None:
         if not isinstance(message, dict):
             raise _Malformed(f"expected a JSON object, got {_kind(message)}")
-        if "schema" in message and "payload" in message:
+        limits = self._limits
+        # The Connect wrapper, with its schema or without ({"payload": ...} alone).
+        if "payload" in message and ("schema" in message or len(message) == 1):
             envelope = _object(message["payload"], "payload")
             if envelope is None:
                 return None  # Connect's tombstone
@@ -144,8 +258,8 @@ class DebeziumJson(JsonFormat):
         status = _string(get("status"), "status")
         source = _object(get("source"), "source") or {}
         transaction = _object(get("transaction"), "transaction") or {}
-        before = _image(get("before"), "before")
-        after = _image(get("after"), "after")
+        before = _image(get("before"), "before", limits)
+        after = _image(get("after"), "after", limits)
         capture = _micros(envelope, "")
         event_time = _micros(source, "source.")
 
@@ -162,12 +276,17 @@ class DebeziumJson(JsonFormat):
         row_no = _unsigned(src("row"), "source.row")
         lsn = _unsigned(src("lsn"), "source.lsn")
         gtid = _string(src("gtid"), "source.gtid")
-        tx_number = _integer(src("txId"), "source.txId")
+        tx_text = _text_or_integer(src("txId"), "source.txId")
+        connector = None
+        if file is None and lsn is None:  # read for the other connectors only
+            connector = _string(src("connector"), "source.connector")
         tx_id = _string(transaction.get("id"), "transaction.id")
         total = _integer(transaction.get("total_order"), "transaction.total_order")
         collection_order = _integer(
             transaction.get("data_collection_order"), "transaction.data_collection_order"
         )
+        epoch = _integer(transaction.get("transaction_epoch"), "transaction.transaction_epoch")
+        rank = _integer(transaction.get("transaction_rank"), "transaction.transaction_rank")
 
         if source_op is not None:
             op = _OPS.get(source_op, "other")
@@ -183,28 +302,105 @@ class DebeziumJson(JsonFormat):
         else:
             raise _Malformed("op: missing")
         if tx_id is None:
-            tx_id = gtid if gtid is not None else None if tx_number is None else str(tx_number)
+            tx_id = gtid if gtid is not None else tx_text
 
+        read = op == "read"
+        nanos = _nanos(source)
+        order = None if total is None else max(total, 0)
+        mongo = False
         if file is not None:
             position = f"{file}:{pos}" if pos is not None else None
             sequence = text(file) + u64(pos or 0, row_no or 0)
             event_id = f"{file}:{pos or 0}:{row_no or 0}"
         elif lsn is not None:
             position = str(lsn)
-            sequence = u64(lsn)
+            commit = _last_commit(src("sequence"), limits)
+            sequence = u64(lsn) if commit is None else u64(commit, lsn)
             event_id = str(lsn)
+        elif src("scn") is not None or src("commit_scn") is not None:
+            # Oracle: commit SCN, transaction, SCN, order in the transaction.
+            scn = _unsigned(src("scn"), "source.scn")
+            commit = _unsigned(src("commit_scn"), "source.commit_scn")
+            tx_seq = _unsigned(src("txSeq"), "source.txSeq")
+            in_tx = tx_seq if tx_seq is not None else order
+            commit_or = commit if commit is not None else scn if scn is not None else 0
+            sequence = u64(commit_or) + text(tx_text or "") + u64(scn or 0, in_tx or 0)
+            position = None if scn is None else str(scn)
+            event_id = None if in_tx is None else f"{commit_or}:{scn or 0}:{in_tx}"
+        elif src("commit_lsn") is not None or src("change_lsn") is not None:
+            if connector == "informix":
+                commit = _unsigned(src("commit_lsn"), "source.commit_lsn")
+                change = _unsigned(src("change_lsn"), "source.change_lsn")
+                sequence = u64(commit or 0, change or 0)
+                shown = change if change is not None else commit
+                position = None if shown is None else str(shown)
+                event_id = None if change is None else f"{commit or 0}:{change}"
+            else:
+                commit = _string(src("commit_lsn"), "source.commit_lsn")
+                change = _string(src("change_lsn"), "source.change_lsn")
+                serial = _unsigned(src("event_serial_no"), "source.event_serial_no")
+                sequence = text(commit or "") + text(change or "") + u64(serial or 0)
+                position = change if change is not None else commit
+                event_id = None
+                if change is not None:
+                    event_id = f"{commit or ''}:{change}"
+                    if serial is not None:
+                        event_id += f":{serial}"
+        elif _string(src("vgtid"), "source.vgtid") is not None:
+            # Vitess: the ordered transaction metadata, else a one-shard VGTID.
+            position = src("vgtid")
+            event_id = None
+            if epoch is not None and rank is not None:
+                sequence = i64(epoch) + i64(rank) + u64(order or 0)
+            else:
+                key = _vgtid_key(position, limits)
+                if key is None:
+                    sequence = _time_key(nanos, order)
+                else:
+                    keyspace, shard, uuid, last = key
+                    sequence = text(keyspace) + text(shard) + text(uuid) + u64(last, order or 0)
+        elif src("ord") is not None or connector == "mongodb":
+            # MongoDB: the oplog time (seconds, ordinal), then the order in the transaction.
+            mongo = True
+            ord_ = _unsigned(src("ord"), "source.ord") or 0
+            if nanos is None:
+                sequence = position = event_id = None
+            else:
+                sequence = i64(nanos) + u64(ord_, order or 0)
+                position = f"{nanos // 1_000_000_000}:{ord_}"
+                event_id = position if order is None else f"{position}:{order}"
         else:
             position = event_id = None
-            nanos = _nanos(source)
-            sequence = None if nanos is None else i64(nanos)
-        if op == "read":
+            sequence = _time_key(nanos, order)
+        if read:
             event_id = None
+        if position == "":
+            position = None
+
+        # MongoDB without full documents: the partial image of an update, the older
+        # connector's `filter` (the document's `_id`) as the image before.
+        owned = type(get("before")) is str or type(get("after")) is str
+        if after is None:
+            after = _partial_after(envelope, limits)
+            owned = owned or after is not None
+        if before is None:
+            filter_ = _string(get("filter"), "filter")
+            if filter_ is not None:
+                before = extended_document(filter_, "filter", limits)
+                owned = True
+        mongo = mongo or owned
+        primary_key = ["_id"] if mongo and op not in _CONTROL else None
 
         metadata: dict[str, str] = {}
         for name, value in source.items():
             if name not in _NAMES and value is not None and name not in metadata:
                 metadata[name] = render(value)
-        for name, value in (("total_order", total), ("data_collection_order", collection_order)):
+        for name, value in (
+            ("total_order", total),
+            ("data_collection_order", collection_order),
+            ("transaction_epoch", epoch),
+            ("transaction_rank", rank),
+        ):
             if value is not None and name not in metadata:
                 metadata[name] = str(value)
         for name, value in envelope.items():
@@ -213,6 +409,6 @@ class DebeziumJson(JsonFormat):
 
         return (
             FORMAT, op, source_op, db, schema, table, event_time, capture, tx_id, position,
-            sequence, event_id, None, before, after, ddl, list(metadata.items()) or None,
+            sequence, event_id, primary_key, before, after, ddl, list(metadata.items()) or None,
             None, None,
         )  # fmt: skip

@@ -95,6 +95,7 @@ def generate(
     max_message_bytes: int = 64 * 1024,
     max_rows: int = 2000,
     tables: Sequence[str] | None = None,
+    connector: str | None = None,
 ) -> Stream:
     """Generate a stream of exactly ``messages`` Kafka values.
 
@@ -116,6 +117,9 @@ def generate(
             state holds only those. ``None`` (the default) for all five; the stream for a
             seed is then the same as without the option. ``datahub-tuple`` takes exactly
             one table (default ``shop.users``): a TUPLE topic maps one table.
+        connector: ``debezium-json`` only: whose messages to write, ``"mysql"`` (the
+            default), ``"oracle"`` or ``"mongodb"`` (:mod:`.debezium_json`); the stream's
+            expected events, final state and primary keys are that connector's.
 
     Returns:
         The :class:`Stream`: values, expected events and final table state.
@@ -124,6 +128,8 @@ def generate(
         raise ValueError(f"unknown format {format!r}: the generator writes {', '.join(FORMATS)}")
     if messages < 0:
         raise ValueError("messages must not be negative")
+    if connector is not None and format != debezium_json.FORMAT:
+        raise ValueError(f"connector= applies to {debezium_json.FORMAT} only")
     if format == datahub_tuple.FORMAT:
         return _generate_tuple(messages, seed, max_rows, tables)
     source = MySQLSource(seed, max_rows=max_rows, tables=tables)
@@ -147,10 +153,9 @@ def generate(
             messages,
         )
     elif format == debezium_json.FORMAT:
-        render = debezium_json.render
-        values, rows = datahub_blob.write_stream(
-            source, debezium_json.DebeziumJsonWriter(source, seed=seed), messages
-        )
+        writer = debezium_json.DebeziumJsonWriter(source, seed=seed, connector=connector or "mysql")
+        render = writer.render
+        values, rows = datahub_blob.write_stream(source, writer, messages)
     elif format == tdsql_json.FORMAT:
         render = tdsql_json.render
         values, rows = datahub_blob.write_stream(
@@ -188,13 +193,17 @@ def generate(
             }
             for row in table.rows.by_key.values()
         }
+    primary_keys = {t.qualified: list(t.primary_key) for t in source.tables}
+    if connector not in (None, "mysql"):
+        options["connector"] = connector
+        final_state, primary_keys = writer.final_state(source)
     return Stream(
         format=format,
         seed=seed,
         values=values,
         expected=_events_table(rows),
         final_state=final_state,
-        primary_keys={t.qualified: list(t.primary_key) for t in source.tables},
+        primary_keys=primary_keys,
         options=options,
     )
 

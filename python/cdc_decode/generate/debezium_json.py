@@ -13,6 +13,18 @@ encoded as the connector does by default: integers and floats as numbers, DECIMA
 string (``decimal.handling.mode=string``), DATE as days, DATETIME as epoch milliseconds,
 TIMESTAMP as ISO-8601 text, TIME as microseconds, binary as base64. The expected events
 follow docs/formats/debezium-json.md.
+
+The same records can be written as two other connectors write them (``connector=``):
+
+- ``"oracle"``: the Oracle connector's ``source`` block (``db`` the PDB, ``schema`` the
+  MySQL database, ``scn``, ``commit_scn``, ``txId``, ``txSeq`` …), the SCN derived from
+  the binlog position, so that `sequence` orders the changes by commit SCN, transaction,
+  SCN and order in the transaction.
+- ``"mongodb"``: each row a document whose ``_id`` is the primary key, written into
+  strings as MongoDB Extended JSON (v1 strict, v2 canonical or v2 relaxed, chosen per
+  message); inserts carry the document, deletes the pre-image, updates the pre-image and
+  either the whole document or only ``updateDescription`` (a partial image); the rows of
+  one transaction share one oplog time and are ordered by ``transaction.total_order``.
 """
 
 from __future__ import annotations
@@ -24,12 +36,18 @@ import json
 import random
 import struct
 
+from ..fallback._values import timestamp_text
 from .datahub_blob import Raw, _dump
 from .images import Tables
 from .source import Column, Ddl, MySQLSource, Transaction, Value, mysql_text
 
 FORMAT = "debezium-json"
 VERSION = "2.7.3.Final"
+CONNECTORS = ("mysql", "oracle", "mongodb")
+"""The connectors whose messages the writer can write."""
+ORACLE_DB = "ORCLPDB1"
+_TEMPORAL = ("date", "datetime", "timestamp")
+_ESCAPE = json.encoder.encode_basestring
 
 _INTEGERS = ("tinyint", "smallint", "mediumint", "int", "bigint", "year")
 _EPOCH = dt.date(1970, 1, 1)
@@ -60,6 +78,10 @@ def wire(column: Column, value: Value):
     return text  # varchar, char, enum, set, json, bit as text
 
 
+_ABSENT = object()
+_OP_NAMES = {"r": "read", "c": "insert", "u": "update", "d": "delete"}
+
+
 def render(column: Column, value: Value) -> str | None:
     """The generic text of a value once decoded: the string's text or the number's token."""
     return wire(column, value)
@@ -67,6 +89,64 @@ def render(column: Column, value: Value) -> str | None:
 
 def _key_str(text: str) -> bytes:
     return text.encode("utf-8").replace(b"\x00", b"\x00\xff") + b"\x00\x01"
+
+
+def _millis(column: Column, value: Value) -> int:
+    """A DATE, DATETIME or TIMESTAMP as epoch milliseconds (a DATE at midnight UTC)."""
+    if column.type == "date":
+        return calendar.timegm(value.timetuple()) * 1000
+    if column.type == "timestamp":
+        value = value.astimezone(dt.timezone.utc)
+    return calendar.timegm(value.timetuple()) * 1000 + value.microsecond // 1000
+
+
+def mongo_wire(column: Column, value: Value, mode: str):
+    """The Extended JSON the MongoDB connector writes for a value, in ``mode`` (``strict``:
+    v1, ``canonical`` and ``relaxed``: v2)."""
+    if value is None:
+        return None
+    kind = column.type
+    if kind in _INTEGERS:
+        return {"$numberLong": str(value)} if mode == "canonical" else Raw(str(value))
+    if kind in ("float", "double"):
+        return {"$numberDouble": repr(value)} if mode == "canonical" else Raw(repr(value))
+    if kind == "decimal":
+        return {"$numberDecimal": format(value, "f")}
+    if kind in _TEMPORAL:
+        ms = _millis(column, value)
+        if mode == "strict":
+            return {"$date": Raw(str(ms))}
+        if mode == "relaxed" and 0 <= ms < 253402300800000:
+            return {"$date": timestamp_text(ms, "ms", True)}
+        return {"$date": {"$numberLong": str(ms)}}
+    text = wire(column, value)
+    if kind in ("binary", "blob", "geometry"):
+        if mode == "strict":
+            return {"$binary": text, "$type": "00"}
+        return {"$binary": {"base64": text, "subType": "00"}}
+    return text
+
+
+def mongo_render(column: Column, value: Value) -> str | None:
+    """The text a MongoDB document's value decodes to."""
+    if value is not None and column.type in _TEMPORAL:
+        return timestamp_text(_millis(column, value), "ms", True)
+    return render(column, value)
+
+
+def _nested(column: Column, value: Value) -> str:
+    """A value's text inside a nested document (compact JSON)."""
+    text = mongo_render(column, value)
+    if text is None:
+        return "null"
+    if column.type in _INTEGERS or column.type in ("float", "double", "decimal", "time"):
+        return text
+    return _ESCAPE(text)
+
+
+def oracle_scn(file: str, position: int) -> int:
+    """An SCN for a binlog position: increasing along the log, across files."""
+    return int(file.rsplit(".", 1)[1]) * 10**10 + position
 
 
 class DebeziumJsonWriter:
@@ -81,21 +161,239 @@ class DebeziumJsonWriter:
 
     format = FORMAT
 
-    def __init__(self, source: MySQLSource, *, seed: int = 0, snapshot_records: int = 3) -> None:
+    def __init__(
+        self,
+        source: MySQLSource,
+        *,
+        seed: int = 0,
+        snapshot_records: int = 3,
+        connector: str = "mysql",
+    ) -> None:
+        if connector not in CONNECTORS:
+            raise ValueError(f"unknown connector {connector!r}: one of {', '.join(CONNECTORS)}")
         self.source = source
-        self.rng = random.Random(f"debezium-json/{seed}")
+        self.connector = connector
+        self.rng = random.Random(
+            f"debezium-json/{seed}" if connector == "mysql" else f"debezium-json/{connector}/{seed}"
+        )
         self.tables = Tables()
         self.snapshot_left = snapshot_records
         self.snapshot_at: tuple[str, int] | None = None
+        self.oplog = (0, 0)  # MongoDB: the last (seconds, ordinal) written
+
+    @property
+    def render(self):
+        """The text a value of a column decodes to, for this writer's connector."""
+        return mongo_render if self.connector == "mongodb" else render
+
+    def table_name(self, db: str, table: str) -> str:
+        """The name events of ``db.table`` are applied under (``apply.table_name``)."""
+        return f"{ORACLE_DB}.{db}.{table}" if self.connector == "oracle" else f"{db}.{table}"
+
+    def final_state(self, source: MySQLSource) -> tuple[dict, dict]:
+        """``(final state, primary keys)`` as applying this writer's events gives them."""
+        state: dict = {}
+        keys: dict = {}
+        for table in source.tables:
+            name = self.table_name(*table.qualified.split(".", 1))
+            keys[name] = ["_id"] if self.connector == "mongodb" else list(table.primary_key)
+            if not table.rows:
+                continue
+            columns = {c.name: c for c in table.columns}
+            rows = {}
+            for row in table.rows.by_key.values():
+                image = {name: self.render(columns[name], value) for name, value in row.items()}
+                if self.connector == "mongodb":
+                    image = {"_id": self._id_text(table.primary_key, columns, row), **image}
+                    key = (image["_id"],)
+                else:
+                    key = tuple(image[c] for c in table.primary_key)
+                rows[key] = image
+            state[name] = rows
+        return state, keys
 
     def state(self) -> tuple:
-        return self.tables.mark(), self.snapshot_left, self.snapshot_at
+        return self.tables.mark(), self.snapshot_left, self.snapshot_at, self.oplog
 
     def restore(self, state: tuple) -> None:
-        mark, self.snapshot_left, self.snapshot_at = state
+        mark, self.snapshot_left, self.snapshot_at, self.oplog = state
         self.tables.rewind(mark)
 
-    def _message(self, op, event, tx, row_no, before, after, snapshot) -> tuple[bytes, list]:
+    def _message(self, op, event, tx, row_no, before, after, snapshot, order=0):
+        if self.connector == "oracle":
+            return self._oracle(op, event, tx, order, before, after, snapshot)
+        if self.connector == "mongodb":
+            return self._mongo(op, event, tx, order, before, after, snapshot)
+        return self._mysql(op, event, tx, row_no, before, after, snapshot)
+
+    def _capture(self, ts_ms: int, event, envelope: dict) -> int:
+        """Sets the envelope's processing times; returns them in microseconds."""
+        rng = self.rng
+        capture_ms = max(ts_ms, event.timestamp * 1000) + rng.randint(5, 900)
+        envelope["ts_ms"] = capture_ms
+        capture_us = capture_ms * 1000
+        if rng.random() < 0.3:
+            capture_us += rng.randrange(1000)
+            envelope["ts_us"] = capture_us
+            envelope["ts_ns"] = capture_us * 1000
+        return capture_us
+
+    def _wrap(self, envelope: dict, event) -> bytes:
+        """The Kafka value: the envelope, in Connect's wrapper now and then."""
+        doc = envelope
+        pick = self.rng.random()
+        if pick < 0.3:
+            doc = {"schema": {"type": "struct", "optional": False,
+                              "name": f"server1.{event.db}.{event.table}.Envelope"},
+                   "payload": envelope}  # fmt: skip
+        elif pick < 0.4:
+            doc = {"payload": envelope}
+        return _dump(doc, _ESCAPE).encode("utf-8")
+
+    def _oracle(self, op, event, tx, order, before, after, snapshot) -> tuple[bytes, list]:
+        columns = event.columns
+        images = {}
+        for name, row in (("before", before), ("after", after)):
+            images[name] = None if row is None else {c.name: wire(c, row[c.name]) for c in columns
+                                                     if c.name in row}  # fmt: skip
+        scn = oracle_scn(*self.snapshot_at) if snapshot else oracle_scn(event.file, event.position)
+        commit = None if snapshot else oracle_scn(tx.file, tx.commit_position)
+        tx_id = None if snapshot else f"{tx.thread_id}.{tx.xid}.1"
+        ts_ms = event.timestamp * 1000
+        source = {
+            "version": VERSION, "connector": "oracle", "name": "server1", "ts_ms": ts_ms,
+            "snapshot": "true" if snapshot else "false", "db": ORACLE_DB, "sequence": None,
+            "schema": event.db, "table": event.table, "txId": tx_id, "scn": str(scn),
+            "commit_scn": None if commit is None else str(commit), "lcr_position": None,
+            "rs_id": None if snapshot else f"0x{tx.xid:06x}.{order:08x}.0010",
+            "ssn": 0, "redo_thread": 1, "user_name": None if snapshot else "SHOP",
+            "txSeq": None if snapshot else order,
+        }  # fmt: skip
+        envelope = {"before": images["before"], "after": images["after"], "source": source,
+                    "op": op}  # fmt: skip
+        capture_us = self._capture(ts_ms, event, envelope)
+        transaction = None
+        if not snapshot and self.rng.random() < 0.4:
+            transaction = {"id": tx_id, "total_order": order, "data_collection_order": order}
+        envelope["transaction"] = transaction
+        metadata = [(k, str(v)) for k, v in source.items()
+                    if k not in ("db", "schema", "table") and v is not None]  # fmt: skip
+        if transaction:
+            metadata += [("total_order", str(order)), ("data_collection_order", str(order))]
+        commit_or = scn if commit is None else commit
+        sequence = struct.pack(">Q", commit_or) + _key_str(tx_id or "")
+        sequence += struct.pack(">QQ", scn, 0 if snapshot else order)
+        expected = [
+            FORMAT, _OP_NAMES[op], op, ORACLE_DB, event.db, event.table, ts_ms * 1000,
+            capture_us, tx_id, str(scn), sequence,
+            None if snapshot else f"{commit_or}:{scn}:{order}", None,
+            None if before is None else [(c.name, render(c, before[c.name])) for c in columns
+                                         if c.name in before],
+            None if after is None else [(c.name, render(c, after[c.name])) for c in columns
+                                        if c.name in after],
+            None, metadata, None, None,
+        ]  # fmt: skip
+        return self._wrap(envelope, event), expected
+
+    def _id_wire(self, primary_key, columns: dict, row: dict, mode: str):
+        if len(primary_key) == 1:
+            return mongo_wire(columns[primary_key[0]], row[primary_key[0]], mode)
+        return {c: mongo_wire(columns[c], row[c], mode) for c in primary_key}
+
+    def _id_text(self, primary_key, columns: dict, row: dict) -> str | None:
+        if len(primary_key) == 1:
+            return mongo_render(columns[primary_key[0]], row[primary_key[0]])
+        inner = ",".join(f"{_ESCAPE(c)}:{_nested(columns[c], row[c])}" for c in primary_key)
+        return "{" + inner + "}"
+
+    def _mongo(self, op, event, tx, order, before, after, snapshot) -> tuple[bytes, list]:
+        rng = self.rng
+        columns = {c.name: c for c in event.columns}
+        key = event.primary_key
+        mode = rng.choice(("strict", "canonical", "relaxed"))
+
+        def document(row: dict, names) -> str:
+            doc = {c: mongo_wire(columns[c], row[c], mode) for c in names}
+            return _dump(doc, _ESCAPE)
+
+        def image(row: dict, names, with_id: bool) -> list:
+            out = [("_id", self._id_text(key, columns, row))] if with_id else []
+            return out + [(c, mongo_render(columns[c], row[c])) for c in names]
+
+        def whole(row: dict) -> tuple[str, list]:
+            names = [c.name for c in event.columns if c.name in row]
+            doc = {"_id": self._id_wire(key, columns, row, mode),
+                   **{c: mongo_wire(columns[c], row[c], mode) for c in names}}  # fmt: skip
+            return _dump(doc, _ESCAPE), image(row, names, True)
+
+        envelope: dict = {"op": op}
+        before_image = after_image = None
+        if before is not None:
+            envelope["before"], before_image = whole(before)
+        if after is not None:
+            same_key = before is None or all(before[c] == after[c] for c in key)
+            if op == "u" and same_key and rng.random() < 0.5:
+                # The connector's default capture mode: only what changed (and the nulls,
+                # so a column added since the row was written is in the state as null).
+                changed = [
+                    c.name
+                    for c in event.columns
+                    if c.name in after
+                    and (after[c.name] is None or before.get(c.name, _ABSENT) != after[c.name])
+                ]
+                envelope["updateDescription"] = {
+                    "removedFields": None,
+                    "updatedFields": document(after, changed),
+                    "truncatedArrays": None,
+                }
+                after_image = image(after, changed, False)
+            else:
+                envelope["after"], after_image = whole(after)
+                if op == "u":
+                    envelope["updateDescription"] = None
+        # The oplog time: the rows of one transaction share one entry.
+        if snapshot:
+            seconds, ordinal = self.oplog = (max(self.oplog[0], event.timestamp), 1)
+        elif order <= 1:
+            seconds = max(self.oplog[0], event.timestamp)
+            ordinal = self.oplog[1] + 1 if seconds == self.oplog[0] else 1
+            self.oplog = (seconds, ordinal)
+        else:
+            seconds, ordinal = self.oplog
+        in_tx = not snapshot and sum(len(e.rows) for e in tx.events) > 1
+        source = {
+            "version": VERSION, "connector": "mongodb", "name": "shop-server",
+            "ts_ms": seconds * 1000, "snapshot": "true" if snapshot else "false",
+            "db": event.db, "rs": "rs0", "collection": event.table, "ord": ordinal,
+            "lsid": None, "txnNumber": tx.xid if in_tx else None,
+        }  # fmt: skip
+        envelope["source"] = source
+        capture_us = self._capture(seconds * 1000, event, envelope)
+        transaction = None
+        if in_tx:
+            transaction = {"id": f"{tx.xid}", "total_order": order,
+                           "data_collection_order": order}  # fmt: skip
+            envelope["transaction"] = transaction
+        metadata = [(k, str(v)) for k, v in source.items()
+                    if k not in ("db", "collection") and v is not None]  # fmt: skip
+        if transaction:
+            metadata += [("total_order", str(order)), ("data_collection_order", str(order))]
+        if envelope.get("updateDescription") is not None:
+            metadata.append(("updateDescription", _dump(envelope["updateDescription"], _ESCAPE)))
+        position = f"{seconds}:{ordinal}"
+        event_id = None
+        if not snapshot:
+            event_id = f"{position}:{order}" if transaction else position
+        sequence = struct.pack(">QQQ", seconds * 10**9 + (1 << 63), ordinal,
+                               order if transaction else 0)  # fmt: skip
+        expected = [
+            FORMAT, _OP_NAMES[op], op, event.db, None, event.table, seconds * 1_000_000,
+            capture_us, transaction["id"] if transaction else None, position, sequence,
+            event_id, ["_id"], before_image, after_image, None, metadata, None, None,
+        ]  # fmt: skip
+        return self._wrap(envelope, event), expected
+
+    def _mysql(self, op, event, tx, row_no, before, after, snapshot) -> tuple[bytes, list]:
         rng = self.rng
         columns = event.columns
         images = {}
@@ -159,13 +457,15 @@ class DebeziumJsonWriter:
         else:
             self.snapshot_left = 0
         out = []
+        order = 0  # the order of the row in the transaction, from 1
         for event in tx.events:
             for row_no, image in enumerate(event.rows):
                 before, after = self.tables.whole(event, image)
                 op = "r" if snapshot else {"insert": "c", "update": "u", "delete": "d"}[event.kind]
                 # Snapshot rows all carry the snapshot's position, row 0, as Debezium's do.
                 row = 0 if snapshot else row_no
-                out.append(self._message(op, event, tx, row, before, after, snapshot))
+                order += 1
+                out.append(self._message(op, event, tx, row, before, after, snapshot, order))
                 if op == "d" and self.rng.random() < 0.3:
                     out.append(self.heartbeat(tx.timestamp))
         return out
