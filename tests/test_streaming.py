@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pytest
 from support.kafka import new_topic, produce, produce_records, records
 from support.streaming import BatchSink, kafka_batch, run
@@ -100,13 +101,14 @@ def test_stream_equals_batch(spark, kafka_broker, tmp_path, format):
         assert max(c["pending"] for c in sink.counts()) > 0
 
 
-def _a_set(recs):
-    """``(first, last)`` record indexes of a multi-part set of at least 3 parts."""
-    for i, (_, value, _) in enumerate(recs):
-        envelope = pb.Envelope.FromString(value)
-        if envelope.index == 0 and envelope.total >= 3:
+def _a_set(recs, *, start: int = 0, parts: int = 3):
+    """``(first, last)`` record indexes of the first multi-part set of at least ``parts``
+    parts from ``start`` on."""
+    for i in range(start, len(recs)):
+        envelope = pb.Envelope.FromString(recs[i][1])
+        if envelope.index == 0 and envelope.total >= parts:
             return i, i + envelope.total - 1
-    raise AssertionError("no multi-part set of 3 parts")
+    raise AssertionError(f"no multi-part set of {parts} parts")
 
 
 def test_set_split_across_two_micro_batches_and_a_restart(spark, kafka_broker, tmp_path):
@@ -200,3 +202,103 @@ def test_sigkill_the_driver_mid_batch_and_restart(spark, kafka_broker, tmp_path)
     assert sink.batches()[:2] == [0, 1] and len(sink.batches()) >= 4
     _assert_equals_batch(spark, kafka_broker, topic, stream, sink)
     _assert_accounted(sink, stream.messages)
+
+
+def _bad_records(format: str) -> tuple[list, list, list[int]]:
+    """``(good records, records with bad ones among them, indexes of the bad ones)``,
+    all in partition 0: a corrupt message, a message over the size limit (16 KiB here) and,
+    for Tencent DTS, a multi-part set cut short (its parts 0 and 1 of 3, then a new set)."""
+    if format == "tencent-dts":
+        stream = _dts(150, 17)
+        corrupt = b"\x08\x01\x10\x01\x22\xff\xff\xff"  # an Envelope whose data overruns
+    else:
+        stream = generate(format, messages=60, seed=17)
+        corrupt = b'{"payload": {"op": '
+    good = records(format, stream.values, partitions=1)
+    headers = good[0][2]
+    # (the generated DTS stream has its multi-part sets near its start)
+    at = 5 if format == "tencent-dts" else 20
+    mixed = good[:at] + [(0, corrupt, headers)] + good[at : at + 3]
+    bad = [at]
+    if format == "tencent-dts":
+        first, last = _a_set(good, start=at + 3)
+        # Parts 0 and 1 of a set (its last part never comes), then what follows it: the
+        # next set's part 0 closes the cut one.
+        closer, _ = _a_set(good, start=last + 1, parts=2)
+        mixed += good[at + 3 : first] + good[first : first + 2]
+        bad += [len(mixed) - 2, len(mixed) - 1]
+        mixed += good[last + 1 : closer + 10]
+        tail = good[closer + 10 :]
+    else:
+        mixed += good[at + 3 : 40]
+        tail = good[40:]
+    mixed.append((0, b"x" * 20_000, headers))
+    bad.append(len(mixed) - 1)
+    mixed += tail
+    return good, mixed, bad
+
+
+@pytest.mark.parametrize("format", ["tencent-dts", "debezium-json"])
+def test_bad_records_on_a_live_stream(spark, kafka_broker, tmp_path, format):
+    good, mixed, bad = _bad_records(format)
+    topic = new_topic(kafka_broker, partitions=1)
+    sink = BatchSink(tmp_path / "sink", accounting=cdc_spark.DecodeAccounting(spark))
+    limits = cdc_decode.Limits(max_message_bytes=16 * 1024)
+    query = run(
+        spark,
+        kafka_broker.bootstrap,
+        topic,
+        format,
+        checkpoint=tmp_path / "checkpoint",
+        sink=sink,
+        available_now=False,
+        limits=limits,
+    )
+    try:
+        produce_records(kafka_broker.bootstrap, topic, mixed)
+        _wait(lambda: _totals(sink)["messages"] == len(mixed), what="the bad records")
+        table = sink.table()
+        errors = table.filter(pc.equal(table.column("op"), "error"))
+        assert errors.column("offset").to_pylist() == bad
+        assert all(e for e in errors.column("error").to_pylist())
+        assert "max_message_bytes" in errors.column("error")[-1].as_py()
+        assert errors.column("raw").to_pylist() == [mixed[i][1] for i in bad]
+        # The query goes on: more records, decoded as they come.
+        produce_records(kafka_broker.bootstrap, topic, good[:20])
+        _wait(lambda: _totals(sink)["messages"] == len(mixed) + 20, what="the records after")
+        assert query.isActive and query.exception() is None
+    finally:
+        query.stop()
+    totals = _totals(sink)
+    assert totals["errors"] == len(bad)
+    assert totals["messages"] == totals["decoded"] + totals["errors"] + totals["pending"]
+    good_rows = cdc_decode.decode(
+        [v for i, (_, v, _) in enumerate(mixed) if i not in bad] + [v for _, v, _ in good[:20]],
+        format,
+    )
+    if format != "tencent-dts":  # (the DTS set cut short gives its own events nowhere)
+        assert sink.table().num_rows == good_rows.num_rows + len(bad)
+
+
+@pytest.mark.parametrize("format", ["tencent-dts", "debezium-json"])
+def test_failfast_stops_naming_topic_partition_offset(spark, kafka_broker, tmp_path, format):
+    good, mixed, bad = _bad_records(format)
+    topic = new_topic(kafka_broker, partitions=2)
+    # Partition 0: good records; partition 1: the mixed ones.
+    produce_records(kafka_broker.bootstrap, topic, good[:10])
+    produce_records(kafka_broker.bootstrap, topic, [(1, v, h) for _, v, h in mixed])
+    sink = BatchSink(tmp_path / "sink")
+    from pyspark.errors import StreamingQueryException
+
+    with pytest.raises(StreamingQueryException) as raised:
+        run(
+            spark,
+            kafka_broker.bootstrap,
+            topic,
+            format,
+            checkpoint=tmp_path / "checkpoint",
+            sink=sink,
+            mode="failfast",
+        )
+    assert f"topic {topic}, partition 1, offset {bad[0]}: " in str(raised.value)
+    assert sink.batches() == []
