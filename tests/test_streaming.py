@@ -6,10 +6,12 @@ record). The sink is tests/support/streaming.py's idempotent one (a file per bat
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from cdc_decode.generate.kafka import KAFKA_FORMATS
 pytestmark = pytest.mark.spark
 
 SUPPORT = Path(__file__).resolve().parent / "support"
+ROOT = SUPPORT.parent.parent
 
 
 def _rows(table) -> list[str]:
@@ -302,3 +305,24 @@ def test_failfast_stops_naming_topic_partition_offset(spark, kafka_broker, tmp_p
         )
     assert f"topic {topic}, partition 1, offset {bad[0]}: " in str(raised.value)
     assert sink.batches() == []
+
+
+def _readme_example() -> str:
+    """The code between the ``# --- README ---`` marks of examples/kafka_stream.py."""
+    text = (ROOT / "examples" / "kafka_stream.py").read_text()
+    _, block, _ = text.split("    # --- README ---\n")
+    return textwrap.dedent(block)
+
+
+def test_the_readme_kafka_example_runs(spark, kafka_broker, tmp_path):
+    assert _readme_example() in (ROOT / "README.md").read_text()
+    spec = importlib.util.spec_from_file_location("kafka_stream", ROOT / "examples/kafka_stream.py")
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    stream = _dts(60, 19)
+    topic = new_topic(kafka_broker, partitions=2)
+    produce(kafka_broker.bootstrap, topic, stream, partitions=2)
+    example.main(spark, kafka_broker.bootstrap, topic, str(tmp_path))
+    events = spark.read.parquet(str(tmp_path / "events")).drop("batch_id")
+    assert events.count() == stream.rows
+    assert events.where("op = 'error'").count() == 0
