@@ -17,7 +17,8 @@ RUST_SOURCES := Cargo.toml Cargo.lock build.rs $(wildcard proto/*.proto) \
 
 .DEFAULT_GOAL := help
 .PHONY: help venv build test test-rust test-python test-fuzz fuzz fuzz-build demo bench \
-	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop
+	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
+	demo-stream bench-stream
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -161,6 +162,12 @@ kafka: build jars-kafka ## Start a Kafka broker on a free loopback port and prin
 
 kafka-stop: ## Stop the broker `make kafka` started (by its PID)
 	$(PY) -m cdc_decode._kafka_broker stop --state .kafka/broker.json
+
+demo-stream: build jars jars-kafka ## Broker, a producer, a streaming query filling the tables, checked against the source
+	$(PY) -m cdc_decode.demo_stream --jars $(JARS) --kafka-jars $(KAFKA_JARS)
+
+bench-stream: build jars jars-kafka ## Streaming: broker -> sink events/s, batch vs streaming, produce -> visible latency
+	$(PY) benches/stream_bench.py
 
 bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs passthrough, local[1]
 	$(PY) benches/spark_race.py --rounds 5 --out docs/spark-race

@@ -102,6 +102,9 @@ def test_stream_equals_batch(spark, kafka_broker, tmp_path, format):
     _assert_accounted(sink, stream.messages)
     if format == "tencent-dts":  # sets were cut by the micro-batches, and joined
         assert max(c["pending"] for c in sink.counts()) > 0
+        # On a batch DataFrame, decode_stream is decode.
+        batch = kafka_batch(spark, kafka_broker.bootstrap, topic)
+        assert _rows(cdc_spark.decode_stream(batch, format).toArrow()) == _rows(sink.table())
 
 
 def _a_set(recs, *, start: int = 0, parts: int = 3):
