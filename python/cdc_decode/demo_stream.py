@@ -85,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             .option("subscribe", topic)
             .option("startingOffsets", "earliest")
             .option("includeHeaders", "true")
+            .option("maxOffsetsPerTrigger", str(args.burst * 2))
             .load()
         )
         checkpoint = tempfile.mkdtemp(prefix="demo-stream-")
@@ -98,7 +99,12 @@ def main(argv: list[str] | None = None) -> int:
 
         def producer():
             for at in range(0, len(recs), args.burst):
-                produce_records(broker.bootstrap, topic, recs[at : at + args.burst])
+                produce_records(
+                    broker.bootstrap,
+                    topic,
+                    recs[at : at + args.burst],
+                    config={"log_level": 3},  # not the retry notices of a new broker
+                )
                 time.sleep(0.3)
 
         thread = threading.Thread(target=producer, daemon=True)

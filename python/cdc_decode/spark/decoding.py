@@ -124,8 +124,10 @@ class DecodeAccounting:
     Streaming: a streaming query runs the same plan once per micro-batch, and each
     micro-batch's partitions replace the last one's. For per-micro-batch totals call
     :meth:`reset` at the start of ``foreachBatch`` and :meth:`value` after the batch is
-    written; for running totals, add the values up on the driver. Multi-part sets do
-    not span micro-batches (each partition's decoder ends with its micro-batch).
+    written; for running totals, add the values up on the driver. With :func:`decode`
+    each partition's decoder ends with its micro-batch; :func:`decode_stream
+    <cdc_decode.spark.decode_stream>` holds Tencent DTS sets across micro-batches, and
+    its ``pending`` is then the change in parts held (docs/streaming.md).
 
     Args:
         spark: the SparkSession (its SparkContext holds the accumulator).

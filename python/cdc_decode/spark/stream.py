@@ -94,8 +94,9 @@ def decode_stream(
 
     Args:
         df: Spark's Kafka source (``readStream.format("kafka")``; ``includeHeaders`` to
-            key DTS sets by the ``ShardId`` header too), or a batch DataFrame of the same
-            columns. ``tencent-dts`` needs its ``topic``, ``partition`` and ``offset``.
+            key DTS sets by the ``ShardId`` header too). ``tencent-dts`` needs its
+            ``topic``, ``partition`` and ``offset``. A batch DataFrame is given to
+            :func:`cdc_decode.spark.decode` (a partition's decoder sees all its records).
         format: one of :data:`cdc_decode.FORMATS`.
         value_col: as :func:`cdc_decode.spark.decode`.
         keep: as :func:`cdc_decode.spark.decode` (default: ``topic``, ``partition``,
@@ -144,7 +145,8 @@ def decode_stream(
         "accounting": accounting,
         "event_columns": event_columns,
     }
-    if format not in MULTIPART_FORMATS:
+    if format not in MULTIPART_FORMATS or not df.isStreaming:
+        # No message spans records, or a batch: each partition's decoder sees all of it.
         return decode(df, format, **options)
     return _decode_multipart(df, format, **options)
 
