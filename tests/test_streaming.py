@@ -329,3 +329,28 @@ def test_the_readme_kafka_example_runs(spark, kafka_broker, tmp_path):
     events = spark.read.parquet(str(tmp_path / "events")).drop("batch_id")
     assert events.count() == stream.rows
     assert events.where("op = 'error'").count() == 0
+
+
+def test_dropmalformed_drops_and_counts(spark, kafka_broker, tmp_path):
+    _, mixed, bad = _bad_records("tencent-dts")
+    topic = new_topic(kafka_broker, partitions=1)
+    produce_records(kafka_broker.bootstrap, topic, mixed)
+    sink = BatchSink(tmp_path / "sink", accounting=cdc_spark.DecodeAccounting(spark))
+    run(
+        spark,
+        kafka_broker.bootstrap,
+        topic,
+        "tencent-dts",
+        checkpoint=tmp_path / "checkpoint",
+        sink=sink,
+        max_offsets=len(mixed) // 2,
+        mode="dropmalformed",
+        limits=cdc_decode.Limits(max_message_bytes=16 * 1024),
+    )
+    table = sink.table()
+    assert "error" not in table.column("op").to_pylist()
+    totals = _totals(sink)
+    assert totals["errors"] == totals["dropped"] == len(bad)
+    assert totals["messages"] == len(mixed)
+    assert totals["messages"] == totals["decoded"] + totals["errors"] + totals["pending"]
+    assert table.num_rows == totals["events"]

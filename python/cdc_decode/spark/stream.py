@@ -390,6 +390,7 @@ class _Job:
                 good = pc.invert(bad)
                 events = events.filter(good)
                 kept = kept.filter(good)
+                ordinals = ordinals.filter(good)
         if self.reporter is not None:
             counts = {
                 "messages": stats["messages"] - held_before,
