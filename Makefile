@@ -30,7 +30,7 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 .PHONY: help venv build test test-rust test-python wheel wheel-x86_64 wheel-aarch64-run \
 	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
-	jars-autocdc
+	jars-autocdc demo-stream bench-stream
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -247,6 +247,12 @@ $(AUTOCDC_JARS)/.stamp: tools/autocdc-jars/pom.xml
 	mvn -q -B -f tools/autocdc-jars/pom.xml dependency:copy-dependencies \
 		-DoutputDirectory=$(abspath $(AUTOCDC_JARS)) -DexcludeTransitive=true
 	touch $@
+
+demo-stream: build jars jars-kafka ## Broker, a producer, a streaming query filling the tables, checked against the source
+	$(PY) -m cdc_decode.demo_stream --jars $(JARS) --kafka-jars $(KAFKA_JARS)
+
+bench-stream: build jars jars-kafka ## Streaming: broker -> sink events/s, batch vs streaming, produce -> visible latency
+	$(PY) benches/stream_bench.py
 
 bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs passthrough, local[1]
 	$(PY) benches/spark_race.py --rounds 5 --out docs/spark-race

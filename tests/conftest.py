@@ -56,6 +56,8 @@ def spark():
         spark__default__parallelism="1",
         spark__driver__memory="1g",
         spark__sql__warehouse__dir=str(ROOT / "spark-warehouse"),
+        # Spark's Kafka source (make jars): the streaming tests read a real broker.
+        spark__jars=",".join(str(p) for p in sorted((ROOT / ".jars").glob("*.jar"))),
     )
     yield session
     session.stop()

@@ -5,6 +5,8 @@
 
 - :mod:`cdc_decode.spark.decoding`: ``decode`` (``mapInArrow``), ``read_datastream``,
   ``DecodeAccounting``, ``local_session``.
+- :mod:`cdc_decode.spark.stream`: ``decode_stream``, Structured Streaming from Kafka with
+  Tencent DTS multi-part sets joined across micro-batches (keyed state).
 
 The decoding runs on the executors in the Python worker that serves ``mapInArrow``; the
 executors' Python (``PYSPARK_PYTHON``) must have ``cdc_decode`` and ``pyarrow`` installed.
@@ -21,12 +23,15 @@ from .decoding import (
     read_datastream,
     spark_event_schema,
 )
+from .stream import MULTIPART_FORMATS, decode_stream
 
 __all__ = [
     "KAFKA_COLUMNS",
+    "MULTIPART_FORMATS",
     "STATS",
     "DecodeAccounting",
     "decode",
+    "decode_stream",
     "local_session",
     "read_datastream",
     "spark_event_schema",

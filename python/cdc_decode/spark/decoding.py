@@ -125,8 +125,10 @@ class DecodeAccounting:
     Streaming: a streaming query runs the same plan once per micro-batch, and each
     micro-batch's partitions replace the last one's. For per-micro-batch totals call
     :meth:`reset` at the start of ``foreachBatch`` and :meth:`value` after the batch is
-    written; for running totals, add the values up on the driver. Multi-part sets do
-    not span micro-batches (each partition's decoder ends with its micro-batch).
+    written; for running totals, add the values up on the driver. With :func:`decode`
+    each partition's decoder ends with its micro-batch; :func:`decode_stream
+    <cdc_decode.spark.decode_stream>` holds Tencent DTS sets across micro-batches, and
+    its ``pending`` is then the change in parts held (docs/streaming.md).
 
     Spark Connect has no accumulators: on a Connect session each partition's decoder
     instead ends its output with one row of counts, which the decode call's
@@ -502,8 +504,12 @@ def decode(
     has_headers = "headers" in fields and _is_kafka_headers(fields["headers"].dataType)
     # Only what the workers need crosses to Python: the value, the kept and the key columns.
     needed = [value_col, *keep]
-    for extra in (("topic", "partition") if has_topic else ()) + (
-        ("headers",) if has_headers else ()
+    # failfast names the Kafka record of the first bad message: its offset crosses too.
+    located = ("offset",) if mode == "failfast" and "offset" in fields else ()
+    for extra in (
+        (("topic", "partition") if has_topic else ())
+        + (("headers",) if has_headers else ())
+        + located
     ):
         if extra not in needed:
             needed.append(extra)
@@ -836,11 +842,15 @@ def _decode_batches(
     carry = _Carry(keep)
     start = 0  # ordinal of the current batch's first row
     for batch in batches:
-        if records is not None:
-            events, ordinals = decoder.decode_indexed(batch.select(records))
-        else:
-            keys = _reassembly_keys(batch, has_topic, has_headers)
-            events, ordinals = decoder.decode_indexed(batch.column(value_col), keys=keys)
+        try:
+            if records is not None:
+                events, ordinals = decoder.decode_indexed(batch.select(records))
+            else:
+                keys = _reassembly_keys(batch, has_topic, has_headers)
+                events, ordinals = decoder.decode_indexed(batch.column(value_col), keys=keys)
+        except Exception as exc:
+            _raise_located(exc, batch, start)
+            raise
         kept = batch.select(keep)
         if events.num_rows:
             yield _join(carry.take(ordinals, kept, start), events, event_columns)
@@ -850,6 +860,30 @@ def _decode_batches(
     if events.num_rows:
         empty = pa.RecordBatch.from_pylist([], schema=carry.schema) if carry.schema else None
         yield _join(carry.take(ordinals, empty, start), events, event_columns)
+
+
+_LOCATION = ("topic", "partition", "offset")
+
+
+def _raise_located(exc: Exception, batch: pa.RecordBatch, start: int) -> None:
+    """A failfast ``DecodeError("message 17: ...")`` raised again naming the Kafka record
+    (``topic t, partition 2, offset 4711: message 17: ...``) where the batch has the Kafka
+    columns and the message is one of its rows; otherwise nothing (the caller re-raises)."""
+    import re
+
+    from .._errors import DecodeError
+
+    if not isinstance(exc, DecodeError):
+        return
+    found = re.match(r"message (\d+):", str(exc))
+    names = [c for c in _LOCATION if c in batch.schema.names]
+    if found is None or not names:
+        return
+    row = int(found.group(1)) - start
+    if not 0 <= row < batch.num_rows:
+        return
+    where = ", ".join(f"{c} {batch.column(c)[row].as_py()}" for c in names)
+    raise DecodeError(f"{where}: {exc}") from exc
 
 
 def _join(
