@@ -17,7 +17,8 @@ RUST_SOURCES := Cargo.toml Cargo.lock build.rs $(wildcard proto/*.proto) \
 
 .DEFAULT_GOAL := help
 .PHONY: help venv build test test-rust test-python test-fuzz fuzz fuzz-build demo bench \
-	bench-spark jars lint fmt proto clean fuzz-campaign properties
+	bench-spark jars lint fmt proto clean fuzz-campaign properties venv-spark42 delta-jars \
+	test-delta bench-apply
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,13 +40,53 @@ $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml
 	$(PY) -c "import cdc_decode._native"
 	touch $@
 
-test: test-rust test-python test-fuzz ## Everything CI runs: cargo test, pytest (Spark included), fuzz briefly
+test: test-rust test-python test-delta test-fuzz ## Everything CI runs: cargo test, pytest (Spark, Delta), fuzz briefly
 
 test-rust: ## Rust unit tests (no Python needed)
 	cargo test
 
 test-python: build ## pytest: parity, fixtures, Spark
 	$(PY) -m pytest
+
+# Delta Lake runs on Spark 4.2, not on the 4.3 of .venv: a second environment,
+# .venv-spark42 (requirements-spark42.txt), with cdc_decode installed editable from this
+# checkout by `maturin develop` (it reuses the release build of `make build`: seconds), and
+# the Delta jars from tools/delta-jars/pom.xml in .jars-delta/.
+VENV42   := .venv-spark42
+PY42     := $(VENV42)/bin/python
+STAMPS42 := $(VENV42)/.stamps
+DELTA_JARS := .jars-delta
+
+venv-spark42: $(STAMPS42)/build ## Create .venv-spark42: pyspark 4.2 + Delta 4.4, cdc_decode installed
+
+$(STAMPS42)/venv: requirements-spark42.txt
+	test -x $(PY42) || $(PYTHON) -m venv $(VENV42)
+	$(PY42) -m pip install --quiet --upgrade pip
+	$(PY42) -m pip install --quiet -r requirements-spark42.txt
+	mkdir -p $(STAMPS42) && touch $@
+
+$(STAMPS42)/build: $(STAMPS42)/venv $(STAMPS)/build
+	VIRTUAL_ENV=$(abspath $(VENV42)) PYO3_PYTHON=$(abspath $(PY42)) \
+		$(VENV)/bin/maturin develop --release --quiet
+	$(PY42) -c "import cdc_decode._native, delta"
+	touch $@
+
+delta-jars: $(DELTA_JARS)/.stamp ## Fetch the Delta Lake 4.4.0 jars into .jars-delta/ with Maven
+
+$(DELTA_JARS)/.stamp: tools/delta-jars/pom.xml
+	mvn -q -B -f tools/delta-jars/pom.xml dependency:copy-dependencies \
+		-DoutputDirectory=$(abspath $(DELTA_JARS)) -DexcludeTransitive=true
+	touch $@
+
+# tests/delta/ needs .venv-spark42; the main pytest run ignores it (pyproject addopts).
+test-delta: venv-spark42 delta-jars ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) -m pytest tests/delta -p no:cacheprovider \
+		-o addopts="-ra --strict-markers --strict-config"
+
+bench-apply: venv-spark42 delta-jars ## apply_changes vs row_number() + MERGE, 1M events of one table, local[1]
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) benches/apply_bench.py
 
 # The long property-test runs (docs/hardening.md): EXAMPLES per format, in CHUNKS with seeds
 # SEED, SEED+1, ... (at least one chunk per 5,000 examples), JOBS chunks at once; `make
@@ -161,6 +202,6 @@ proto: ## Rewrite python/cdc_decode/fallback/subscribe.desc from proto/subscribe
 clean: ## Remove build outputs, caches and the venv
 	cargo clean
 	rm -rf fuzz/target fuzz/corpus fuzz/artifacts
-	rm -rf $(VENV) python/cdc_decode/_native*.so .pytest_cache .ruff_cache .benchmarks \
+	rm -rf $(VENV) $(VENV42) $(DELTA_JARS) python/cdc_decode/_native*.so .pytest_cache .ruff_cache .benchmarks \
 		spark-warehouse metastore_db derby.log demo-output
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

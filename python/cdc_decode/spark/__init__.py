@@ -5,6 +5,8 @@
 
 - :mod:`cdc_decode.spark.decoding`: ``decode`` (``mapInArrow``), ``read_datastream``,
   ``DecodeAccounting``, ``local_session``.
+- :mod:`cdc_decode.spark.apply`: ``apply_changes`` (events into a Delta table, SCD type 1
+  or 2), ``current_rows``, ``ApplyResult``.
 
 The decoding runs on the executors in the Python worker that serves ``mapInArrow``; the
 executors' Python (``PYSPARK_PYTHON``) must have ``cdc_decode`` and ``pyarrow`` installed.
@@ -12,6 +14,7 @@ executors' Python (``PYSPARK_PYTHON``) must have ``cdc_decode`` and ``pyarrow`` 
 
 from __future__ import annotations
 
+from .apply import ApplyResult, apply_changes, current_rows
 from .decoding import (
     KAFKA_COLUMNS,
     STATS,
@@ -23,6 +26,9 @@ from .decoding import (
 )
 
 __all__ = [
+    "ApplyResult",
+    "apply_changes",
+    "current_rows",
     "KAFKA_COLUMNS",
     "STATS",
     "DecodeAccounting",
