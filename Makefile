@@ -66,8 +66,8 @@ $(STAMPS42)/venv: requirements-spark42.txt
 	mkdir -p $(STAMPS42) && touch $@
 
 $(STAMPS42)/build: $(STAMPS42)/venv $(STAMPS)/build
-	VIRTUAL_ENV=$(abspath $(VENV42)) PYO3_PYTHON=$(abspath $(PY42)) \
-		$(VENV)/bin/maturin develop --release --quiet
+	# PYO3_PYTHON stays .venv's (exported above): the same abi3 build, no recompile.
+	VIRTUAL_ENV=$(abspath $(VENV42)) $(VENV)/bin/maturin develop --release --quiet
 	$(PY42) -c "import cdc_decode._native, delta"
 	touch $@
 
