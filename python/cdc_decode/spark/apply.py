@@ -261,7 +261,8 @@ def apply_changes(
         result.created, result.added_columns = _evolve(table, columns, bookkeeping, scd_type)
         entries, result.unkeyed = _entries(selected, columns, keys, generic, ignore_null_updates)
         if scd_type == 1:
-            written = _merge_scd1(table, entries, columns, keys, app_id, batch_id, result)
+            whole = not generic and not ignore_null_updates
+            written = _merge_scd1(table, entries, columns, keys, app_id, batch_id, result, whole)
             if written and tombstone_retention is not None and newest is not None:
                 _expire(table, newest - tombstone_retention)
         else:
@@ -480,12 +481,40 @@ def _entries(
     return entries.where(keyed & F.col("_seq").isNotNull()), unkeyed
 
 
-def _reduced(entries: DataFrame, columns: list[Any], keys: list[str]) -> DataFrame:
+def _reduced(
+    entries: DataFrame, columns: list[Any], keys: list[str], whole: bool = False
+) -> DataFrame:
     """One row per key: the last change, each column's newest present value (and its
-    sequence, ``_s_<i>``) since the batch's last delete of the key."""
+    sequence, ``_s_<i>``) since the batch's last delete of the key.
+
+    ``whole``: every upsert carries every column (typed images), so the last change's
+    image is each column's newest value: two aggregates instead of two per column.
+    """
     from pyspark.sql import functions as F
 
     values = [f.name for f in columns if f.name not in keys]
+    if whole:
+        last = F.max(F.struct("_seq", _KIND, "_time", *[F.col(c) for c in values]))
+        reduced = entries.groupBy(*keys).agg(
+            last.alias("_last"),
+            F.max(F.when(F.col(_KIND) == "d", F.col("_seq"))).alias(_DEL_SEQ),
+        )
+        upserted = F.col(f"_last.{_KIND}") == "u"
+        return reduced.select(
+            *[F.col(k) for k in keys],
+            F.col("_last._seq").alias(_LAST_SEQ),
+            F.col(f"_last.{_KIND}").alias(_LAST_KIND),
+            F.col("_last._time").alias(_LAST_TIME),
+            F.col(_DEL_SEQ),
+            *[
+                col
+                for i, c in enumerate(values)
+                for col in (
+                    F.when(upserted, F.col("_last")[c]).alias(c),
+                    F.when(upserted, F.col("_last._seq")).alias(f"_s_{i}"),
+                )
+            ],
+        )
     upsert = F.col(_KIND) == "u"
     aggs = [
         F.max("_seq").alias(_LAST_SEQ),
@@ -545,12 +574,13 @@ def _merge_scd1(
     app_id: str | None,
     batch_id: int | None,
     result: ApplyResult,
+    whole: bool = False,
 ) -> bool:
     """One MERGE of the reduced changes; ``False`` when there was nothing to write."""
     from pyspark.sql import functions as F
 
     values = [f.name for f in columns if f.name not in keys]
-    source = _reduced(entries, columns, keys)
+    source = _reduced(entries, columns, keys, whole)
     before_version = _last_commit(table)[0]
     q = _quote
     t_seq, t_del = f"t.{SEQUENCE}", f"t.{DELETED}"
