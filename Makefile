@@ -30,7 +30,7 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 .PHONY: help venv build test test-rust test-python wheel wheel-x86_64 wheel-aarch64-run \
 	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
-	jars-autocdc demo-stream bench-stream
+	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta bench-apply
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -52,7 +52,7 @@ $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml
 	$(PY) -c "import cdc_decode._native"
 	touch $@
 
-test: test-rust test-python test-spark35 test-fuzz ## Everything CI runs: cargo test, pytest (Spark included), fuzz briefly
+test: test-rust test-python test-delta test-spark35 test-fuzz ## Everything CI runs: cargo test, pytest (Spark 4.3, Delta on 4.2, Spark 3.5), fuzz briefly
 
 test-rust: ## Rust unit tests (no Python needed)
 	cargo test
@@ -123,6 +123,46 @@ test-spark35: $(VENV35)/.stamp $(WHEEL_X86) ## The Spark decode and accounting t
 		-W "ignore:distutils Version classes are deprecated:DeprecationWarning" \
 		-W "ignore::ResourceWarning" \
 		tests/test_spark.py tests/test_accounting.py
+
+# Delta Lake runs on Spark 4.2, not on the 4.3 of .venv: a second environment,
+# .venv-spark42 (requirements-spark42.txt), with cdc_decode installed editable from this
+# checkout by `maturin develop` (it reuses the release build of `make build`: seconds), and
+# the Delta jars from tools/delta-jars/pom.xml in .jars-delta/.
+VENV42   := .venv-spark42
+PY42     := $(VENV42)/bin/python
+STAMPS42 := $(VENV42)/.stamps
+DELTA_JARS := .jars-delta
+
+venv-spark42: $(STAMPS42)/build ## Create .venv-spark42: pyspark 4.2 + Delta 4.4, cdc_decode installed
+
+$(STAMPS42)/venv: requirements-spark42.txt
+	test -x $(PY42) || $(PYTHON) -m venv $(VENV42)
+	$(PY42) -m pip install --quiet --upgrade pip
+	$(PY42) -m pip install --quiet -r requirements-spark42.txt
+	mkdir -p $(STAMPS42) && touch $@
+
+$(STAMPS42)/build: $(STAMPS42)/venv $(STAMPS)/build
+	# PYO3_PYTHON stays .venv's (exported above): the same abi3 build, no recompile.
+	VIRTUAL_ENV=$(abspath $(VENV42)) $(VENV)/bin/maturin develop --release --quiet
+	$(PY42) -c "import cdc_decode._native, delta"
+	touch $@
+
+delta-jars: $(DELTA_JARS)/.stamp ## Fetch the Delta Lake 4.4.0 jars into .jars-delta/ with Maven
+
+$(DELTA_JARS)/.stamp: tools/delta-jars/pom.xml
+	mvn -q -B -f tools/delta-jars/pom.xml dependency:copy-dependencies \
+		-DoutputDirectory=$(abspath $(DELTA_JARS)) -DexcludeTransitive=true
+	touch $@
+
+# tests/delta/ needs .venv-spark42; the main pytest run ignores it (pyproject addopts).
+test-delta: venv-spark42 delta-jars ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) -m pytest tests/delta -p no:cacheprovider \
+		-o addopts="-ra --strict-markers --strict-config"
+
+bench-apply: venv-spark42 delta-jars ## apply_changes vs row_number() + MERGE, 1M events of one table, local[1]
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) benches/apply_bench.py
 
 # The long property-test runs (docs/hardening.md): EXAMPLES per format, in CHUNKS with seeds
 # SEED, SEED+1, ... (at least one chunk per 5,000 examples), JOBS chunks at once; `make
@@ -273,6 +313,7 @@ proto: ## Rewrite python/cdc_decode/fallback/subscribe.desc from proto/subscribe
 clean: ## Remove build outputs, caches and the venv
 	cargo clean
 	rm -rf fuzz/target fuzz/corpus fuzz/artifacts
-	rm -rf $(VENV) $(VENV35) $(DIST) python/cdc_decode/_native*.so .pytest_cache .ruff_cache \
-		.benchmarks spark-warehouse metastore_db derby.log demo-output .jars-kafka .kafka
+	rm -rf $(VENV) $(VENV35) $(VENV42) $(DIST) $(DELTA_JARS) python/cdc_decode/_native*.so \
+		.pytest_cache .ruff_cache .benchmarks spark-warehouse metastore_db derby.log demo-output \
+		.jars-kafka .kafka
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

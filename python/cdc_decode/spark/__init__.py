@@ -7,6 +7,8 @@
   ``DecodeAccounting``, ``local_session``.
 - :mod:`cdc_decode.spark.stream`: ``decode_stream``, Structured Streaming from Kafka with
   Tencent DTS multi-part sets joined across micro-batches (keyed state).
+- :mod:`cdc_decode.spark.apply`: ``apply_changes`` (events into a Delta table, SCD type 1
+  or 2), ``current_rows``, ``ApplyResult``.
 
 The decoding runs on the executors in the Python worker that serves ``mapInArrow``; the
 executors' Python (``PYSPARK_PYTHON``) must have ``cdc_decode`` and ``pyarrow`` installed.
@@ -14,6 +16,7 @@ executors' Python (``PYSPARK_PYTHON``) must have ``cdc_decode`` and ``pyarrow`` 
 
 from __future__ import annotations
 
+from .apply import ApplyResult, apply_changes, current_rows
 from .decoding import (
     KAFKA_COLUMNS,
     STATS,
@@ -26,6 +29,9 @@ from .decoding import (
 from .stream import MULTIPART_FORMATS, decode_stream
 
 __all__ = [
+    "ApplyResult",
+    "apply_changes",
+    "current_rows",
     "KAFKA_COLUMNS",
     "MULTIPART_FORMATS",
     "STATS",

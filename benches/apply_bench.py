@@ -1,0 +1,137 @@
+"""apply_changes against what users write without it, on the same events.
+
+The baseline is the usual hand-written upsert: ``row_number()`` over the key ordered by
+sequence (descending) keeps each key's last change, then one plain Delta MERGE per batch
+(delete on ``op = 'delete'``, update all, insert all). Both write a fresh Delta table from
+the same typed events of one table, batch after batch, on ``local[1]``; one run each.
+
+    make bench-apply                      # 1,000,000 events in 4 batches
+    python benches/apply_bench.py --events 200000 --batches 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+
+def make_events(spark, path: str, events: int, batches: int, keys: int) -> None:
+    """Typed events of one table (``id bigint, name string, score int, price
+    decimal(10,2)``): inserts, then updates of random keys, one in twenty a delete."""
+    from pyspark.sql import functions as F
+
+    i = F.col("id")
+    key = (i * 7919) % keys
+    op = F.when(i < keys, "insert").when(i % 20 == 0, "delete").otherwise("update")
+    image = F.struct(
+        key.alias("id"),
+        F.concat(F.lit("name-"), (i % 1000).cast("string")).alias("name"),
+        (i % 100).cast("int").alias("score"),
+        ((i % 10000) / 100).cast("decimal(10,2)").alias("price"),
+    )
+    df = spark.range(events).select(
+        op.alias("op"),
+        F.unhex(F.lpad(F.hex(i), 16, "0")).alias("sequence"),
+        F.lit(None).cast("timestamp").alias("event_time"),
+        F.array(F.lit("id")).alias("primary_key"),
+        F.when(op != "insert", image).alias("before"),
+        F.when(op != "delete", image).alias("after"),
+        (i % batches).alias("batch"),  # every batch holds changes of all ages
+    )
+    df.write.mode("overwrite").partitionBy("batch").parquet(path)
+
+
+def baseline(spark, events, target: str) -> None:
+    """row_number() per key by sequence, then a plain MERGE."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    # A delete has no after image: key every change by after, else before.
+    last = (
+        events.select(
+            "op",
+            "sequence",
+            F.coalesce(F.col("after"), F.col("before")).alias("image"),
+        )
+        .select("op", "sequence", "image.*")
+        .withColumn(
+            "_rn", F.row_number().over(Window.partitionBy("id").orderBy(F.desc("sequence")))
+        )
+        .where("_rn = 1")
+        .drop("_rn")
+    )
+    if not DeltaTable.isDeltaTable(spark, target):
+        last.where("op != 'delete'").drop("op", "sequence").limit(0).write.format("delta").save(
+            target
+        )
+    columns = ["id", "name", "score", "price"]
+    (
+        DeltaTable.forPath(spark, target)
+        .alias("t")
+        .merge(last.alias("s"), "t.id = s.id")
+        .whenMatchedDelete(condition="s.op = 'delete'")
+        .whenMatchedUpdate(set={c: f"s.{c}" for c in columns})
+        .whenNotMatchedInsert(condition="s.op != 'delete'", values={c: f"s.{c}" for c in columns})
+        .execute()
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument("--keys", type=int, default=100_000)
+    args = parser.parse_args()
+
+    from support.delta import delta_session
+
+    from cdc_decode import spark as cdc_spark
+
+    work = Path(tempfile.mkdtemp(prefix="apply-bench-"))
+    try:
+        spark = delta_session(work / "warehouse", app="apply-bench")
+        source = str(work / "events")
+        make_events(spark, source, args.events, args.batches, args.keys)
+        all_events = spark.read.parquet(source)
+        batches = [all_events.where(f"batch = {b}").drop("batch") for b in range(args.batches)]
+        # Warm the JVM on a small table first, so neither side pays for it.
+        cdc_spark.apply_changes(batches[0].limit(1000), str(work / "warm-a"))
+        baseline(spark, batches[0].limit(1000), str(work / "warm-b"))
+
+        timings = {}
+        for name in ("apply_changes", "row_number + MERGE"):
+            target = str(work / name.replace(" ", "_"))
+            start = time.perf_counter()
+            for batch in batches:
+                if name == "apply_changes":
+                    cdc_spark.apply_changes(batch, target)
+                else:
+                    baseline(spark, batch, target)
+            timings[name] = time.perf_counter() - start
+            rows = spark.read.format("delta").load(target)
+            live = rows.where("NOT _cdc_deleted") if "_cdc_deleted" in rows.columns else rows
+            print(
+                f"{name:>20}: {timings[name]:7.1f} s, {args.events / timings[name]:>9,.0f} "
+                f"events/s, {live.count():,} live rows",
+                flush=True,
+            )
+        ratio = timings["row_number + MERGE"] / timings["apply_changes"]
+        print(
+            f"apply_changes / row_number + MERGE: {ratio:.2f}x "
+            f"({args.events:,} events, {args.batches} batches, {args.keys:,} keys, local[1])"
+        )
+        spark.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

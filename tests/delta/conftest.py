@@ -1,0 +1,6 @@
+"""Delta Lake tests: run on .venv-spark42 by `make test-delta`, not by the main pytest run
+(pyproject.toml's addopts ignore this folder)."""
+
+from __future__ import annotations
+
+from support.delta import delta_spark  # noqa: F401 (the fixture)

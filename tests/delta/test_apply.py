@@ -1,0 +1,374 @@
+"""apply_changes on real Delta tables (Delta 4.4.0, Spark 4.2, local[1]).
+
+Ground truth: every format's generated stream, decoded, shuffled, with duplicates, applied,
+gives exactly the generator's final state. Then one test per rule of docs/apply.md, on
+hand-made typed events.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import cdc_decode
+from cdc_decode import spark as cdc_spark
+from cdc_decode.generate import FORMATS, generate
+
+TABLE = "shop.users"  # one table per stream keeps the runs short; it gets an ADD COLUMN
+MESSAGES = 400
+
+
+def _seq(n: int) -> bytes:
+    return n.to_bytes(4, "big")
+
+
+def _final_columns(stream, table: str) -> list[str]:
+    columns: dict[str, None] = dict.fromkeys(stream.primary_keys[table])
+    for row in stream.final_state.get(table, {}).values():
+        columns.update(dict.fromkeys(row))
+    return list(columns)
+
+
+def _mangled(rows: int, seed: int) -> list[int]:
+    """Row indexes in a shuffled order, with about one in ten delivered twice: what an
+    at-least-once transport with parallel writers hands out."""
+    rng = random.Random(seed)
+    order = list(range(rows))
+    order += [i for i in order if rng.random() < 0.1]
+    rng.shuffle(order)
+    return order
+
+
+def _table_rows(spark, path: str, columns: list[str]) -> dict[tuple, dict]:
+    rows = cdc_spark.current_rows(spark, path).collect()
+    return {tuple(r[c] for c in columns): r.asDict() for r in rows}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_every_format_applied_equals_the_source(delta_spark, tmp_path, fmt):
+    """generate -> decode -> shuffle + duplicate -> apply_changes == final_state. Generic
+    events (text maps, all columns string) so partial images keep their absent columns
+    and the values compare with the generator's text exactly. debezium-json is decoded
+    on Spark (its messages shuffled and duplicated), the others in Python."""
+    stream = generate(fmt, messages=MESSAGES, seed=7, tables=[TABLE])
+    table = TABLE.split(".")[1]
+    if fmt == "debezium-json":
+        values = [(stream.values[i],) for i in _mangled(len(stream.values), seed=3)]
+        messages = delta_spark.createDataFrame(values, "value binary").repartition(1)
+        df = cdc_spark.decode(messages, fmt).where(
+            f"source_table = '{table}' OR source_table IS NULL"
+        )
+    else:
+        options = {"columns": stream.options["columns"]} if "columns" in stream.options else {}
+        events = pa.Table.from_batches([cdc_decode.decode(stream.values, fmt, **options)])
+        mine = pc.fill_null(pc.equal(events["source_table"], table), True)
+        events = events.filter(mine)
+        df = delta_spark.createDataFrame(events.take(_mangled(events.num_rows, seed=3)))
+    keys = stream.primary_keys[TABLE]
+    columns = _final_columns(stream, TABLE)
+    ddl = ", ".join(f"`{c}` string" for c in columns)
+    path = str(tmp_path / "users")
+    result = cdc_spark.apply_changes(df, path, keys=keys, schema=ddl)
+    assert result.errors == 0 and result.unkeyed == 0
+    assert result.changes > 20, "the stream has changes to apply"
+    assert result.other.get("ddl", 0) == len(result.ddl)
+    want = {
+        key: {c: row.get(c) for c in columns}
+        for key, row in stream.final_state.get(TABLE, {}).items()
+    }
+    got = _table_rows(delta_spark, path, keys)
+    assert got.keys() == want.keys()
+    assert got == want
+
+
+# --- the rules, on hand-made typed events ----------------------------------------------
+
+EVENTS = (
+    "op string, sequence binary, event_time timestamp, primary_key array<string>, "
+    "ddl string, error string, before struct<{s}>, after struct<{s}>"
+)
+USERS = "id:bigint,name:string,score:int"
+T0 = dt.datetime(2024, 5, 1, 8, 0, 0)
+
+
+def _events(spark, rows, columns: str = USERS):
+    """Rows of (op, seq, before, after[, ddl]); event time = T0 + seq seconds."""
+    full = []
+    for row in rows:
+        op, seq, before, after = row[:4]
+        ddl = row[4] if len(row) > 4 else None
+        time = T0 + dt.timedelta(seconds=seq)
+        pk = ["id"] if op in cdc_spark.apply.ROW_OPS else None
+        full.append((op, _seq(seq), time, pk, ddl, None, before, after))
+    return spark.createDataFrame(full, EVENTS.format(s=columns))
+
+
+def _live(spark, path):
+    return {r["id"]: (r["name"], r["score"]) for r in cdc_spark.current_rows(spark, path).collect()}
+
+
+def test_rules_in_one_batch_then_late_and_replayed(delta_spark, tmp_path):
+    """Each key is one rule: duplicates, reordering, a key change, delete then re-insert,
+    and (second batch) late changes older than what the table holds."""
+    path = str(tmp_path / "t")
+    first = [
+        # 1: duplicates of an insert and of an update
+        ("insert", 1, None, (1, "a", 1)),
+        ("insert", 1, None, (1, "a", 1)),
+        ("update", 5, (1, "a", 1), (1, "a5", 5)),
+        ("update", 5, (1, "a", 1), (1, "a5", 5)),
+        # 2: delivered out of order: the update (seq 6) before the insert (seq 2)
+        ("update", 6, (2, "b", 2), (2, "b6", 6)),
+        ("insert", 2, None, (2, "b", 2)),
+        # 3 becomes 30: an update that changes the key
+        ("insert", 3, None, (3, "c", 3)),
+        ("update", 7, (3, "c", 3), (30, "c7", 7)),
+        # 4: delete then re-insert
+        ("insert", 4, None, (4, "d", 4)),
+        ("delete", 8, (4, "d", 4), None),
+        ("insert", 9, None, (4, "d9", 9)),
+        # 5: deleted
+        ("insert", 10, None, (5, "e", 10)),
+        ("delete", 11, (5, "e", 10), None),
+        # not row changes
+        ("begin", 0, None, None),
+        ("commit", 12, None, None),
+    ]
+    result = cdc_spark.apply_changes(_events(delta_spark, first), path)
+    assert result.created
+    assert (result.events, result.changes, result.other) == (15, 13, {"begin": 1, "commit": 1})
+    assert result.keys == 6  # 1, 2, 3, 30, 4, 5
+    want = {1: ("a5", 5), 2: ("b6", 6), 30: ("c7", 7), 4: ("d9", 9)}
+    assert _live(delta_spark, path) == want
+
+    late = [
+        ("insert", 10, None, (5, "late", 0)),  # older than 5's delete (11): stays deleted
+        ("update", 4, (1, "a", 1), (1, "old", 0)),  # older than 1's update (5): ignored
+        ("insert", 2, None, (3, "c", 3)),  # older than 3's move away (7): stays gone
+        ("delete", 3, (2, "b", 2), None),  # older than 2's update (6): ignored
+        ("insert", 20, None, (6, "f", 20)),  # new
+    ]
+    result = cdc_spark.apply_changes(_events(delta_spark, late), path)
+    want[6] = ("f", 20)
+    assert _live(delta_spark, path) == want
+
+    # The first batch again, as after a failed micro-batch: nothing changes.
+    version = result.version
+    cdc_spark.apply_changes(_events(delta_spark, first), path)
+    assert _live(delta_spark, path) == want
+    tombstones = (
+        cdc_spark.current_rows(delta_spark, path, bookkeeping=True).where("_cdc_deleted").count()
+    )
+    assert tombstones == 0
+    table = delta_spark.read.format("delta").load(path)
+    assert sorted(r["id"] for r in table.where("_cdc_deleted").collect()) == [3, 5]
+    assert version is not None
+
+
+def test_update_before_after_pairs_and_a_key_change_across_halves(delta_spark, tmp_path):
+    path = str(tmp_path / "t")
+    rows = [
+        ("insert", 1, None, (1, "a", 1)),
+        ("insert", 2, None, (2, "b", 2)),
+        ("update_before", 3, (1, "a", 1), None),
+        ("update_after", 4, None, (1, "a4", 4)),
+        ("update_before", 5, (2, "b", 2), None),  # the key changes: 2 -> 20
+        ("update_after", 6, None, (20, "b6", 6)),
+    ]
+    cdc_spark.apply_changes(_events(delta_spark, rows), path)
+    assert _live(delta_spark, path) == {1: ("a4", 4), 20: ("b6", 6)}
+
+
+def test_partial_images_generic_absent_keeps_null_overwrites(delta_spark, tmp_path):
+    """Generic images (maps) say which columns they carry: an absent one keeps its value,
+    an explicit null overwrites. Two partial updates of one key in one batch fold."""
+    path = str(tmp_path / "t")
+    schema = (
+        "op string, sequence binary, primary_key array<string>, "
+        "before map<string,string>, after map<string,string>"
+    )
+    rows = [
+        ("insert", _seq(1), ["id"], None, {"id": "1", "name": "a", "score": "1"}),
+        ("insert", _seq(2), ["id"], None, {"id": "2", "name": "b", "score": "2"}),
+        ("update", _seq(3), ["id"], {"id": "1"}, {"score": "3"}),  # name absent
+        ("update", _seq(4), ["id"], {"id": "1"}, {"name": "a4"}),  # score absent
+        ("update", _seq(5), ["id"], {"id": "2"}, {"name": None}),  # an explicit null
+    ]
+    ddl = "id bigint, name string, score int"
+    cdc_spark.apply_changes(delta_spark.createDataFrame(rows[:2], schema), path, schema=ddl)
+    cdc_spark.apply_changes(delta_spark.createDataFrame(rows[2:], schema), path, schema=ddl)
+    assert _live(delta_spark, path) == {1: ("a4", 3), 2: (None, 2)}
+
+
+def test_typed_nulls_overwrite_unless_ignore_null_updates(delta_spark, tmp_path):
+    rows = [("insert", 1, None, (1, "a", 1)), ("update", 2, (1, "a", 1), (1, None, 2))]
+    events = _events(delta_spark, rows)
+    cdc_spark.apply_changes(events, str(tmp_path / "a"))
+    assert _live(delta_spark, str(tmp_path / "a")) == {1: (None, 2)}
+    cdc_spark.apply_changes(events, str(tmp_path / "b"), ignore_null_updates=True)
+    assert _live(delta_spark, str(tmp_path / "b")) == {1: ("a", 2)}
+
+
+def test_schema_new_column_added_retyped_and_dropped_are_errors(delta_spark, tmp_path):
+    path = str(tmp_path / "t")
+    cdc_spark.apply_changes(_events(delta_spark, [("insert", 1, None, (1, "a", 1))]), path)
+    wider = "id:bigint,name:string,score:int,nickname:string"
+    rows = [
+        ("ddl", 2, None, None, "ALTER TABLE users ADD COLUMN nickname varchar(32)"),
+        ("insert", 3, None, (2, "b", 2, "bee")),
+    ]
+    result = cdc_spark.apply_changes(_events(delta_spark, rows, wider), path)
+    assert result.added_columns == ["nickname"]
+    assert result.ddl == ["ALTER TABLE users ADD COLUMN nickname varchar(32)"]
+    assert result.other == {"ddl": 1}
+    got = {r["id"]: r["nickname"] for r in cdc_spark.current_rows(delta_spark, path).collect()}
+    assert got == {1: None, 2: "bee"}
+
+    retyped = "id:bigint,name:string,score:string,nickname:string"
+    with pytest.raises(ValueError, match=r"column 'score' of table .*/t is int .* string"):
+        cdc_spark.apply_changes(
+            _events(delta_spark, [("insert", 4, None, (3, "c", "3", None))], retyped), path
+        )
+    with pytest.raises(ValueError, match=r"column 'nickname' of table .*/t is not in the events"):
+        cdc_spark.apply_changes(_events(delta_spark, [("insert", 4, None, (3, "c", 3))]), path)
+    assert sorted(_live(delta_spark, path)) == [1, 2]  # nothing was written
+
+
+def test_errors_and_unkeyed_rows_are_counted_not_written(delta_spark, tmp_path):
+    path = str(tmp_path / "t")
+    rows = [
+        ("insert", 1, None, (1, "a", 1)),
+        ("error", 2, None, None),
+        ("insert", 3, None, (None, "no key", 3)),
+        ("heartbeat", 4, None, None),
+    ]
+    result = cdc_spark.apply_changes(_events(delta_spark, rows), path)
+    assert (result.errors, result.unkeyed, result.other) == (1, 1, {"heartbeat": 1})
+    assert _live(delta_spark, path) == {1: ("a", 1)}
+    with pytest.raises(ValueError, match="give keys="):
+        events = _events(delta_spark, rows).drop("primary_key")
+        cdc_spark.apply_changes(events, str(tmp_path / "u"))
+
+
+def test_tombstones_expire_after_the_retention(delta_spark, tmp_path):
+    path = str(tmp_path / "t")
+    rows = [
+        ("insert", 1, None, (1, "a", 1)),
+        ("delete", 2, (1, "a", 1), None),
+        ("insert", 3, None, (2, "b", 3)),
+        ("delete", 3600, (2, "b", 3), None),
+    ]
+    cdc_spark.apply_changes(
+        _events(delta_spark, rows), path, tombstone_retention=dt.timedelta(minutes=30)
+    )
+    table = delta_spark.read.format("delta").load(path)
+    assert [r["id"] for r in table.collect()] == [2]  # 1's tombstone expired, 2's is kept
+
+
+def test_replayed_micro_batch_with_txn_markers(delta_spark, tmp_path):
+    path = str(tmp_path / "t")
+    events = _events(delta_spark, [("insert", 1, None, (1, "a", 1))])
+    first = cdc_spark.apply_changes(events, path, app_id="q1", batch_id=0)
+    again = cdc_spark.apply_changes(events, path, app_id="q1", batch_id=0)
+    assert not first.skipped and again.skipped
+    assert again.version == first.version  # Delta wrote nothing
+    assert _live(delta_spark, path) == {1: ("a", 1)}
+
+
+def test_foreach_batch_streaming(delta_spark, tmp_path):
+    """Inside foreachBatch of a streaming query (a file source, two micro-batches)."""
+    source = tmp_path / "in"
+    path = str(tmp_path / "t")
+    schema = EVENTS.format(s=USERS)
+    batches = [
+        [("insert", 1, None, (1, "a", 1)), ("insert", 2, None, (2, "b", 2))],
+        [("update", 3, (1, "a", 1), (1, "a3", 3)), ("delete", 4, (2, "b", 2), None)],
+    ]
+    results = []
+
+    def write(batch_df, batch_id):
+        results.append(
+            cdc_spark.apply_changes(batch_df, path, app_id="stream-test", batch_id=batch_id)
+        )
+
+    for rows in batches:
+        _events(delta_spark, rows).coalesce(1).write.mode("append").parquet(str(source))
+    stream = (
+        delta_spark.readStream.schema(schema).option("maxFilesPerTrigger", 1).parquet(str(source))
+    )
+    query = (
+        stream.writeStream.foreachBatch(write)
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    query.awaitTermination()
+    assert len(results) >= 1
+    assert _live(delta_spark, path) == {1: ("a3", 3)}
+
+
+def test_scd2_history_with_a_late_change_and_a_catalog_table(delta_spark):
+    target = "default.users_history"
+    delta_spark.sql(f"DROP TABLE IF EXISTS {target}")
+    first = [
+        ("insert", 1, None, (1, "a", 1)),
+        ("update", 5, (1, "a", 1), (1, "a5", 5)),
+        ("insert", 2, None, (2, "b", 2)),
+        ("delete", 6, (2, "b", 2), None),
+        ("update", 5, (1, "a", 1), (1, "a5", 5)),  # a duplicate
+    ]
+    cdc_spark.apply_changes(_events(delta_spark, first), target, scd_type=2)
+    late = [
+        ("update", 3, (1, "a", 1), (1, "a3", 3)),  # belongs between 1 and 5
+        ("insert", 7, None, (3, "c", 7)),
+    ]
+    cdc_spark.apply_changes(_events(delta_spark, late), target, scd_type=2)
+    cdc_spark.apply_changes(_events(delta_spark, first), target, scd_type=2)  # replayed
+
+    rows = delta_spark.table(target).orderBy("id", "_cdc_start_sequence").collect()
+
+    def seq(b):
+        return None if b is None else int.from_bytes(b, "big")
+
+    history = [
+        (
+            r["id"],
+            r["name"],
+            seq(r["_cdc_start_sequence"]),
+            seq(r["_cdc_end_sequence"]),
+            r["_cdc_current"],
+            r["_cdc_deleted"],
+        )
+        for r in rows
+    ]
+    assert history == [
+        (1, "a", 1, 3, False, False),
+        (1, "a3", 3, 5, False, False),
+        (1, "a5", 5, None, True, False),
+        (2, "b", 2, 6, False, False),
+        (2, None, 6, None, False, True),  # the delete ends 2's history
+        (3, "c", 7, None, True, False),
+    ]
+    assert rows[0]["_cdc_end_time"] == T0 + dt.timedelta(seconds=3)
+    current = {r["id"]: r["name"] for r in cdc_spark.current_rows(delta_spark, target).collect()}
+    assert current == {1: "a5", 3: "c"}
+    delta_spark.sql(f"DROP TABLE {target}")
+
+
+def test_bad_arguments(delta_spark, tmp_path):
+    events = _events(delta_spark, [("insert", 1, None, (1, "a", 1))])
+    with pytest.raises(ValueError, match="scd_type"):
+        cdc_spark.apply_changes(events, str(tmp_path / "t"), scd_type=3)
+    with pytest.raises(ValueError, match="key column"):
+        cdc_spark.apply_changes(events, str(tmp_path / "t"), keys=["nope"])
+    with pytest.raises(ValueError, match="app_id and batch_id"):
+        cdc_spark.apply_changes(events, str(tmp_path / "t"), batch_id=1)
+    with pytest.raises(ValueError, match="no 'sequence' column"):
+        cdc_spark.apply_changes(events.drop("sequence"), str(tmp_path / "t"))
+    cdc_spark.apply_changes(events, str(tmp_path / "t"))
+    with pytest.raises(ValueError, match="not written as a type 2"):
+        cdc_spark.apply_changes(events, str(tmp_path / "t"), scd_type=2)

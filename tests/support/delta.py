@@ -1,0 +1,51 @@
+"""A local Spark session with Delta Lake, for the tests under ``tests/delta/``.
+
+Runs on ``.venv-spark42`` (pyspark 4.2.0 + delta-spark 4.4.0, ``make venv-spark42``) with
+the jars ``make delta-jars`` puts in ``.jars-delta/``. Fails, rather than skips, when they
+are missing: ``make test-delta`` installs them first.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+JARS = ROOT / ".jars-delta"
+
+
+def delta_session(warehouse: Path, *, app: str = "cdc-decode-delta") -> object:
+    """A ``local[1]`` SparkSession with Delta's SQL extension and catalog, its Python
+    workers on this interpreter, UTC, two shuffle partitions."""
+    jars = sorted(JARS.glob("*.jar"))
+    if not jars:
+        raise RuntimeError(f"no Delta jars in {JARS}: run `make delta-jars`")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from cdc_decode.spark import local_session
+
+    return local_session(
+        app,
+        master="local[1]",
+        spark__jars=",".join(str(j) for j in jars),
+        spark__sql__extensions="io.delta.sql.DeltaSparkSessionExtension",
+        spark__sql__catalog__spark_catalog="org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        spark__sql__shuffle__partitions="2",
+        spark__default__parallelism="1",
+        spark__driver__memory="1g",
+        spark__sql__warehouse__dir=str(warehouse),
+        spark__databricks__delta__snapshotPartitions="1",
+        spark__sql__sources__parallelPartitionDiscovery__parallelism="1",
+    )
+
+
+@pytest.fixture(scope="session")
+def delta_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    """One Delta-enabled SparkSession for the whole run; stopped at the end."""
+    session = delta_session(tmp_path_factory.mktemp("warehouse"))
+    yield session
+    session.stop()
