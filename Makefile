@@ -18,7 +18,7 @@ RUST_SOURCES := Cargo.toml Cargo.lock build.rs $(wildcard proto/*.proto) \
 .DEFAULT_GOAL := help
 .PHONY: help venv build test test-rust test-python test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties venv-spark42 delta-jars \
-	test-delta bench-apply
+	test-delta bench-apply demo-delta
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -83,6 +83,10 @@ test-delta: venv-spark42 delta-jars ## pytest tests/delta on .venv-spark42: appl
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) -m pytest tests/delta -p no:cacheprovider \
 		-o addopts="-ra --strict-markers --strict-config"
+
+demo-delta: venv-spark42 delta-jars ## A DTS stream decoded on Spark 4.2, applied to Delta tables (SCD1 + SCD2), checked
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) examples/apply_delta.py
 
 bench-apply: venv-spark42 delta-jars ## apply_changes vs row_number() + MERGE, 1M events of one table, local[1]
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
