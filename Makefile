@@ -27,10 +27,17 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 	--target $(1)-unknown-linux-gnu --out $(DIST)
 
 .DEFAULT_GOAL := help
+<<<<<<< HEAD
 .PHONY: help venv build test test-rust test-python wheel wheel-x86_64 wheel-aarch64-run \
 	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
-	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta bench-apply
+	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta bench-apply \
+	demo-delta
+=======
+.PHONY: help venv build test test-rust test-python test-fuzz fuzz fuzz-build demo bench \
+	bench-spark jars lint fmt proto clean fuzz-campaign properties venv-spark42 delta-jars \
+	test-delta bench-apply demo-delta
+>>>>>>> apply
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -159,6 +166,10 @@ test-delta: venv-spark42 delta-jars ## pytest tests/delta on .venv-spark42: appl
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) -m pytest tests/delta -p no:cacheprovider \
 		-o addopts="-ra --strict-markers --strict-config"
+
+demo-delta: venv-spark42 delta-jars ## A DTS stream decoded on Spark 4.2, applied to Delta tables (SCD1 + SCD2), checked
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) examples/apply_delta.py
 
 bench-apply: venv-spark42 delta-jars ## apply_changes vs row_number() + MERGE, 1M events of one table, local[1]
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
