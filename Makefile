@@ -27,17 +27,11 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 	--target $(1)-unknown-linux-gnu --out $(DIST)
 
 .DEFAULT_GOAL := help
-<<<<<<< HEAD
 .PHONY: help venv build test test-rust test-python wheel wheel-x86_64 wheel-aarch64-run \
 	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
 	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta bench-apply \
 	demo-delta
-=======
-.PHONY: help venv build test test-rust test-python test-fuzz fuzz fuzz-build demo bench \
-	bench-spark jars lint fmt proto clean fuzz-campaign properties venv-spark42 delta-jars \
-	test-delta bench-apply demo-delta
->>>>>>> apply
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
