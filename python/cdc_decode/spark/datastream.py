@@ -251,7 +251,14 @@ def read_files(
         if not chunk:
             return
         values = pa.array(chunk, pa.binary())
-        events, ordinals = decoder.decode_indexed(values)
+        try:
+            events, ordinals = decoder.decode_indexed(values)
+        except cdc_decode.DecodeError as exc:  # failfast: name the file too
+            found = re.match(r"message (\d+)", str(exc))
+            if found is None or not 0 <= int(found.group(1)) - start < len(owners):
+                raise
+            where = uris[owners[int(found.group(1)) - start]]
+            raise cdc_decode.DecodeError(f"{where}: {exc}") from exc
         if events.num_rows:
             import pyarrow.compute as pc
 
@@ -607,5 +614,6 @@ def _read_binary_file(spark, path, format, decode, **options) -> DataFrame:
         files = reader.format("binaryFile").option("pathGlobFilter", "*.avro").load(path)
         return decode(files, format, value_col="content", keep=["path"], **options)
     lines = reader.option("pathGlobFilter", "*.{jsonl,json}").text(path)
-    lines = lines.withColumn("path", F.input_file_name())
+    # As the data source names local files (file:/a/b, not file:///a/b).
+    lines = lines.withColumn("path", F.regexp_replace(F.input_file_name(), "^file://", "file:"))
     return decode(lines, format, keep=["path"], **options)
