@@ -17,7 +17,7 @@ RUST_SOURCES := Cargo.toml Cargo.lock build.rs $(wildcard proto/*.proto) \
 
 .DEFAULT_GOAL := help
 .PHONY: help venv build test test-rust test-python test-fuzz fuzz fuzz-build demo bench \
-	bench-spark jars lint fmt proto clean fuzz-campaign properties
+	bench-spark bench-datastream jars lint fmt proto clean fuzz-campaign properties
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -144,6 +144,11 @@ $(JARS)/.stamp: tools/spark-jars/pom.xml
 
 bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs passthrough, local[1]
 	$(PY) benches/spark_race.py --rounds 5 --out docs/spark-race
+
+# The Datastream tree race (docs/datastream.md): readers of the same generated bucket tree on
+# disk at 5,000 and 50,000 files, Avro and JSON; writes docs/datastream-tree.md.
+bench-datastream: build jars ## Datastream tree race: read_datastream vs spark-avro / spark.read.json, local[1]
+	$(PY) benches/datastream_tree.py --out docs/datastream-tree.md
 
 lint: $(STAMPS)/venv ## rustfmt check, clippy -D warnings, ruff
 	cargo fmt --check
