@@ -495,14 +495,9 @@ class _TreeStreamReader(DataSourceStreamReader, _AvailableNow):
         pass
 
 
-_REGISTERED: set[int] = set()
-
-
 def register(spark: Any) -> None:
-    """Registers the ``cdc-datastream`` data source with this SparkSession (once)."""
-    if id(spark) not in _REGISTERED:
-        spark.dataSource.register(DatastreamSource)
-        _REGISTERED.add(id(spark))
+    """Registers the ``cdc-datastream`` data source with this SparkSession."""
+    spark.dataSource.register(DatastreamSource)
 
 
 def read_datastream(
