@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benches"))
 
-from datastream_tree import tree_cpu  # noqa: E402
+from datastream_tree import CpuMeter  # noqa: E402
 from spark_race import COLUMNS  # noqa: E402
 
 
@@ -64,10 +64,10 @@ def timed(frame, rounds: int) -> tuple[float, float]:
     frame.write.format("noop").mode("overwrite").save()
     best = (float("inf"), float("inf"))
     for _ in range(rounds):
-        cpu = tree_cpu()
+        meter = CpuMeter()
         start = time.perf_counter()
         frame.write.format("noop").mode("overwrite").save()
-        best = min(best, (time.perf_counter() - start, tree_cpu() - cpu))
+        best = min(best, (time.perf_counter() - start, meter.stop()))
     return best
 
 
