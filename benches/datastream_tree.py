@@ -8,10 +8,11 @@ A generated tree of ``shop.order_items`` files (``<table>/yyyy/mm/dd/hh/mm/*.avr
 format and size; every contender reads that same tree from disk and writes typed rows of the
 same columns to Spark's ``noop`` sink, on ``local[1]`` with Spark's default file settings:
 
-- ``ours``: ``cdc_spark.read_datastream(spark, path, schema=..., event_columns=...)``, the
+- ``ours``: ``cdc_spark.read_datastream(spark, path, schema=..., event_columns=...,
+  path_column=False)`` (the same seven columns as the others), the
   ``cdc-datastream`` Python data source (files listed once, many files per task, read and
   decoded in the Python worker by the Rust core);
-- ``binaryFile``: the same call with ``plan="binaryFile"`` (Spark reads the files,
+- ``binaryFile``: the same call with ``plan="binaryFile"`` (with ``path``; Spark reads the files,
   ``decode`` in ``mapInArrow``), the plan before the data source;
 - ``spark``: what a Spark user writes without us: for Avro the spark-avro reader
   (``spark.read.format("avro")``), for JSON ``spark.read.json`` with the schema given, then
@@ -48,9 +49,11 @@ CONTENDERS = ("ours", "binaryFile", "spark", "in-process")
 def ours(spark, path: str, fmt: str, plan: str = "source"):
     from cdc_decode import spark as cdc_spark
 
+    # Without the path column where the plan allows: the same seven columns as spark-avro.
     return cdc_spark.read_datastream(
-        spark, path, format=fmt, schema=COLUMNS, event_columns=OUTPUT, plan=plan
-    )
+        spark, path, format=fmt, schema=COLUMNS, event_columns=OUTPUT, plan=plan,
+        **({"path_column": False} if plan == "source" else {}),
+    )  # fmt: skip
 
 
 def spark_avro(spark, path: str):

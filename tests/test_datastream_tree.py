@@ -79,7 +79,8 @@ def test_a_tree_reads_as_the_decoder_reads_its_files(spark, engine, fmt, tmp_pat
 
 
 def test_typed_columns_and_event_columns(spark, tmp_path):
-    """schema= and event_columns= as decode takes them: typed images, only those columns."""
+    """schema= and event_columns= as decode takes them: typed images, only those columns;
+    path_column=False leaves the path out."""
     tree = write_tree("datastream-avro", tmp_path, files=20)
     events = cdc_spark.read_datastream(
         spark, f"file:{tmp_path}", schema=TYPED, event_columns=["op", "event_id", "after"]
@@ -90,6 +91,9 @@ def test_typed_columns_and_event_columns(spark, tmp_path):
         == "struct<" + TYPED.replace(", ", ",").replace(" ", ":") + ">"
     )
     got = sorted((r.path, r.event_id, r.after) for r in events.collect())
+    bare = cdc_spark.read_datastream(spark, str(tmp_path), event_columns=["op"], path_column=False)
+    assert bare.columns == ["op"]
+    assert bare.count() == tree.events
     want = expected(tree.paths, "datastream-avro", schema=TYPED)
     cols = [want.column(c).to_pylist() for c in ("path", "event_id", "after")]
     assert [(p, e, None if a is None else tuple(a)) for p, e, a in got] == sorted(

@@ -244,6 +244,7 @@ def read_files(
     limits: Limits | None = None,
     event_columns: Sequence[str] | None = None,
     decoder: Any = None,
+    with_path: bool = True,
 ) -> Iterator[pa.RecordBatch]:
     """Reads and decodes files with one decoder: batches of ``path`` then the event columns.
 
@@ -285,7 +286,8 @@ def read_files(
             import pyarrow.compute as pc
 
             owner = pa.array(owners, pa.int32()).take(pc.subtract(ordinals, start))
-            yield _with_path(names.take(owner), events, event_columns)
+            paths = names.take(owner) if with_path else None
+            yield _with_path(paths, events, event_columns)
         start += len(chunk)
         chunk, owners, size = [], [], 0
 
@@ -307,12 +309,14 @@ def read_files(
 
 
 def _with_path(
-    paths: pa.Array, events: pa.RecordBatch, event_columns: Sequence[str] | None
+    paths: pa.Array | None, events: pa.RecordBatch, event_columns: Sequence[str] | None
 ) -> pa.RecordBatch:
     import pyarrow as pa
 
     if event_columns is not None:
         events = events.select(list(event_columns))
+    if paths is None:
+        return events
     return pa.RecordBatch.from_arrays(
         [paths, *events.columns], schema=pa.schema([pa.field("path", pa.string()), *events.schema])
     )
@@ -368,6 +372,7 @@ class _Options:
         self.bytes_per_partition = int(get("bytesperpartition", str(BYTES_PER_PARTITION)))
         max_files = get("maxfilespertrigger")
         self.max_files_per_trigger = int(max_files) if max_files else None
+        self.with_path = get("pathcolumn", "true").lower() != "false"
         if self.max_files_per_trigger is not None and self.max_files_per_trigger < 1:
             raise ValueError("maxFilesPerTrigger must be at least 1")
 
@@ -380,7 +385,8 @@ class _Options:
         if self.event_columns is not None:
             by_name = {f.name: f for f in fields}
             fields = [by_name[n] for n in self.event_columns]
-        return StructType([StructField("path", StringType(), True), *fields])
+        path = [StructField("path", StringType(), True)] if self.with_path else []
+        return StructType([*path, *fields])
 
     def read(self, uris: Sequence[str]) -> Iterator[pa.RecordBatch]:
         return read_files(
@@ -391,6 +397,7 @@ class _Options:
             schema=self.schema,
             limits=self.limits,
             event_columns=self.event_columns,
+            with_path=self.with_path,
         )
 
     def partitions(self, files: Sequence[tuple[str, int]]) -> list[InputPartition]:
@@ -412,8 +419,8 @@ class DatastreamSource(DataSource):
     default, or ``datastream-json``), ``mode``, ``engine``, ``schema`` (typed mode: a Spark
     DDL string), ``eventColumns`` (comma-separated), ``limits`` (JSON of
     :class:`cdc_decode.Limits` fields), ``minPartitions`` (default 1),
-    ``filesPerPartition`` (10,000), ``bytesPerPartition`` (128 MiB), and for streams
-    ``maxFilesPerTrigger``.
+    ``filesPerPartition`` (10,000), ``bytesPerPartition`` (128 MiB), ``pathColumn``
+    (``false``: no ``path`` column), and for streams ``maxFilesPerTrigger``.
     """
 
     @classmethod
@@ -515,6 +522,7 @@ def read_datastream(
     max_files_per_trigger: int | None = None,
     plan: str = "auto",
     min_partitions: int | None = None,
+    path_column: bool = True,
 ) -> DataFrame:
     """Read Google Cloud Datastream output as users find it: a tree of files under
     ``path`` (``gs://bucket/prefix/schema_table/yyyy/mm/dd/hh/mm/``, or any folder above
@@ -562,10 +570,12 @@ def read_datastream(
         plan: ``"auto"``, ``"source"`` or ``"binaryFile"`` (above).
         min_partitions: at least this many partitions (as the files allow); default
             ``spark.sparkContext.defaultParallelism``.
+        path_column: ``False`` leaves the ``path`` column out (``plan="source"``): each
+            row's file name is then not copied into the rows Spark makes.
 
     Returns:
         The change events, with ``path`` (the file each came from, ``file:/...`` for local
-        files) before the event columns.
+        files) before the event columns unless ``path_column=False``.
     """
     from .decoding import DecodeAccounting, decode
 
@@ -587,6 +597,8 @@ def read_datastream(
             except ValueError:
                 plan = "binaryFile"
     if plan == "binaryFile":
+        if not path_column:
+            raise ValueError("path_column=False is for plan='source'")
         if streaming:
             raise ValueError("streaming=True reads with plan='source'")
         return _read_binary_file(
@@ -615,6 +627,8 @@ def read_datastream(
     if min_partitions is None:
         min_partitions = spark.sparkContext.defaultParallelism
     options["minPartitions"] = str(min_partitions)
+    if not path_column:
+        options["pathColumn"] = "false"
     checked = _Options({**options, "path": path})  # the driver's check: fail here, not in a task
     register(spark)
     reader = spark.readStream if streaming else spark.read
