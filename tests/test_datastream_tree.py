@@ -59,7 +59,8 @@ def spark_table(df) -> pa.Table:
 )
 def test_a_tree_reads_as_the_decoder_reads_its_files(spark, engine, fmt, tmp_path):
     """Every file of a tree, hidden and foreign files skipped, each event with its file;
-    both plans give the same rows (the binaryFile one checked on the Rust engine)."""
+    every plan gives the same rows (driver and binaryFile checked on the Rust engine), and
+    the driver plan counts them in accounting=."""
     tree = write_tree(fmt, tmp_path, files=60, files_per_minute=7)
     table_dir = tree.paths[0].parent.parent.parent.parent.parent.parent
     (table_dir / "README.txt").write_text("not a Datastream file")
@@ -72,6 +73,12 @@ def test_a_tree_reads_as_the_decoder_reads_its_files(spark, engine, fmt, tmp_pat
     assert rows(spark_table(events)) == want
     if engine == "python":
         return
+    accounting = cdc_spark.DecodeAccounting(spark)
+    listed = cdc_spark.read_datastream(
+        spark, str(tmp_path), format=fmt, engine=engine, accounting=accounting
+    )  # plan="driver": listed here, decoded in mapInArrow, counted
+    assert rows(spark_table(listed)) == want
+    assert accounting.value()["events"] + accounting.value()["errors"] == tree.events
     old = cdc_spark.read_datastream(
         spark, str(tmp_path), format=fmt, engine=engine, plan="binaryFile"
     )
