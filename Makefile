@@ -31,7 +31,7 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
 	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta bench-apply \
-	demo-delta
+	demo-delta bench-datastream
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -301,6 +301,11 @@ bench-stream: build jars jars-kafka ## Streaming: broker -> sink events/s, batch
 
 bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs passthrough, local[1]
 	$(PY) benches/spark_race.py --rounds 5 --out docs/spark-race
+
+# The Datastream tree race (docs/datastream.md): readers of the same generated bucket tree on
+# disk at 5,000 and 50,000 files, Avro and JSON; writes docs/datastream-tree.md.
+bench-datastream: build jars ## Datastream tree race: read_datastream vs spark-avro / spark.read.json, local[1]
+	$(PY) benches/datastream_tree.py --out docs/datastream-tree.md
 
 lint: $(STAMPS)/venv ## rustfmt check, clippy -D warnings, ruff
 	cargo fmt --check

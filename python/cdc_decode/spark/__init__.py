@@ -3,8 +3,10 @@
 >>> from cdc_decode import spark as cdc_spark
 >>> events = cdc_spark.decode(kafka_df, "tencent-dts")
 
-- :mod:`cdc_decode.spark.decoding`: ``decode`` (``mapInArrow``), ``read_datastream``,
-  ``DecodeAccounting``, ``local_session``.
+- :mod:`cdc_decode.spark.decoding`: ``decode`` (``mapInArrow``), ``DecodeAccounting``,
+  ``local_session``.
+- :mod:`cdc_decode.spark.datastream`: ``read_datastream`` (batch and streaming) over the
+  ``cdc-datastream`` Python data source, for Datastream bucket trees.
 - :mod:`cdc_decode.spark.stream`: ``decode_stream``, Structured Streaming from Kafka with
   Tencent DTS multi-part sets joined across micro-batches (keyed state).
 - :mod:`cdc_decode.spark.apply`: ``apply_changes`` (events into a Delta table, SCD type 1
@@ -17,25 +19,25 @@ executors' Python (``PYSPARK_PYTHON``) must have ``cdc_decode`` and ``pyarrow`` 
 from __future__ import annotations
 
 from .apply import ApplyResult, apply_changes, current_rows
+from .datastream import read_datastream
 from .decoding import (
     KAFKA_COLUMNS,
     STATS,
     DecodeAccounting,
     decode,
     local_session,
-    read_datastream,
     spark_event_schema,
 )
 from .stream import MULTIPART_FORMATS, decode_stream
 
 __all__ = [
-    "ApplyResult",
-    "apply_changes",
-    "current_rows",
     "KAFKA_COLUMNS",
     "MULTIPART_FORMATS",
     "STATS",
+    "ApplyResult",
     "DecodeAccounting",
+    "apply_changes",
+    "current_rows",
     "decode",
     "decode_stream",
     "local_session",

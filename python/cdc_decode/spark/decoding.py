@@ -31,7 +31,6 @@ __all__ = [
     "DecodeAccounting",
     "decode",
     "local_session",
-    "read_datastream",
     "spark_event_schema",
 ]
 
@@ -533,59 +532,6 @@ def decode(
         event_columns=event_columns,
     )
     return typed.split(mapped, keep)
-
-
-def read_datastream(
-    spark: Any,
-    path: str,
-    *,
-    format: str = "datastream-avro",
-    mode: str = "permissive",
-    engine: str = "native",
-    limits: Limits | None = None,
-    accounting: DecodeAccounting | None = None,
-    schema: Any = None,
-    event_columns: Sequence[str] | None = None,
-) -> DataFrame:
-    """Read Google Cloud Datastream output as users find it: a tree of files under
-    ``path`` (``gs://bucket/prefix/schema_table/yyyy/mm/dd/hh/mm/``, or any folder above
-    it), every file below read.
-
-    ``datastream-avro`` reads each ``*.avro`` file whole (``spark.read.format("binaryFile")``:
-    one value per file, all of its events or one error row); ``datastream-json`` reads
-    the lines of every ``*.jsonl`` / ``*.json`` file (``spark.read.text``: one event each).
-
-    Args:
-        spark: the SparkSession.
-        path: a folder (read recursively) or a glob.
-        format: ``"datastream-avro"`` (the default) or ``"datastream-json"``.
-        mode: as :func:`decode`.
-        engine: as :func:`decode`.
-        limits: as :func:`decode`; ``max_message_bytes`` bounds an Avro file's size.
-        accounting: as :func:`decode`.
-        schema: typed mode, as :func:`decode` (docs/typed.md): the table's columns.
-        event_columns: as :func:`decode`: the event columns to return.
-
-    Returns:
-        The change events, with ``path`` (the file each came from) before the event
-        columns for Avro files.
-    """
-    options = {
-        "mode": mode,
-        "engine": engine,
-        "limits": limits,
-        "accounting": accounting,
-        "schema": schema,
-        "event_columns": event_columns,
-    }
-    reader = spark.read.option("recursiveFileLookup", "true")
-    if format == "datastream-avro":
-        files = reader.format("binaryFile").option("pathGlobFilter", "*.avro").load(path)
-        return decode(files, format, value_col="content", keep=["path"], **options)
-    if format == "datastream-json":
-        lines = reader.text(path)
-        return decode(lines, format, keep=[], **options)
-    raise ValueError(f"read_datastream reads datastream-avro or datastream-json, not {format!r}")
 
 
 def _checked_keep(df: DataFrame, fields: dict, keep: Sequence[str] | None) -> list[str]:

@@ -1,0 +1,294 @@
+"""The Datastream tree race: readers of the same bucket tree on disk, files/s and events/s.
+
+    make bench-datastream                         # Avro and JSON trees, 5,000 and 50,000 files
+    .venv/bin/python benches/datastream_tree.py --formats datastream-avro --files 5000
+
+A generated tree of ``shop.order_items`` files (``<table>/yyyy/mm/dd/hh/mm/*.avro`` or
+``*.jsonl``, 50 files per minute folder, about ten events per file) is written once per
+format and size; every contender reads that same tree from disk and writes typed rows of the
+same columns to Spark's ``noop`` sink, on ``local[1]`` with Spark's default file settings:
+
+- ``ours``: ``cdc_spark.read_datastream(spark, path, schema=..., event_columns=...,
+  path_column=False)`` (the same seven columns as the others), the
+  ``cdc-datastream`` Python data source (files listed once, many files per task, read and
+  decoded in the Python worker by the Rust core);
+- ``binaryFile``: the same call with ``plan="binaryFile"`` (with ``path``; Spark reads the files,
+  ``decode`` in ``mapInArrow``), the plan before the data source;
+- ``spark``: what a Spark user writes without us: for Avro the spark-avro reader
+  (``spark.read.format("avro")``), for JSON ``spark.read.json`` with the schema given, then
+  the format's logic as SQL expressions (op mapping, casts of the payload to the typed
+  columns), the same expressions as benches/spark_race.py;
+- ``in-process``: no Spark: Python reads every file and ``cdc_decode.decode`` decodes them
+  (typed) in one call, the ceiling.
+
+Each contender runs once on the smallest tree to warm up, then once per tree (one run:
+reading a tree is what is measured, and the page cache holds it for every contender alike).
+Writes ``--out`` (``docs/datastream-tree.md``) with the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benches"))
+
+from spark_race import COLUMNS, OUTPUT, _cpu, _row, _string_struct  # noqa: E402
+
+FORMATS = ("datastream-avro", "datastream-json")
+CONTENDERS = ("ours", "binaryFile", "spark", "in-process")
+
+
+def ours(spark, path: str, fmt: str, plan: str = "source"):
+    from cdc_decode import spark as cdc_spark
+
+    # Without the path column where the plan allows: the same seven columns as spark-avro.
+    return cdc_spark.read_datastream(
+        spark, path, format=fmt, schema=COLUMNS, event_columns=OUTPUT, plan=plan,
+        **({"path_column": False} if plan == "source" else {}),
+    )  # fmt: skip
+
+
+def spark_avro(spark, path: str):
+    """spark-avro over the tree, then the format's logic (benches/spark_race.py)."""
+    j = spark.read.format("avro").option("recursiveFileLookup", "true").load(path)
+    row = _row(lambda _, n: f"payload.{n}")
+    deleted = "source_metadata.change_type IN ('DELETE', 'UPDATE-DELETE')"
+    return j.selectExpr(
+        """CASE WHEN read_method LIKE '%backfill%' THEN 'read'
+             ELSE CASE source_metadata.change_type WHEN 'INSERT' THEN 'insert'
+               WHEN 'UPDATE-INSERT' THEN 'update_after' WHEN 'UPDATE-DELETE' THEN 'update_before'
+               WHEN 'DELETE' THEN 'delete' ELSE 'other' END
+           END AS op""",
+        "source_metadata.database AS source_db",
+        "source_metadata.table AS source_table",
+        "source_timestamp AS event_time",
+        "struct(source_metadata.log_file, source_metadata.log_position) AS sequence",
+        f"IF({deleted}, {row}, NULL) AS before",
+        f"IF({deleted}, NULL, {row}) AS after",
+    )
+
+
+def spark_json(spark, path: str):
+    """spark.read.json with the schema given, then the format's logic."""
+    schema = (
+        "read_method string, uuid string, source_timestamp bigint, "
+        "source_metadata struct<table: string, database: string, log_file: string, "
+        f"log_position: bigint, change_type: string>, payload {_string_struct()}"
+    )
+    j = spark.read.schema(schema).option("recursiveFileLookup", "true").json(path)
+    row = _row(lambda _, n: f"payload.{n}", "to_timestamp({}, 'yyyy-MM-dd HH:mm:ss[.SSSSSS] XXX')")
+    deleted = "source_metadata.change_type IN ('DELETE', 'UPDATE-DELETE')"
+    return j.selectExpr(
+        """CASE WHEN source_metadata IS NULL THEN 'tombstone'
+             WHEN read_method LIKE '%backfill%' THEN 'read'
+             ELSE CASE source_metadata.change_type WHEN 'INSERT' THEN 'insert'
+               WHEN 'UPDATE-INSERT' THEN 'update_after' WHEN 'UPDATE-DELETE' THEN 'update_before'
+               WHEN 'DELETE' THEN 'delete' WHEN 'UPDATE' THEN 'update' ELSE 'other' END
+           END AS op""",
+        "source_metadata.database AS source_db",
+        "source_metadata.table AS source_table",
+        "timestamp_millis(source_timestamp) AS event_time",
+        "struct(source_metadata.log_file, source_metadata.log_position) AS sequence",
+        f"IF({deleted}, {row}, NULL) AS before",
+        f"IF({deleted} OR source_metadata IS NULL, NULL, {row}) AS after",
+    )
+
+
+def in_process(path: str, fmt: str) -> int:
+    """Every file read by Python and decoded in one call; returns the rows."""
+    import cdc_decode
+    from cdc_decode.spark.datastream import list_tree
+
+    files = [uri[len("file:") :] for uri, _ in list_tree(path, fmt)]
+    values: list[bytes] = []
+    for name in files:
+        with open(name, "rb") as f:
+            data = f.read()
+        if fmt == "datastream-avro":
+            values.append(data)
+        else:
+            values.extend(data.splitlines())
+    return cdc_decode.decode(values, fmt, schema=COLUMNS).num_rows
+
+
+class CpuMeter:
+    """CPU seconds used by this process and every process below it (the Spark JVM, the
+    Python workers, the planning processes) while it runs, from /proc: the machine this
+    runs on may be shared, so CPU time is reported beside wall time.
+
+    A thread samples each process's own user + system time every 100 ms; a process's
+    CPU is its last sample minus its first (0 for one that started during the run), so a
+    process that exits or leaves the tree keeps what was sampled (at most 100 ms lost)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.first: dict[int, float] = {}
+        self.last: dict[int, float] = {}
+        self.tick = os.sysconf("SC_CLK_TCK")
+        self._stop = threading.Event()
+        self._new = False
+        self.sample()
+        self._new = True
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def sample(self) -> None:
+        parents: dict[int, int] = {}
+        times: dict[int, float] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            parents[int(entry)] = int(fields[1])
+            times[int(entry)] = (int(fields[11]) + int(fields[12])) / self.tick
+        me = os.getpid()
+        for pid, cpu in times.items():
+            p = pid
+            while p > 1 and p != me:
+                p = parents.get(p, 0)
+            if p != me:
+                continue
+            self.first.setdefault(pid, 0.0 if self._new else cpu)
+            self.last[pid] = cpu
+
+    def _run(self) -> None:
+        import threading
+
+        self.tid = threading.get_native_id()
+        while not self._stop.wait(0.1):
+            self.sample()
+        with open(f"/proc/self/task/{self.tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        self.own = (int(fields[11]) + int(fields[12])) / self.tick
+
+    def stop(self) -> float:
+        """Stops sampling; the CPU seconds used since the meter started (less the
+        sampling thread's own)."""
+        self._stop.set()
+        self.thread.join()
+        self.sample()
+        return sum(self.last[pid] - self.first[pid] for pid in self.last) - self.own
+
+
+def run(spark, contender: str, fmt: str, path: str) -> tuple[float, float]:
+    """One read of the tree by ``contender`` into the noop sink: (wall, CPU) seconds."""
+    meter = CpuMeter()
+    start = time.perf_counter()
+    if contender == "in-process":
+        in_process(path, fmt)
+        return time.perf_counter() - start, meter.stop()
+    if contender == "ours":
+        frame = ours(spark, path, fmt)
+    elif contender == "binaryFile":
+        frame = ours(spark, path, fmt, plan="binaryFile")
+    elif fmt == "datastream-avro":
+        frame = spark_avro(spark, path)
+    else:
+        frame = spark_json(spark, path)
+    frame.write.format("noop").mode("overwrite").save()
+    return time.perf_counter() - start, meter.stop()
+
+
+def session():
+    from cdc_decode.spark import local_session
+
+    jars = sorted(glob.glob(str(ROOT / ".jars" / "*.jar")))
+    if not jars:
+        sys.exit("no jars in .jars/: run `make jars` (spark-avro for the Avro contender)")
+    return local_session(
+        "cdc-decode-tree-race",
+        master="local[1]",
+        spark__jars=",".join(jars),
+        spark__driver__memory="4g",
+    )
+
+
+def table(rows: list[tuple[str, int, str, int, float, float]]) -> str:
+    import pyspark
+
+    lines = [
+        f"Spark {pyspark.__version__}, local[1], {platform.machine()} ({_cpu()}), Python "
+        f"{platform.python_version()}, {os.cpu_count()} cores; one run per tree after a "
+        "warm-up, noop sink, typed rows. Wall: elapsed seconds; CPU: CPU seconds of the "
+        "driver, the JVM and the Python workers together.",
+        "",
+        "| tree | files | contender | wall s | files/s | events/s | CPU s | files/CPU s "
+        "| ours vs it (wall) | (CPU) |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    ours = {(f, n): (w, c) for f, n, k, _, w, c in rows if k == "ours"}
+    for fmt, files, contender, events, wall, cpu in rows:
+        ratio = ["", ""]
+        if contender != "ours" and (fmt, files) in ours:
+            ratio = [f"{x / o:.1f}x" for x, o in zip((wall, cpu), ours[fmt, files], strict=True)]
+        lines.append(
+            f"| `{fmt}` | {files:,} | {contender} | {wall:.2f} | {files / wall:,.0f} | "
+            f"{events / wall:,.0f} | {cpu:.2f} | {files / max(cpu, 1e-9):,.0f} | "
+            f"{ratio[0]} | {ratio[1]} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--formats", nargs="*", default=list(FORMATS), choices=FORMATS)
+    parser.add_argument("--files", nargs="*", type=int, default=[5000, 50000])
+    parser.add_argument("--contenders", nargs="*", default=list(CONTENDERS), choices=CONTENDERS)
+    parser.add_argument(
+        "--binaryfile-max",
+        type=int,
+        default=5000,
+        help="race the binaryFile plan on trees of at most this many files (it is slow)",
+    )
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", type=Path, default=None, help="write the table here (.md)")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from cdc_decode.generate.tree import write_tree
+
+    spark = session()
+    rows = []
+    (ROOT / "target").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=str(ROOT / "target"), prefix="tree-race-") as tmp:
+        for fmt in args.formats:
+            for i, files in enumerate(sorted(args.files)):
+                path = str(Path(tmp) / f"{fmt}-{files}")
+                tree = write_tree(fmt, path, files=files, seed=args.seed)
+                for contender in args.contenders:
+                    if contender == "binaryFile" and files > args.binaryfile_max:
+                        continue
+                    if i == 0:
+                        run(spark, contender, fmt, path)  # warm-up
+                    wall, cpu = run(spark, contender, fmt, path)
+                    rows.append((fmt, files, contender, tree.events, wall, cpu))
+                    print(
+                        f"{fmt:16} {files:>7,} files {contender:11} {wall:7.2f} s "
+                        f"{files / wall:>9,.0f} files/s {tree.events / wall:>10,.0f} "
+                        f"events/s  CPU {cpu:7.2f} s",
+                        flush=True,
+                    )
+    spark.stop()
+    print()
+    print(table(rows))
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(table(rows) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
