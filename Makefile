@@ -237,8 +237,9 @@ fuzz-campaign: $(CARGO_FUZZ) build ## Long runs: FUZZ_RUNS executions of each fu
 test-fuzz: ## Every fuzz target briefly (10 s each), as CI runs them
 	$(MAKE) fuzz FUZZ_SECONDS=10
 
-demo: build ## Generate streams in every format, decode them on local Spark, show the tables and the throughput
+demo: build venv-spark42 delta-jars ## Streams in every format decoded on local Spark, then applied to Delta tables (SCD1, SCD2)
 	$(PY) -m cdc_decode.demo
+	$(MAKE) --no-print-directory demo-delta
 
 BENCH_DATA := target/bench-data
 
