@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from support.cluster_job import run_jobs
-from support.connect import ConnectServer
 
 import cdc_decode
 from cdc_decode import spark as cdc_spark
+from support.cluster_job import run_jobs
+from support.connect import ConnectServer
 
 pytestmark = pytest.mark.spark
 
@@ -127,9 +127,8 @@ def test_accounting_of_an_empty_partition_and_dropmalformed(connect):
 
 
 def test_typed_and_event_columns(connect):
-    from support.cluster_job import table_ddls
-
     from cdc_decode.generate import generate
+    from support.cluster_job import table_ddls
 
     stream = generate("debezium-json", messages=200, seed=3, tables=["shop.orders"])
     ddl = table_ddls()["shop.orders"]

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._limits import Limits, as_limits
 from .._schema import MODES, event_schema
+from .decoding import _is_connect
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -601,6 +602,10 @@ def read_datastream(
             plan = "binaryFile"
         else:
             plan = "driver" if accounting is not None or InputPartition is None else "source"
+            if accounting is not None and _is_connect(spark):
+                # Spark Connect has no accumulators: the accounting is observed on
+                # ``decode``'s output, which the binaryFile plan goes through.
+                plan = "binaryFile"
     if plan == "binaryFile":
         if not path_column:
             raise ValueError("path_column=False is not for plan='binaryFile'")
@@ -630,7 +635,7 @@ def read_datastream(
     if max_files_per_trigger is not None:
         options["maxFilesPerTrigger"] = str(max_files_per_trigger)
     if min_partitions is None:
-        min_partitions = spark.sparkContext.defaultParallelism
+        min_partitions = _default_parallelism(spark)
     options["minPartitions"] = str(min_partitions)
     if not path_column:
         options["pathColumn"] = "false"
@@ -657,7 +662,17 @@ def _read_listed(spark: Any, options: _Options, accounting: Any) -> DataFrame:
     schema = options.spark_schema()
     if not groups:
         return spark.createDataFrame([], schema)
-    lists = spark.sparkContext.parallelize([(g,) for g in groups], len(groups))
+    if _is_connect(spark):
+        if accounting is not None:
+            raise ValueError(
+                "accounting= on Spark Connect needs plan='binaryFile' (what plan='auto' picks)"
+            )
+        # No SparkContext on Connect: a round-robin repartition puts one row in each.
+        rows = spark.createDataFrame([(g,) for g in groups], "files array<string>")
+        lists = rows.repartition(len(groups))
+    else:
+        lists = spark.sparkContext.parallelize([(g,) for g in groups], len(groups))
+        lists = lists.toDF("files array<string>")
     reporter = None if accounting is None else accounting._reporter()
 
     def read_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -678,7 +693,16 @@ def _read_listed(spark: Any, options: _Options, accounting: Any) -> DataFrame:
             if reporter is not None:
                 reporter.report(decoder.stats())
 
-    return lists.toDF("files array<string>").mapInArrow(read_partition, schema)
+    return lists.mapInArrow(read_partition, schema)
+
+
+def _default_parallelism(spark: Any) -> int:
+    """``spark.sparkContext.defaultParallelism``; on Spark Connect (no SparkContext) the
+    ``spark.default.parallelism`` setting, else this machine's cores."""
+    if not _is_connect(spark):
+        return spark.sparkContext.defaultParallelism
+    value = spark.conf.get("spark.default.parallelism", None)
+    return int(value) if value else (os.cpu_count() or 1)
 
 
 def _read_binary_file(spark, path, format, decode, **options) -> DataFrame:
