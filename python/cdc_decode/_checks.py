@@ -1,0 +1,35 @@
+"""The option checks every entry point makes (the Python API, the Spark layer, the Python
+engine), each written once with its one error wording."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from ._schema import ENGINES, FORMATS, MODES
+
+
+def _one_of(what: str, value: Any, allowed: Iterable[str]) -> None:
+    if value not in allowed:
+        raise ValueError(f"unknown {what} {value!r}: expected one of {', '.join(allowed)}")
+
+
+def check_format(format: str, formats: Iterable[str] = FORMATS) -> None:
+    """Raises ``ValueError`` unless ``format`` is one of ``formats`` (all formats by default)."""
+    _one_of("format", format, formats)
+
+
+def check_mode(mode: str) -> None:
+    """Raises ``ValueError`` unless ``mode`` is one of :data:`MODES`."""
+    _one_of("mode", mode, MODES)
+
+
+def check_engine(engine: str) -> None:
+    """Raises ``ValueError`` unless ``engine`` is one of :data:`ENGINES`."""
+    _one_of("engine", engine, ENGINES)
+
+
+def check_schema_or_tables(schema: Any, tables: Any) -> None:
+    """Raises ``ValueError`` when both typed options are given (each excludes the other)."""
+    if schema is not None and tables is not None:
+        raise ValueError("give schema= (one table) or tables= (many), not both")
