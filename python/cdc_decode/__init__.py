@@ -19,7 +19,13 @@ from typing import Any, Literal, overload
 
 import pyarrow as pa
 
-from ._checks import check_engine, check_format, check_mode, check_schema_or_tables
+from ._checks import (
+    check_columns,
+    check_engine,
+    check_format,
+    check_mode,
+    check_schema_or_tables,
+)
 from ._errors import DecodeError
 from ._limits import Limits, as_limits
 from ._schema import ENGINES, FORMATS, RECORD_FORMATS, event_schema
@@ -57,25 +63,6 @@ Columns = Mapping[str, Sequence[str]]
 """``{"db.table": ["id", "name", ...]}``: the column names of positional row images."""
 
 
-def _check_columns(format: str, columns: Columns) -> dict[str, list[str]]:
-    """The ``columns`` option as a plain dict of lists of names, checked."""
-    if format != "tdsql-json":
-        raise ValueError(f"the columns option applies to tdsql-json only, not {format}")
-    if not isinstance(columns, Mapping):
-        raise TypeError('columns must be a mapping such as {"db.table": ["id", "name"]}')
-    checked = {}
-    for table, names in columns.items():
-        if not isinstance(table, str) or isinstance(names, str | bytes):
-            raise TypeError(f"columns[{table!r}] must be a list of column names")
-        names = list(names)
-        if not all(isinstance(n, str) for n in names):
-            raise TypeError(f"columns[{table!r}] must be a list of column names")
-        if len(set(names)) != len(names):
-            raise ValueError(f"columns[{table!r}] names a column twice")
-        checked[table] = names
-    return checked
-
-
 def _engine_decoder(
     engine: str,
     format: str,
@@ -87,7 +74,7 @@ def _engine_decoder(
 ):
     check_engine(engine)
     if columns is not None:
-        columns = _check_columns(format, columns)
+        columns = check_columns(format, columns)
     limits = as_limits(limits)
     if engine == "native":
         from ._native import NativeDecoder

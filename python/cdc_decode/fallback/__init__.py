@@ -35,7 +35,7 @@ from importlib import import_module
 
 import pyarrow as pa
 
-from .._checks import check_format, check_mode, check_schema_or_tables
+from .._checks import check_columns, check_format, check_mode, check_schema_or_tables
 from .._limits import Limits, as_limits, over
 from ._events import EventSink
 from ._typed import Typed
@@ -126,8 +126,8 @@ class PythonDecoder:
         check_mode(mode)
         self._format = format
         self._mode = mode
-        if columns is not None and format != "tdsql-json":
-            raise ValueError(f"the columns option applies to tdsql-json only, not {format}")
+        if columns is not None:
+            columns = check_columns(format, columns)
         self._limits = as_limits(limits)
         options: dict = {} if columns is None else {"columns": columns}
         cls = _format_class(format)

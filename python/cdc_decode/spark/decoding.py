@@ -20,7 +20,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .._checks import check_engine, check_format, check_mode, check_schema_or_tables
+from .._checks import (
+    check_columns,
+    check_engine,
+    check_format,
+    check_mode,
+    check_schema_or_tables,
+)
 from .._limits import Limits, as_limits
 from .._schema import RECORD_FORMATS, event_schema
 
@@ -465,9 +471,7 @@ def decode(
 
     if columns is not None:
         # Checked here, on the driver, and passed to the executors as plain lists.
-        from .. import _check_columns
-
-        columns = _check_columns(format, columns)
+        columns = check_columns(format, columns)
     typed = _Typed(schema, tables)
     event_columns = typed.checked_event_columns(event_columns)
     limits = as_limits(limits)
