@@ -9,12 +9,13 @@ import pytest
 from hypothesis import HealthCheck, settings
 from support.kafka import kafka_broker  # noqa: F401 (a fixture: the real Kafka broker)
 
+from cdc_decode import ENGINES  # the engines every test runs on
+
 ROOT = Path(__file__).resolve().parent.parent
 # ../shared sits beside the checkout, locally and in CI.
 SHARED = ROOT.parent / "shared"
 FIXTURES = SHARED / "fixtures"
 
-ENGINES = ["native", "python"]
 
 # Examples per property test: 300 by default (what `make test` runs); `make properties`
 # (tools/properties.py, docs/hardening.md) sets CDC_HYPOTHESIS_EXAMPLES for the long runs,

@@ -29,36 +29,26 @@ FORMAT = "datahub-blob"
 SIGN = 1 << 63
 
 
-ENGINE = "native"
-
-
-@pytest.fixture(autouse=True, params=["native", "python"])
-def _engine(request):
-    """Runs every test of this module on each engine."""
-    global ENGINE
-    ENGINE = request.param
-    yield
-    ENGINE = "native"
-
-
-def decoder(mode: str = "permissive") -> NativeDecoder | PythonDecoder:
-    if ENGINE == "native":
+def decoder(engine, mode: str = "permissive") -> NativeDecoder | PythonDecoder:
+    if engine == "native":
         return NativeDecoder(FORMAT, mode)
     return PythonDecoder(FORMAT, mode)
 
 
-def batch(values, mode: str = "permissive") -> pa.RecordBatch:
-    out, ordinals = decoder(mode).decode(pa.array(values, pa.binary()), None)
+def batch(engine, values, mode: str = "permissive") -> pa.RecordBatch:
+    out, ordinals = decoder(engine, mode).decode(pa.array(values, pa.binary()), None)
     assert len(ordinals) == out.num_rows
     return out
 
 
-def rows(*values) -> list[dict]:
-    return batch([v.encode("utf-8") if isinstance(v, str) else v for v in values]).to_pylist()
+def rows(engine, *values) -> list[dict]:
+    return batch(
+        engine, [v.encode("utf-8") if isinstance(v, str) else v for v in values]
+    ).to_pylist()
 
 
-def one(value) -> dict:
-    (row,) = rows(value)
+def one(engine, value) -> dict:
+    (row,) = rows(engine, value)
     assert row["error"] is None, row["error"]
     return row
 
@@ -79,8 +69,8 @@ def us(ms: int) -> datetime:
     return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
 
 
-def error_row(raw: bytes) -> None:
-    (row,) = batch([raw]).to_pylist()
+def error_row(engine, raw: bytes) -> None:
+    (row,) = batch(engine, [raw]).to_pylist()
     assert row["op"] == "error" and row["error"], row
     assert row["raw"] == raw and row["format"] == FORMAT
     assert all(
@@ -119,8 +109,8 @@ def error_row(raw: bytes) -> None:
         ("", "other"),
     ],
 )
-def test_every_op(source_op, op):
-    row = one(message(source_op, sequenceId="7"))
+def test_every_op(source_op, op, engine):
+    row = one(engine, message(source_op, sequenceId="7"))
     assert (row["op"], row["source_op"]) == (op, source_op)
     half = 0 if source_op in ("UPDATE_BEFOR", "UPDATE_BEFORE") else 1
     assert row["sequence"] == seq(7, half)
@@ -128,11 +118,12 @@ def test_every_op(source_op, op):
     assert row["position"] == "7"
 
 
-def test_update_as_two_messages_keeps_both_halves_in_order():
+def test_update_as_two_messages_keeps_both_halves_in_order(engine):
     image_before = {"dataColumn": {"id": 1, "v": "a"}}
     image_after = {"dataColumn": {"id": 1, "v": "b"}}
     for spelling in ("UPDATE_BEFOR", "UPDATE_BEFORE"):
         first, second = rows(
+            engine,
             message(spelling, before=image_before, sequenceId="1605339516000000005"),
             message("UPDATE_AFTER", after=image_after, sequenceId="1605339516000000005"),
         )
@@ -144,30 +135,35 @@ def test_update_as_two_messages_keeps_both_halves_in_order():
         assert first["sequence"] < second["sequence"]
 
 
-def test_one_update_after_with_both_images_is_one_update():
+def test_one_update_after_with_both_images_is_one_update(engine):
     row = one(
+        engine,
         message(
             "UPDATE_AFTER",
             before={"dataColumn": {"id": 2, "val": "1.100000"}},
             after={"dataColumn": {"id": 2, "val": "2.200000"}},
             sequenceId="9",
-        )
+        ),
     )
     assert row["op"] == "update"
     assert row["before"] == [("id", "2"), ("val", "1.100000")]
     assert row["after"] == [("id", "2"), ("val", "2.200000")]
     assert row["event_id"] == "9:1"
     # A before side without a dataColumn is no image: update_after.
-    row = one(message("UPDATE_AFTER", before={"dataColumn": None}, after={"dataColumn": {}}))
+    row = one(
+        engine, message("UPDATE_AFTER", before={"dataColumn": None}, after={"dataColumn": {}})
+    )
     assert (row["op"], row["before"], row["after"]) == ("update_after", None, [])
 
 
-def test_images_are_taken_as_sent_for_every_op():
-    row = one(message("INSERT", before={"dataColumn": {"a": 1}}, after={"dataColumn": {"a": 2}}))
+def test_images_are_taken_as_sent_for_every_op(engine):
+    row = one(
+        engine, message("INSERT", before={"dataColumn": {"a": 1}}, after={"dataColumn": {"a": 2}})
+    )
     assert (row["op"], row["before"], row["after"]) == ("insert", [("a", "1")], [("a", "2")])
-    row = one(message("DELETE"))
+    row = one(engine, message("DELETE"))
     assert (row["op"], row["before"], row["after"]) == ("delete", None, None)
-    row = one(message("ALTER", after={"other": 1}))  # no dataColumn: no image
+    row = one(engine, message("ALTER", after={"other": 1}))  # no dataColumn: no image
     assert row["after"] is None
 
 
@@ -175,14 +171,15 @@ def test_images_are_taken_as_sent_for_every_op():
 # full sync, times, sequence
 
 
-def test_full_sync_rows():
+def test_full_sync_rows(engine):
     row = one(
+        engine,
         message(
             "INSERT",
             after={"dataColumn": {"id": 2}},
             sequenceId="-1",
             timestamp={"checkpointTime": -1, "eventTime": -1, "systemTime": 1731661820245},
-        )
+        ),
     )
     assert row["op"] == "read" and row["source_op"] == "INSERT"
     assert row["event_time"] is None
@@ -191,11 +188,11 @@ def test_full_sync_rows():
     assert row["event_id"] is None and row["position"] is None
     assert row["metadata"] == [("version", "0.0.1")]  # checkpointTime -1 is left out
     # Only INSERT becomes read; other ops keep their mapping.
-    assert one(message("DELETE", sequenceId="-1"))["op"] == "delete"
+    assert one(engine, message("DELETE", sequenceId="-1"))["op"] == "delete"
 
 
-def test_times():
-    row = one(
+def test_times(engine):
+    row = one(engine,
         message(
             "INSERT",
             timestamp={"eventTime": 1605339932000, "systemTime": "1605339932736",
@@ -205,19 +202,19 @@ def test_times():
     assert row["event_time"] == us(1605339932000)
     assert row["capture_time"] == us(1605339932736)
     assert row["metadata"] == [("version", "0.0.1"), ("checkpointTime", "1605339932000")]
-    row = one(message("INSERT", timestamp={"eventTime": None, "systemTime": -1}))
+    row = one(engine, message("INSERT", timestamp={"eventTime": None, "systemTime": -1}))
     assert row["event_time"] is None and row["capture_time"] is None
-    row = one(message("INSERT", timestamp={"eventTime": 0, "systemTime": -1000}))
+    row = one(engine, message("INSERT", timestamp={"eventTime": 0, "systemTime": -1000}))
     assert row["event_time"] == us(0) and row["capture_time"] == us(-1000)
     # The largest time whose microseconds fit an i64 (Python's datetime cannot hold it).
-    out = batch([message("INSERT", timestamp={"eventTime": -9223372036854775}).encode()])
+    out = batch(engine, [message("INSERT", timestamp={"eventTime": -9223372036854775}).encode()])
     assert out.column("event_time").cast(pa.int64()).to_pylist() == [-9223372036854775000]
-    assert one(message("INSERT", timestamp=None))["event_time"] is None
+    assert one(engine, message("INSERT", timestamp=None))["event_time"] is None
 
 
-def test_sequence_encoding_orders_signed_ids():
+def test_sequence_encoding_orders_signed_ids(engine):
     ids = ["-9223372036854775808", "-5", "-1", "0", "000", "7", "9223372036854775807"]
-    got = rows(*(message("INSERT", sequenceId=i) for i in ids))
+    got = rows(engine, *(message("INSERT", sequenceId=i) for i in ids))
     keys = [r["sequence"] for r in got]
     assert keys == sorted(keys)
     assert keys[3] == keys[4] == seq(0)
@@ -228,10 +225,10 @@ def test_sequence_encoding_orders_signed_ids():
     ]  # fmt: skip
     assert [r["position"] for r in got] == [None, None, None, "0", "0", "7", "9223372036854775807"]
     # A number token works as well as a string; a string is read after unescaping.
-    assert one('{"payload":{"op":"INSERT","sequenceId":42}}')["event_id"] == "42:1"
-    assert one('{"payload":{"op":"INSERT","sequenceId":"\\u0031"}}')["event_id"] == "1:1"
+    assert one(engine, '{"payload":{"op":"INSERT","sequenceId":42}}')["event_id"] == "42:1"
+    assert one(engine, '{"payload":{"op":"INSERT","sequenceId":"\\u0031"}}')["event_id"] == "1:1"
     # No sequenceId: no sequence, no id (heartbeats).
-    row = one(message("MHEARTBEAT"))
+    row = one(engine, message("MHEARTBEAT"))
     assert (row["sequence"], row["event_id"], row["position"]) == (None, None, None)
 
 
@@ -239,7 +236,7 @@ def test_sequence_encoding_orders_signed_ids():
 # values
 
 
-def test_values_render_as_text():
+def test_values_render_as_text(engine):
     raw = (
         '{"payload":{"op":"INSERT","after":{"dataColumn":{'
         '"long":12345678901234567890123,"double_str":"1.100000","double":1.10,'
@@ -248,7 +245,7 @@ def test_values_render_as_text():
         '"empty":"","obj":{"b":[1.50,"x\\u0001\\n\\/",null,{}],"a":{"z":[]}},"arr":[ 1 , 2 ]'
         "}}}}"
     )
-    row = one(raw)
+    row = one(engine, raw)
     assert row["after"] == [
         ("long", "12345678901234567890123"),
         ("double_str", "1.100000"),
@@ -268,10 +265,10 @@ def test_values_render_as_text():
     ]
 
 
-def test_compact_json_escapes_exactly():
+def test_compact_json_escapes_exactly(engine):
     value = "".join(chr(c) for c in range(0x20)) + '"\\/\x7f\u2028é🚀'
     doc = {"payload": {"op": "INSERT", "after": {"dataColumn": {"v": [value]}}}}
-    row = one(json.dumps(doc, ensure_ascii=True))
+    row = one(engine, json.dumps(doc, ensure_ascii=True))
     expected = (
         '["\\u0000\\u0001\\u0002\\u0003\\u0004\\u0005\\u0006\\u0007\\b\\t\\n\\u000b\\f\\r'
         "\\u000e\\u000f\\u0010\\u0011\\u0012\\u0013\\u0014\\u0015\\u0016\\u0017\\u0018"
@@ -280,13 +277,13 @@ def test_compact_json_escapes_exactly():
     assert row["after"] == [("v", expected)]
 
 
-def test_duplicate_keys_first_wins_everywhere():
+def test_duplicate_keys_first_wins_everywhere(engine):
     raw = (
         '{"payload":{"op":"INSERT","sequenceId":"1","after":{"dataColumn":'
         '{"a":1,"b":{"x":1,"y":2,"x":3},"a":2}},"op":"DELETE","sequenceId":"2"},'
         '"payload":{"op":"TRUNCATE"},"version":"0.0.1","version":"9"}'
     )
-    row = one(raw)
+    row = one(engine, raw)
     assert (row["op"], row["event_id"]) == ("insert", "1:1")
     assert row["after"] == [("a", "1"), ("b", '{"x":1,"y":2}')]
     assert row["metadata"] == [("version", "0.0.1")]
@@ -296,28 +293,28 @@ def test_duplicate_keys_first_wins_everywhere():
 # schema, DDL, heartbeat, metadata
 
 
-def test_schema_fills_the_source_columns_and_primary_key():
+def test_schema_fills_the_source_columns_and_primary_key(engine):
     schema = {
         "dataColumn": [{"name": "id", "type": "LONG"}],
         "primaryKey": ["id", "name"],
         "source": {"dbType": "PostgreSQL", "dbVersion": "14", "dbName": "db",
                    "schemaName": "public", "tableName": "t", "region": "cn-hz"},
     }  # fmt: skip
-    row = one(message("INSERT", schema=schema))
+    row = one(engine, message("INSERT", schema=schema))
     assert (row["source_db"], row["source_schema"], row["source_table"]) == ("db", "public", "t")
     assert row["primary_key"] == ["id", "name"]
     assert row["metadata"] == [
         ("version", "0.0.1"), ("dbType", "PostgreSQL"), ("dbVersion", "14"), ("region", "cn-hz")
     ]  # fmt: skip
-    assert one(message("INSERT", schema={"primaryKey": []}))["primary_key"] is None
-    row = one(message("INSERT", schema={"source": {"dbName": ""}}))
+    assert one(engine, message("INSERT", schema={"primaryKey": []}))["primary_key"] is None
+    row = one(engine, message("INSERT", schema={"source": {"dbName": ""}}))
     assert row["source_db"] == "" and row["primary_key"] is None
-    assert one(message("INSERT", schema=None))["source_db"] is None
+    assert one(engine, message("INSERT", schema=None))["source_db"] is None
 
 
-def test_ddl_keeps_text_and_ddl_meta_verbatim():
+def test_ddl_keeps_text_and_ddl_meta_verbatim(engine):
     ddl_meta = "rO0ABXNyACljb20uYWxpYmFiYS5kaS5wbHVnaW4uY2VudGVyLm1ldGEuRERMTWV0YQLb5Cx/YWXt"
-    row = one(
+    row = one(engine,
         message(
             "ALTER",
             schema={"source": {"dbName": "yunshi_db", "dbType": "MySQL",
@@ -355,14 +352,15 @@ def test_ddl_keeps_text_and_ddl_meta_verbatim():
         "raw": None,
     }
     # ddlMeta is never decoded: anything text passes.
-    row = one(message("CREATE", ddl={"text": None, "ddlMeta": "not base64 at all!"}))
+    row = one(engine, message("CREATE", ddl={"text": None, "ddlMeta": "not base64 at all!"}))
     assert row["ddl"] is None and ("ddlMeta", "not base64 at all!") in row["metadata"]
 
 
-def test_heartbeat_from_the_seed():
+def test_heartbeat_from_the_seed(engine):
     row = one(
+        engine,
         '{ "schema": {}, "payload": { "op": "MHEARTBEAT", "timestamp": { "eventTime": '
-        '1605339953629, "checkpointTime": 1605339953629 } }, "version": "0.0.1" }'
+        '1605339953629, "checkpointTime": 1605339953629 } }, "version": "0.0.1" }',
     )
     assert row["op"] == "heartbeat" and row["source_op"] == "MHEARTBEAT"
     assert row["event_time"] == us(1605339953629) and row["capture_time"] is None
@@ -370,14 +368,14 @@ def test_heartbeat_from_the_seed():
     assert row["source_db"] is None and row["sequence"] is None
 
 
-def test_metadata_order_and_other_fields():
+def test_metadata_order_and_other_fields(engine):
     raw = (
         '{"extra":{"k":[1]},"schema":{"source":{"note":"s","dbType":"MySQL"},"shard":3},'
         '"payload":{"op":"INSERT","gtid":"uuid:5","ddl":{"ddlMeta":"AAA=","who":"me"},'
         '"timestamp":{"checkpointTime":5,"lag":null,"zone":"+08:00"},"version":"shadowed"},'
         '"version":1}'
     )
-    assert one(raw)["metadata"] == [
+    assert one(engine, raw)["metadata"] == [
         ("version", "1"),
         ("dbType", "MySQL"),
         ("checkpointTime", "5"),
@@ -389,7 +387,7 @@ def test_metadata_order_and_other_fields():
         ("zone", "+08:00"),
         ("who", "me"),
     ]
-    row = one('{"payload":{"op":"X"}}')
+    row = one(engine, '{"payload":{"op":"X"}}')
     assert row["metadata"] is None and row["source_op"] == "X"
 
 
@@ -479,62 +477,63 @@ DEEP_OK = '{"payload":{"op":"INSERT","after":{"dataColumn":{"v":' + "[" * 124 + 
         b'{"payload":{"op":"INSERT","x":' + b"[{" * 70 + b"1" + b"}]" * 70 + b"}}",
     ],
 )
-def test_errors(raw):
-    error_row(raw)
+def test_errors(raw, engine):
+    error_row(engine, raw)
 
 
-def test_depth_limit_is_exactly_128():
+def test_depth_limit_is_exactly_128(engine):
     depth = DEEP_OK.count("[") + 4  # top object, payload, after, dataColumn
     assert depth == 128
-    row = one(DEEP_OK)
+    row = one(engine, DEEP_OK)
     assert row["after"] == [("v", "[" * 124 + "]" * 124)]
     # Brackets inside strings do not count.
-    row = one(message("INSERT", after={"dataColumn": {"v": "[{" * 500}}))
+    row = one(engine, message("INSERT", after={"dataColumn": {"v": "[{" * 500}}))
     assert row["after"] == [("v", "[{" * 500)]
 
 
-def test_hostile_but_valid_inputs_decode():
+def test_hostile_but_valid_inputs_decode(engine):
     big = "x" * 5_000_000
     huge_number = "9" * 100_000
     raw = (
         '{"payload":{"op":"INSERT","after":{"dataColumn":{"s":"' + big + '","n":'
         + huge_number + ',"e":1e999999999}}}}'
     )  # fmt: skip
-    row = one(raw)
+    row = one(engine, raw)
     assert row["after"] == [("s", big), ("n", huge_number), ("e", "1e999999999")]
     # A surrogate pair is one character, in values and keys.
     row = one(
-        '{"payload":{"op":"INSERT","after":{"dataColumn":{"\\ud83d\\ude80":"\\ud83e\\udd8a"}}}}'
+        engine,
+        '{"payload":{"op":"INSERT","after":{"dataColumn":{"\\ud83d\\ude80":"\\ud83e\\udd8a"}}}}',
     )
     assert row["after"] == [("🚀", "🦊")]
-    assert one(b"\r\n\t " + message("INSERT").encode() + b" \n")["op"] == "insert"
+    assert one(engine, b"\r\n\t " + message("INSERT").encode() + b" \n")["op"] == "insert"
 
 
-def test_an_error_does_not_touch_the_other_messages():
+def test_an_error_does_not_touch_the_other_messages(engine):
     values = [message("INSERT", sequenceId="1").encode(), b"{", None, b"[" * 1000]
-    out = batch(values).to_pylist()
+    out = batch(engine, values).to_pylist()
     assert [r["op"] for r in out] == ["insert", "error", "tombstone", "error"]
     assert out[1]["raw"] == b"{" and out[3]["raw"] == b"[" * 1000
 
 
-def test_modes():
+def test_modes(engine):
     values = pa.array([message("INSERT").encode(), b"{", b"[]"], pa.binary())
-    dropping = decoder("dropmalformed")
+    dropping = decoder(engine, "dropmalformed")
     out, ordinals = dropping.decode(values, None)
     assert out.column("op").to_pylist() == ["insert"] and ordinals.to_pylist() == [0]
     assert dropping.stats() == {
         "messages": 3, "decoded": 1, "events": 1, "errors": 2, "dropped": 2, "pending": 0
     }  # fmt: skip
-    failing = decoder("failfast")
+    failing = decoder(engine, "failfast")
     with pytest.raises(cdc_decode.DecodeError, match="message 1: invalid JSON"):
         failing.decode(values, None)
-    finished, _ = decoder().finish()
+    finished, _ = decoder(engine).finish()
     assert finished.num_rows == 0
 
 
-def test_string_input_is_read_as_utf8():
+def test_string_input_is_read_as_utf8(engine):
     value = message("INSERT", after={"dataColumn": {"name": "山田太郎"}})
-    out, _ = decoder().decode(pa.array([value], pa.large_string()), None)
+    out, _ = decoder(engine).decode(pa.array([value], pa.large_string()), None)
     assert out.to_pylist()[0]["after"] == [("name", "山田太郎")]
 
 
@@ -596,14 +595,14 @@ FIXTURE_EVENTS = {
 
 
 @pytest.mark.parametrize("name", sorted(FIXTURE_EVENTS))
-def test_shared_fixtures(name):
-    assert one(fixture(name)) == FIXTURE_EVENTS[name]
+def test_shared_fixtures(name, engine):
+    assert one(engine, fixture(name)) == FIXTURE_EVENTS[name]
 
 
-def test_shared_fixtures_in_one_batch_and_applied():
+def test_shared_fixtures_in_one_batch_and_applied(engine):
     names = ["paimon-event-insert.txt", "paimon-event-update-in-one.txt",
              "paimon-event-delete.txt"]  # fmt: skip
-    out = batch([fixture(n) for n in names])
+    out = batch(engine, [fixture(n) for n in names])
     assert out.to_pylist() == [FIXTURE_EVENTS[n] for n in names]
     # The snapshot row of id 2 sorts first; id 1 was never seen, its delete is a no-op.
     assert apply_events(out) == {
@@ -620,7 +619,7 @@ SEED_SCHEMA = (
 )
 
 
-def test_the_seed_samples():
+def test_the_seed_samples(engine):
     insert = (
         "{ " + SEED_SCHEMA + ', "payload": { "op": "INSERT", "after": { "dataColumn": { "name": '
         '"joe", "comment": "comment", "id": 1 } }, "sequenceId": "1605339516000000004", '
@@ -641,7 +640,7 @@ def test_the_seed_samples():
         '"timestamp": { "eventTime": 1605339937000, "systemTime": 1605339937671, '
         '"checkpointTime": 1605339937000 } }, "version": "0.0.1" }'
     )
-    out = rows(insert, before, after, delete)
+    out = rows(engine, insert, before, after, delete)
     assert [r["op"] for r in out] == ["insert", "update_before", "update_after", "delete"]
     assert [r["event_id"] for r in out] == [
         "1605339516000000004:1", "1605339516000000005:0", "1605339516000000005:1",
@@ -653,13 +652,13 @@ def test_the_seed_samples():
         assert r["primary_key"] == ["id", "name"]
         assert (r["source_db"], r["source_table"]) == ("yunshi_db", "t_shiyu_pk")
         assert r["metadata"][:2] == [("version", "0.0.1"), ("dbType", "MySQL")]
-    states = [apply_events(batch([v.encode() for v in out_values]))
+    states = [apply_events(batch(engine, [v.encode() for v in out_values]))
               for out_values in ([insert], [insert, before], [insert, before, after])]  # fmt: skip
     table = "yunshi_db.t_shiyu_pk"
     assert states[0][table] == {("1", "joe"): {"name": "joe", "comment": "comment", "id": "1"}}
     assert states[1] == {}
     assert states[2][table] == {("1", "joe"): {"name": "joe", "comment": "com1", "id": "1"}}
-    assert apply_events(batch([v.encode() for v in (insert, before, after, delete)])) == {}
+    assert apply_events(batch(engine, [v.encode() for v in (insert, before, after, delete)])) == {}
 
 
 # ---------------------------------------------------------------------------------------
@@ -671,16 +670,16 @@ def stream():
     return generate(FORMAT, messages=4000, seed=7)
 
 
-def test_generated_stream_decodes_to_the_expected_events(stream):
+def test_generated_stream_decodes_to_the_expected_events(stream, engine):
     assert stream.messages == 4000
-    engine = decoder()
+    engine = decoder(engine)
     out, _ = engine.decode(pa.array(stream.values, pa.binary()), None)
     assert engine.stats()["errors"] == 0
     assert_events_equal(pa.Table.from_batches([out]), stream.expected)
 
 
-def test_applying_the_decoded_events_gives_the_final_state(stream):
-    out = batch(stream.values)
+def test_applying_the_decoded_events_gives_the_final_state(stream, engine):
+    out = batch(engine, stream.values)
     state = apply_events(out)
     assert state.keys() == stream.final_state.keys()
     for table, table_rows in stream.final_state.items():
@@ -726,7 +725,7 @@ def test_generated_stream_covers_the_format(stream):
     assert sequences == sorted(sequences), "the log order is the sequence order"
 
 
-def test_generator_is_deterministic_and_exact():
+def test_generator_is_deterministic_and_exact(engine):
     a = generate(FORMAT, messages=500, seed=11)
     b = generate(FORMAT, messages=500, seed=11)
     assert a.values == b.values and a.expected.equals(b.expected)
@@ -735,12 +734,12 @@ def test_generator_is_deterministic_and_exact():
     for messages in (0, 1, 2, 7, 40, 133):
         s = generate(FORMAT, messages=messages, seed=messages)
         assert s.messages == messages == s.rows
-        assert apply_events(batch(s.values)) == s.final_state, messages
+        assert apply_events(batch(engine, s.values)) == s.final_state, messages
 
 
-def test_generator_dts_path_is_unchanged():
+def test_generator_dts_path_is_unchanged(engine):
     dts = generate("tencent-dts", messages=50, seed=2)
-    out = cdc_decode.decode(dts.values, "tencent-dts", engine=ENGINE)
+    out = cdc_decode.decode(dts.values, "tencent-dts", engine=engine)
     assert_events_equal(pa.Table.from_batches([out]), dts.expected)
 
 

@@ -15,25 +15,15 @@ from compare import assert_same_events
 import cdc_decode
 
 FORMAT = "datastream-json"
-ENGINE = "native"
 
 
-@pytest.fixture(autouse=True, params=["native", "python"])
-def _engine(request):
-    """Runs every test of this module on each engine."""
-    global ENGINE
-    ENGINE = request.param
-    yield
-    ENGINE = "native"
-
-
-def decode(values) -> list[dict]:
+def decode(engine, values) -> list[dict]:
     values = [v.encode() if isinstance(v, str) else v for v in values]
-    return cdc_decode.decode(values, FORMAT, engine=ENGINE).to_pylist()
+    return cdc_decode.decode(values, FORMAT, engine=engine).to_pylist()
 
 
-def one(value) -> dict:
-    (row,) = decode([value if isinstance(value, str) else json.dumps(value)])
+def one(engine, value) -> dict:
+    (row,) = decode(engine, [value if isinstance(value, str) else json.dumps(value)])
     assert row["error"] is None, row["error"]
     return row
 
@@ -62,8 +52,8 @@ MYSQL = {
 }  # fmt: skip
 
 
-def test_a_mysql_event():
-    row = one(MYSQL)
+def test_a_mysql_event(engine):
+    row = one(engine, MYSQL)
     assert row["op"] == "update_before" and row["source_op"] == "UPDATE-DELETE"
     assert (row["source_db"], row["source_schema"], row["source_table"]) == ("shop", None, "orders")
     assert row["before"] == [("id", "7"), ("name", "ann"), ("price", "12.50"), ("tags", '["a"]')]
@@ -97,41 +87,45 @@ def test_a_mysql_event():
         ("oracle_dump", None, "read", "after"),
     ],
 )
-def test_ops_and_image_sides(read_method, change_type, op, side):
+def test_ops_and_image_sides(read_method, change_type, op, side, engine):
     meta = {} if change_type is None else {"change_type": change_type}
-    row = one({"read_method": read_method, "source_metadata": meta, "payload": {"id": 1}})
+    row = one(engine, {"read_method": read_method, "source_metadata": meta, "payload": {"id": 1}})
     assert row["op"] == op
     assert row[side] == [("id", "1")]
     assert row["before" if side == "after" else "after"] is None
 
 
-def test_backfill_sorts_before_cdc_in_mysql():
+def test_backfill_sorts_before_cdc_in_mysql(engine):
     base = {"source_timestamp": 1000, "source_metadata": {"log_file": "f", "log_position": 9}}
-    backfill = one({**base, "read_method": "mysql-backfill-fulldump"})
-    cdc = one({**base, "read_method": "mysql-cdc-binlog", "source_timestamp": 1})
+    backfill = one(engine, {**base, "read_method": "mysql-backfill-fulldump"})
+    cdc = one(engine, {**base, "read_method": "mysql-cdc-binlog", "source_timestamp": 1})
     assert backfill["sequence"] < cdc["sequence"]
 
 
-def test_oracle_postgres_sqlserver_mongodb_salesforce_keys():
-    oracle = one({"read_method": "oracle-cdc-logminer", "source_timestamp": 5,
-                  "source_metadata": {"schema": "HR", "table": "EMP", "scn": 123, "rs_id": "0x1",
-                                      "ssn": 4, "tx_id": "7.1.9", "row_id": "AAA"}})  # fmt: skip
+def test_oracle_postgres_sqlserver_mongodb_salesforce_keys(engine):
+    oracle = one(engine, {"read_method": "oracle-cdc-logminer", "source_timestamp": 5,
+                          "source_metadata": {"schema": "HR", "table": "EMP", "scn": 123,
+                                              "rs_id": "0x1", "ssn": 4, "tx_id": "7.1.9",
+                                              "row_id": "AAA"}})  # fmt: skip
     assert oracle["sequence"] == i64(5000) + u64(123) + b"0x1\x00\x01" + u64(4)
     assert (oracle["position"], oracle["tx_id"], oracle["source_schema"]) == ("123", "7.1.9", "HR")
     pg_meta = {"schema": "public", "table": "t", "lsn": "16/B374D848"}
-    pg = one({"read_method": "postgresql-cdc", "source_timestamp": 5, "source_metadata": pg_meta})
+    pg = one(
+        engine, {"read_method": "postgresql-cdc", "source_timestamp": 5, "source_metadata": pg_meta}
+    )
     assert pg["sequence"] == i64(5000) + u64(0x16, 0xB374D848) and pg["position"] == "16/B374D848"
-    sqlserver = one({"read_method": "sqlserver-cdc", "source_timestamp": 5,
-                     "source_metadata": {"lsn": "00000027:00000ba0:0003"}})  # fmt: skip
+    sqlserver = one(engine, {"read_method": "sqlserver-cdc", "source_timestamp": 5,
+                             "source_metadata": {"lsn": "00000027:00000ba0:0003"}})  # fmt: skip
     assert sqlserver["sequence"] == i64(5000) + b"00000027:00000ba0:0003\x00\x01"
-    mongo = one({"read_method": "mongodb-cdc", "source_timestamp": 5, "sort_keys": [1700000000, 7],
-                 "source_metadata": {"collection": "users"}})  # fmt: skip
+    mongo = one(engine, {"read_method": "mongodb-cdc", "source_timestamp": 5,
+                         "sort_keys": [1700000000, 7],
+                         "source_metadata": {"collection": "users"}})  # fmt: skip
     assert mongo["sequence"] == u64(1700000000, 7) and mongo["source_table"] == "users"
     sf_meta = {"object_name": "Account"}
-    salesforce = one({"read_method": "salesforce-cdc", "source_timestamp": 5,
-                      "sort_keys": [5, "x"], "source_metadata": sf_meta})  # fmt: skip
+    salesforce = one(engine, {"read_method": "salesforce-cdc", "source_timestamp": 5,
+                              "sort_keys": [5, "x"], "source_metadata": sf_meta})  # fmt: skip
     assert salesforce["sequence"] == i64(5000) and salesforce["source_table"] == "Account"
-    assert one({"read_method": "mysql-cdc-binlog"})["sequence"] is None
+    assert one(engine, {"read_method": "mysql-cdc-binlog"})["sequence"] is None
 
 
 @pytest.mark.parametrize(
@@ -144,13 +138,13 @@ def test_oracle_postgres_sqlserver_mongodb_salesforce_keys():
         ("1640410924408", 1640410924408),
     ],
 )
-def test_both_timestamp_encodings(text, ms):
-    assert one({"source_timestamp": text})["event_time"] == us(ms)
-    assert one({"read_timestamp": ms})["capture_time"] == us(ms)
+def test_both_timestamp_encodings(text, ms, engine):
+    assert one(engine, {"source_timestamp": text})["event_time"] == us(ms)
+    assert one(engine, {"read_timestamp": ms})["capture_time"] == us(ms)
 
 
-def test_fractions_are_truncated_to_microseconds():
-    row = one({"source_timestamp": "2021-12-25 05:42:04.123456789"})
+def test_fractions_are_truncated_to_microseconds(engine):
+    row = one(engine, {"source_timestamp": "2021-12-25 05:42:04.123456789"})
     assert row["event_time"] == datetime(2021, 12, 25, 5, 42, 4, 123456, tzinfo=timezone.utc)
 
 
@@ -176,8 +170,8 @@ BAD = [
 
 
 @pytest.mark.parametrize("raw", BAD)
-def test_bad_input_is_one_error_row(raw):
-    (row,) = decode([raw])
+def test_bad_input_is_one_error_row(raw, engine):
+    (row,) = decode(engine, [raw])
     assert row["op"] == "error" and row["error"] and row["raw"] == raw
 
 
@@ -210,13 +204,13 @@ def stream(request):
     return generate(FORMAT, messages=3000, seed=request.param)
 
 
-def test_generated_stream_decodes_to_the_expected_events_and_tables(stream):
+def test_generated_stream_decodes_to_the_expected_events_and_tables(stream, engine):
     import pyarrow as pa
     from test_generator import assert_events_equal
 
     from cdc_decode.generate import apply_events
 
-    out = cdc_decode.decode(stream.values, FORMAT, engine=ENGINE)
+    out = cdc_decode.decode(stream.values, FORMAT, engine=engine)
     assert out.column("error").null_count == out.num_rows
     assert_events_equal(pa.Table.from_batches([out]), stream.expected)
     assert apply_events(out) == stream.final_state  # the events name their keys

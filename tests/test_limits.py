@@ -223,7 +223,15 @@ def test_dts_max_parts(limit, engine):
 def test_dts_max_parts_equal_batches():
     payload = envelope(entry(BEGIN))
     values = [envelope(data=payload, total=n, index=0) for n in (3, 4)]
-    both(values, "tencent-dts", Limits(max_parts=3))
+    limits = Limits(max_parts=3)
+    batch = both(values, "tencent-dts", limits)
+    # The set of 4 parts is refused at once; the set of 3 stays open until the input ends.
+    assert batch.column("op").to_pylist() == ["error", "error"]
+    assert batch.column("raw").to_pylist() == [values[1], values[0]]
+    for engine in ("native", "python"):
+        out = cdc_decode.decode(values, "tencent-dts", limits=limits, engine=engine)
+        assert "4 parts, over max_parts = 3" in errors(out)[0]
+        assert "max_parts" not in errors(out)[1]
 
 
 def test_dts_max_pending_bytes():

@@ -17,25 +17,15 @@ import cdc_decode
 from cdc_decode.generate import apply_events, generate
 
 FORMAT = "tdsql-json"
-ENGINE = "native"
 
 
-@pytest.fixture(autouse=True, params=["native", "python"])
-def _engine(request):
-    """Runs every test of this module on each engine."""
-    global ENGINE
-    ENGINE = request.param
-    yield
-    ENGINE = "native"
-
-
-def decode(values, **options) -> list[dict]:
+def decode(engine, values, **options) -> list[dict]:
     values = [v.encode() if isinstance(v, str) else v for v in values]
-    return cdc_decode.decode(values, FORMAT, engine=ENGINE, **options).to_pylist()
+    return cdc_decode.decode(values, FORMAT, engine=engine, **options).to_pylist()
 
 
-def one(value, **options) -> dict:
-    (row,) = decode([value], **options)
+def one(engine, value, **options) -> dict:
+    (row,) = decode(engine, [value], **options)
     assert row["error"] is None, row["error"]
     return row
 
@@ -75,9 +65,9 @@ SEED_QUERY = """{"logtype":"mysqlbinlog","eventtype":2,"eventtypestr":"query","d
 UUID = "35be190b-d019-11e7-ab7a-a0423f32c225"
 
 
-def test_the_seed_samples():
+def test_the_seed_samples(engine):
     insert = SEED_INSERT.replace('"localport":0000', '"localport":0')
-    rows = decode([insert, SEED_GTID, SEED_XID, SEED_QUERY])
+    rows = decode(engine, [insert, SEED_GTID, SEED_XID, SEED_QUERY])
     assert [r["error"] for r in rows] == [None] * 4
     common = {"format": FORMAT, "source_schema": None, "capture_time": None,
               "position": None, "primary_key": None, "error": None, "raw": None}  # fmt: skip
@@ -103,7 +93,7 @@ def test_the_seed_samples():
     assert rows[3]["op"] == "ddl" and rows[3]["sequence"] == key(452, 2)
     assert rows[3]["ddl"] == "create table test_table1 (id int primary key,name varchar(20))"
     # The page's own insert sample is not JSON as printed (`"localport":0000`).
-    assert decode([SEED_INSERT])[0]["op"] == "error"
+    assert decode(engine, [SEED_INSERT])[0]["op"] == "error"
     # In log order: the earlier transaction (452) first.
     assert rows[3]["sequence"] < rows[1]["sequence"] < rows[2]["sequence"]
 
@@ -117,17 +107,17 @@ def test_the_seed_samples():
     [("insert", "insert"), ("update", "update"), ("delete", "delete"), ("gtid", "begin"),
      ("xid", "commit"), ("query", "ddl"), ("rotate", "other"), ("INSERT", "other")],
 )  # fmt: skip
-def test_every_op(source_op, op):
-    row = one(json.dumps({"eventtypestr": source_op}))
+def test_every_op(source_op, op, engine):
+    row = one(engine, json.dumps({"eventtypestr": source_op}))
     assert (row["op"], row["source_op"]) == (op, source_op)
 
 
-def test_images_are_positional_and_empty_arrays_are_no_image():
-    insert = one(dml("insert", [], ["1", "'a'"]))
+def test_images_are_positional_and_empty_arrays_are_no_image(engine):
+    insert = one(engine, dml("insert", [], ["1", "'a'"]))
     assert insert["before"] is None and insert["after"] == [("0", "1"), ("1", "a")]
-    delete = one(dml("delete", ["1", "'a'"], []))
+    delete = one(engine, dml("delete", ["1", "'a'"], []))
     assert delete["before"] == [("0", "1"), ("1", "a")] and delete["after"] is None
-    assert one(json.dumps({"eventtypestr": "update", "where": None}))["before"] is None
+    assert one(engine, json.dumps({"eventtypestr": "update", "where": None}))["before"] is None
 
 
 @pytest.mark.parametrize(
@@ -155,39 +145,39 @@ def test_images_are_positional_and_empty_arrays_are_no_image():
         ("##isnull##", "##isnull##"),
     ],
 )
-def test_sql_literals(item, text):
-    assert one(dml("insert", [], [item]))["after"] == [("0", text)]
+def test_sql_literals(item, text, engine):
+    assert one(engine, dml("insert", [], [item]))["after"] == [("0", text)]
 
 
-def test_number_tokens_and_nulls_in_images():
+def test_number_tokens_and_nulls_in_images(engine):
     raw = '{"eventtypestr":"insert","field":[1.50,-0,null,"x"]}'
-    assert one(raw)["after"] == [("0", "1.50"), ("1", "-0"), ("2", None), ("3", "x")]
+    assert one(engine, raw)["after"] == [("0", "1.50"), ("1", "-0"), ("2", None), ("3", "x")]
 
 
-def test_columns_name_the_images():
+def test_columns_name_the_images(engine):
     columns = {"d.t": ["id", "name"], "d.other": ["x"]}
-    row = one(dml("update", ["1", "'a'", "'extra'"], ["1"]), columns=columns)
+    row = one(engine, dml("update", ["1", "'a'", "'extra'"], ["1"]), columns=columns)
     assert row["before"] == [("id", "1"), ("name", "a"), ("2", "extra")]
     assert row["after"] == [("id", "1")]
     other = json.dumps({"eventtypestr": "insert", "db": "d", "table": "u", "field": ["1"]})
-    assert one(other, columns=columns)["after"] == [("0", "1")]
+    assert one(engine, other, columns=columns)["after"] == [("0", "1")]
 
 
-def test_a_name_that_is_a_later_position_keeps_the_keys_unique():
+def test_a_name_that_is_a_later_position_keeps_the_keys_unique(engine):
     raw = dml("insert", [], ["'a'", "'b'", "'c'", "'d'"])
     # "2" names value 0, so value 2 (key "2") is left out: the first key wins.
-    assert one(raw, columns={"d.t": ["2", "x"]})["after"] == [
+    assert one(engine, raw, columns={"d.t": ["2", "x"]})["after"] == [
         ("2", "a"), ("x", "b"), ("3", "d")
     ]  # fmt: skip
     # Only canonical positions collide; a name inside the names' own range takes none.
-    assert one(raw, columns={"d.t": ["02", "3"]})["after"] == [
+    assert one(engine, raw, columns={"d.t": ["02", "3"]})["after"] == [
         ("02", "a"), ("3", "b"), ("2", "c")
     ]  # fmt: skip
-    assert one(raw, columns={"d.t": ["0", "x"]})["after"] == [
+    assert one(engine, raw, columns={"d.t": ["0", "x"]})["after"] == [
         ("0", "a"), ("x", "b"), ("2", "c"), ("3", "d")
     ]  # fmt: skip
     # A left-out value is still checked.
-    (row,) = decode([dml("insert", [], ["'a'", "'b'", True])], columns={"d.t": ["2", "x"]})
+    (row,) = decode(engine, [dml("insert", [], ["'a'", "'b'", True])], columns={"d.t": ["2", "x"]})
     assert row["op"] == "error" and "field[2]" in row["error"]
 
 
@@ -195,50 +185,50 @@ def test_a_name_that_is_a_later_position_keeps_the_keys_unique():
     "columns, error",
     [({"d.t": ["a", "a"]}, ValueError), ({"d.t": "ab"}, TypeError), ([("d.t", ["a"])], TypeError)],
 )
-def test_bad_columns(columns, error):
+def test_bad_columns(columns, error, engine):
     with pytest.raises(error):
-        cdc_decode.Decoder(FORMAT, engine=ENGINE, columns=columns)
+        cdc_decode.Decoder(FORMAT, engine=engine, columns=columns)
 
 
-def test_columns_belong_to_tdsql_only():
+def test_columns_belong_to_tdsql_only(engine):
     with pytest.raises(ValueError, match="tdsql-json only"):
-        cdc_decode.decode([b"{}"], "datahub-blob", engine=ENGINE, columns={"d.t": ["a"]})
+        cdc_decode.decode([b"{}"], "datahub-blob", engine=engine, columns={"d.t": ["a"]})
 
 
 # ---------------------------------------------------------------------------------------
 # Header fields
 
 
-def test_sequence_event_id_position_and_times():
+def test_sequence_event_id_position_and_times(engine):
     raw = dml("update", ["1"], ["2"], sub_event_index=3, filename="binlog.000012",
               orgoffset="4711", begintime="1700000000", prefix="p", sequence_num=9)  # fmt: skip
-    row = one(raw)
+    row = one(engine, raw)
     assert row["sequence"] == key(7, 2, 3) and row["event_id"] == "u:7:2:3"
     assert row["position"] == "binlog.000012:4711"
     assert row["event_time"] == at(1700000000) and row["tx_id"] == "u:7"
     assert row["metadata"] == [("filename", "binlog.000012"), ("orgoffset", "4711"),
                                ("prefix", "p"), ("sequence_num", "9")]  # fmt: skip
     # MariaDB GTIDs; GTIDs without a number; no gtid or no event_index.
-    assert one(dml("insert", gtid="0-1-42"))["sequence"] == key(42, 2)
-    odd = one(dml("insert", gtid="anonymous"))
+    assert one(engine, dml("insert", gtid="0-1-42"))["sequence"] == key(42, 2)
+    odd = one(engine, dml("insert", gtid="anonymous"))
     assert odd["sequence"] is None and odd["event_id"] == "anonymous:2"
-    bare = one(json.dumps({"eventtypestr": "insert", "gtid": "u:1"}))
+    bare = one(engine, json.dumps({"eventtypestr": "insert", "gtid": "u:1"}))
     assert bare["sequence"] is None and bare["event_id"] is None
-    assert one(dml("insert", filename="f"))["position"] is None
+    assert one(engine, dml("insert", filename="f"))["position"] is None
 
 
-def test_order_keys_follow_the_log():
+def test_order_keys_follow_the_log(engine):
     events = [dml("insert", gtid=g, event_index=i, sub_event_index=s)
               for g, i, s in [("u:9", 1, 0), ("u:9", 2, 0), ("u:9", 2, 1), ("u:10", 1, 0),
                               ("u:100", 0, 0)]]  # fmt: skip
-    keys = [r["sequence"] for r in decode(events)]
+    keys = [r["sequence"] for r in decode(engine, events)]
     assert keys == sorted(keys) and len(set(keys)) == len(keys)
 
 
-def test_metadata_first_key_wins_and_nulls_are_left_out():
+def test_metadata_first_key_wins_and_nulls_are_left_out(engine):
     raw = '{"eventtypestr":"xid","xid":"1","xid":"2","n":null,"o":{"a":[1]},"db":"x"}'
-    assert one(raw)["metadata"] == [("xid", "1"), ("o", '{"a":[1]}')]
-    assert one('{"eventtypestr":"xid"}')["metadata"] is None
+    assert one(engine, raw)["metadata"] == [("xid", "1"), ("o", '{"a":[1]}')]
+    assert one(engine, '{"eventtypestr":"xid"}')["metadata"] is None
 
 
 # ---------------------------------------------------------------------------------------
@@ -311,34 +301,36 @@ BAD = [
 
 
 @pytest.mark.parametrize("raw", BAD)
-def test_bad_input_is_one_error_row(raw):
-    (row,) = decode([raw])
+def test_bad_input_is_one_error_row(raw, engine):
+    (row,) = decode(engine, [raw])
     assert row["op"] == "error" and row["error"] and row["raw"] == raw
     assert all(row[c] is None for c in row if c not in ("format", "op", "error", "raw"))
 
 
-def test_hostile_but_valid_inputs_decode():
+def test_hostile_but_valid_inputs_decode(engine):
     big = "x" * 5_000_000
     raw = '{"eventtypestr":"insert","field":["\'' + big + "'\"," + "9" * 100_000 + "]}"
-    assert one(raw)["after"] == [("0", big), ("1", "9" * 100_000)]
+    assert one(engine, raw)["after"] == [("0", big), ("1", "9" * 100_000)]
     # 128 levels (the top object and 127 arrays) are fine; a huge token in metadata is text.
     deep = "[" * 127 + "]" * 127
-    row = one('{"eventtypestr":"insert","x":' + deep + ',"localport":1e999999999}')
+    row = one(engine, '{"eventtypestr":"insert","x":' + deep + ',"localport":1e999999999}')
     assert row["metadata"] == [("x", deep), ("localport", "1e999999999")]
     # A multi-megabyte image, half of it escapes, and a surrogate pair in a key.
     quoted = "it''s \\\\ " * 300_000
-    row = one(json.dumps({"eventtypestr": "insert", "\U0001f680": 1, "field": [f"'{quoted}'"]}))
+    row = one(
+        engine, json.dumps({"eventtypestr": "insert", "\U0001f680": 1, "field": [f"'{quoted}'"]})
+    )
     assert row["after"] == [("0", "it's \\ " * 300_000)] and row["metadata"] == [("🚀", "1")]
 
 
-def test_errors_touch_nothing_else_and_modes():
+def test_errors_touch_nothing_else_and_modes(engine):
     values = [dml("insert", [], ["1"]).encode(), b"{", None, b"[]"]
-    rows = decode(values)
+    rows = decode(engine, values)
     assert [r["op"] for r in rows] == ["insert", "error", "tombstone", "error"]
-    dropped = cdc_decode.decode(values, FORMAT, engine=ENGINE, mode="dropmalformed")
+    dropped = cdc_decode.decode(values, FORMAT, engine=engine, mode="dropmalformed")
     assert dropped.column("op").to_pylist() == ["insert", "tombstone"]
     with pytest.raises(cdc_decode.DecodeError, match="^message 1: "):
-        cdc_decode.decode(values, FORMAT, engine=ENGINE, mode="failfast")
+        cdc_decode.decode(values, FORMAT, engine=engine, mode="failfast")
 
 
 # ---------------------------------------------------------------------------------------
@@ -350,14 +342,14 @@ def stream(request):
     return generate(FORMAT, messages=3000, seed=request.param)
 
 
-def test_generated_stream_decodes_to_the_expected_events(stream):
-    out = cdc_decode.decode(stream.values, FORMAT, engine=ENGINE)
+def test_generated_stream_decodes_to_the_expected_events(stream, engine):
+    out = cdc_decode.decode(stream.values, FORMAT, engine=engine)
     assert out.column("error").null_count == out.num_rows
     assert_events_equal(pa.Table.from_batches([out]), stream.expected)
 
 
-def test_generated_stream_with_column_names_rebuilds_the_tables(stream):
-    out = cdc_decode.decode(stream.values, FORMAT, engine=ENGINE,
+def test_generated_stream_with_column_names_rebuilds_the_tables(stream, engine):
+    out = cdc_decode.decode(stream.values, FORMAT, engine=engine,
                             columns=stream.options["columns"])  # fmt: skip
     state = apply_events(out, primary_keys=stream.primary_keys)
     assert state == stream.final_state

@@ -19,9 +19,16 @@ from typing import Any, Literal, overload
 
 import pyarrow as pa
 
+from ._checks import (
+    check_columns,
+    check_engine,
+    check_format,
+    check_mode,
+    check_schema_or_tables,
+)
 from ._errors import DecodeError
 from ._limits import Limits, as_limits
-from ._schema import FORMATS, MODES, RECORD_FORMATS, event_schema
+from ._schema import ENGINES, FORMATS, RECORD_FORMATS, event_schema
 from ._typed import (
     TableSchema,
     as_schema,
@@ -33,6 +40,7 @@ from ._typed import (
 )
 
 __all__ = [
+    "ENGINES",
     "FORMATS",
     "DecodeError",
     "Decoder",
@@ -46,8 +54,6 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-ENGINES = ("native", "python")
-
 _INPUT_TYPES = (pa.binary(), pa.large_binary(), pa.string(), pa.large_string())
 
 Decoded = pa.RecordBatch | dict[str | None, pa.RecordBatch]
@@ -55,25 +61,6 @@ Decoded = pa.RecordBatch | dict[str | None, pa.RecordBatch]
 
 Columns = Mapping[str, Sequence[str]]
 """``{"db.table": ["id", "name", ...]}``: the column names of positional row images."""
-
-
-def _check_columns(format: str, columns: Columns) -> dict[str, list[str]]:
-    """The ``columns`` option as a plain dict of lists of names, checked."""
-    if format != "tdsql-json":
-        raise ValueError(f"the columns option applies to tdsql-json only, not {format}")
-    if not isinstance(columns, Mapping):
-        raise TypeError('columns must be a mapping such as {"db.table": ["id", "name"]}')
-    checked = {}
-    for table, names in columns.items():
-        if not isinstance(table, str) or isinstance(names, str | bytes):
-            raise TypeError(f"columns[{table!r}] must be a list of column names")
-        names = list(names)
-        if not all(isinstance(n, str) for n in names):
-            raise TypeError(f"columns[{table!r}] must be a list of column names")
-        if len(set(names)) != len(names):
-            raise ValueError(f"columns[{table!r}] names a column twice")
-        checked[table] = names
-    return checked
 
 
 def _engine_decoder(
@@ -85,20 +72,17 @@ def _engine_decoder(
     tables: list[tuple[str, pa.Schema]] | None = None,
     limits: Limits | None = None,
 ):
+    check_engine(engine)
     if columns is not None:
-        columns = _check_columns(format, columns)
+        columns = check_columns(format, columns)
     limits = as_limits(limits)
     if engine == "native":
         from ._native import NativeDecoder
 
         return NativeDecoder(format, mode, columns, schema, tables, limits.as_dict())
-    if engine == "python":
-        from .fallback import PythonDecoder
+    from .fallback import PythonDecoder
 
-        return PythonDecoder(
-            format, mode, columns=columns, schema=schema, tables=tables, limits=limits
-        )
-    raise ValueError(f"unknown engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    return PythonDecoder(format, mode, columns=columns, schema=schema, tables=tables, limits=limits)
 
 
 def _as_arrays(values: Any) -> list[pa.Array]:
@@ -206,15 +190,12 @@ class Decoder:
         tables: Mapping[str, TableSchema] | None = None,
         limits: Limits | None = None,
     ) -> None:
-        if format not in FORMATS:
-            raise ValueError(f"unknown format {format!r}: expected one of {', '.join(FORMATS)}")
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
+        check_format(format)
+        check_mode(mode)
         self.format = format
         self.mode = mode
         self.engine = engine
-        if schema is not None and tables is not None:
-            raise ValueError("give schema= (one table) or tables= (many), not both")
+        check_schema_or_tables(schema, tables)
         self.schema = None if schema is None else as_schema(schema)
         self.tables = None if tables is None else as_tables(tables)
         self._inner = _engine_decoder(

@@ -19,6 +19,10 @@ RECORD_FORMATS: tuple[str, ...] = ("datahub-tuple",)
 """The formats whose input is records (a pyarrow RecordBatch or Table), not binary values."""
 
 MODES: tuple[str, ...] = ("permissive", "dropmalformed", "failfast")
+"""What a decoder does with a message that does not decode (docs/events.md)."""
+
+ENGINES: tuple[str, ...] = ("native", "python")
+"""The engines: the Rust core and the pure-Python fallback, equal in output."""
 
 _TEXT_MAP = pa.map_(pa.string(), pa.string())
 _TIMESTAMP = pa.timestamp("us", tz="UTC")

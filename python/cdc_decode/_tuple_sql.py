@@ -26,24 +26,22 @@ from __future__ import annotations
 
 from typing import Any
 
-# The format's names and messages are the Python engine's (one definition of each).
-from .fallback.datahub_tuple import (
-    _EXPECTED_FLAGS,
-    _MAX_MS,
+# The format's names and messages: one definition, which the Python engine uses too.
+from ._tuple_format import (
     AFTER_IMAGE,
     BEFORE_IMAGE,
     EXCUTE_TIME,
     EXECUTE_TIME,
+    EXPECTED_FLAGS,
     FORMAT,
+    HEADS,
     LOG_FILE_NAME_OFFSET,
+    MAX_MS,
     OPERATION_TYPE,
     SEQUENCE_ID,
     SOURCE_TABLE,
 )
-from .fallback.datahub_tuple import (
-    _HEADS as _FALLBACK_HEADS,
-)
-from .fallback.datahub_tuple import META_COLUMNS as META
+from ._tuple_format import META_COLUMNS as META
 
 _MIN_I64 = -(2**63)
 # The order key's second half, 8 bytes: 0 for an update's before row, 1 otherwise.
@@ -55,7 +53,7 @@ _FIRST_DAY = -719_528
 _END_DAY = 2_932_897
 _INTEGERS = ("byte", "short", "integer", "long")
 # "INY" (I/U/D, before flag, after flag) -> (op, half): the combinations the format allows.
-_HEADS = {"".join(key): (op, half) for key, (op, half, _side) in _FALLBACK_HEADS.items()}
+_HEADS = {"".join(key): (op, half) for key, (op, half, _side) in HEADS.items()}
 # The types a meta column may have (the others: string); the decoder refuses the rest.
 _META_KINDS = {
     SEQUENCE_ID: ("string", *_INTEGERS),
@@ -407,9 +405,9 @@ def plan(
         F.lit(" and _after_image_ "),
         after_flag,
         F.lit(": "),
-        F.when(op == "I", _EXPECTED_FLAGS["I"])
-        .when(op == "D", _EXPECTED_FLAGS["D"])
-        .otherwise(_EXPECTED_FLAGS["U"]),
+        F.when(op == "I", EXPECTED_FLAGS["I"])
+        .when(op == "D", EXPECTED_FLAGS["D"])
+        .otherwise(EXPECTED_FLAGS["U"]),
     )
     # (condition, error): the decoder's checks in its order; the first that holds wins.
     checks = [
@@ -443,7 +441,7 @@ def plan(
         ms = col("__cdc_ms")
         ms_ok = _is_integer(col(r.time), r.types[r.time], ms)
         present = col(r.time).isNotNull()
-        in_range = ms.between(-_MAX_MS, _MAX_MS)
+        in_range = ms.between(-MAX_MS, MAX_MS)
         not_integer = F.concat(
             F.lit(f"{r.time}: expected a 64-bit integer, got "),
             _describe(col(r.time).cast("string")),

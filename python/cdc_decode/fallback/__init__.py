@@ -29,12 +29,14 @@ A format of records sets ``records = True`` and has ``prepare(batch)`` instead o
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import import_module
 
 import pyarrow as pa
 
+from .._checks import check_columns, check_format, check_mode, check_schema_or_tables
 from .._limits import Limits, as_limits, over
-from .._schema import MODES
 from ._events import EventSink
 from ._typed import Typed
 
@@ -81,6 +83,20 @@ def _format_class(format: str) -> type:
         ) from exc
 
 
+@contextmanager
+def _without_gc() -> Iterator[None]:
+    """The cyclic garbage collector paused: the rows are acyclic tuples and lists, and the
+    collector, triggered over and over by their allocations, would only rescan them (half
+    the time spent)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
 class PythonDecoder:
     """A stateful decoder of one format: the pure-Python engine.
 
@@ -106,14 +122,12 @@ class PythonDecoder:
         tables: list | None = None,
         limits: Limits | None = None,
     ) -> None:
-        if format not in _FORMATS:
-            raise ValueError(f"the python engine has no decoder for format {format!r}")
-        if mode not in MODES:
-            raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
+        check_format(format, FORMATS)
+        check_mode(mode)
         self._format = format
         self._mode = mode
-        if columns is not None and format != "tdsql-json":
-            raise ValueError(f"the columns option applies to tdsql-json only, not {format}")
+        if columns is not None:
+            columns = check_columns(format, columns)
         self._limits = as_limits(limits)
         options: dict = {} if columns is None else {"columns": columns}
         cls = _format_class(format)
@@ -122,8 +136,7 @@ class PythonDecoder:
         self._decoder = cls(**options)
         self._takes_records = getattr(self._decoder, "records", False)
         self._stats = {"messages": 0, "decoded": 0, "events": 0, "errors": 0, "dropped": 0}
-        if schema is not None and tables is not None:
-            raise ValueError("give schema or tables, not both")
+        check_schema_or_tables(schema, tables)
         typed = schema is not None or tables is not None
         self._typed = Typed(schema, tables) if typed else None
 
@@ -161,24 +174,19 @@ class PythonDecoder:
         first = self._stats["messages"]
         done = 0
         max_bytes = self._limits.max_message_bytes
-        # The rows are acyclic tuples and lists: the cyclic garbage collector, triggered
-        # over and over by their allocations, would only rescan them (half the time spent).
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
         try:
-            for ordinal, (raw, key) in enumerate(zip(raws, key_list, strict=True), first):
-                done += 1
-                if raw is None:
-                    sink.tombstone(ordinal)
-                elif len(raw) > max_bytes:
-                    what = f"message is {len(raw):,} bytes"
-                    sink.error(ordinal, raw, over(what, "max_message_bytes", max_bytes))
-                else:
-                    decode_one(raw, key, ordinal, sink)
+            with _without_gc():
+                for ordinal, (raw, key) in enumerate(zip(raws, key_list, strict=True), first):
+                    done += 1
+                    if raw is None:
+                        sink.tombstone(ordinal)
+                    elif len(raw) > max_bytes:
+                        what = f"message is {len(raw):,} bytes"
+                        sink.error(ordinal, raw, over(what, "max_message_bytes", max_bytes))
+                    else:
+                        decode_one(raw, key, ordinal, sink)
         finally:
             self._stats["messages"] = first + done
-            if gc_was_enabled:
-                gc.enable()
         if last:
             self._decoder.finish(sink)
         return sink.build()
@@ -211,16 +219,13 @@ class PythonDecoder:
         record = records.record
         first = self._stats["messages"]
         done = 0
-        gc_was_enabled = gc.isenabled()
-        gc.disable()
         try:
-            for row in range(batch.num_rows):
-                done += 1
-                record(row, first + row, sink)
+            with _without_gc():
+                for row in range(batch.num_rows):
+                    done += 1
+                    record(row, first + row, sink)
         finally:
             self._stats["messages"] = first + done
-            if gc_was_enabled:
-                gc.enable()
         if last:
             self._decoder.finish(sink)
         return sink.build()

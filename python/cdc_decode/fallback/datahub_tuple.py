@@ -17,6 +17,23 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.types as pt
 
+from .._tuple_format import (
+    AFTER_IMAGE,
+    BEFORE_IMAGE,
+    EXCUTE_TIME,
+    EXECUTE_TIME,
+    EXPECTED_FLAGS,
+    FORMAT,
+    HEADS,
+    LOG_FILE_NAME_OFFSET,
+    MAX_MS,
+    META_COLUMNS,
+    OPERATION_TYPE,
+    SEQUENCE_COLUMNS,
+    SEQUENCE_ID,
+    SOURCE_TABLE,
+    TIME_COLUMNS,
+)
 from ._events import EventSink
 from ._typed import Hints, Unconvertible
 from ._values import (
@@ -29,23 +46,6 @@ from ._values import (
     timestamp_text,
 )
 
-FORMAT = "datahub-tuple"
-
-SEQUENCE_ID = "_sequence_id_"
-LOG_FILE_NAME_OFFSET = "_log_file_name_offset_"
-OPERATION_TYPE = "_operation_type_"
-EXECUTE_TIME = "_execute_time_"
-EXCUTE_TIME = "_excute_time_"
-BEFORE_IMAGE = "_before_image_"
-AFTER_IMAGE = "_after_image_"
-SOURCE_TABLE = "_source_table_"
-
-_SEQUENCE_KINDS = (SEQUENCE_ID, LOG_FILE_NAME_OFFSET)
-_TIME_KINDS = (EXECUTE_TIME, EXCUTE_TIME)
-_STRING_KINDS = (OPERATION_TYPE, BEFORE_IMAGE, AFTER_IMAGE, SOURCE_TABLE)
-META_COLUMNS = frozenset(_SEQUENCE_KINDS + _TIME_KINDS + _STRING_KINDS)
-"""The meta column names; every other column is a data column."""
-
 _STRING_TYPES = "expected a string type (string, large_string, string_view)"
 _SEQUENCE_TYPES = "expected a string or integer type"
 _TIME_TYPES = "expected a string, integer or timestamp type"
@@ -56,20 +56,7 @@ _DATA_TYPES = (
 
 _SEQUENCE = struct.Struct(">QQ").pack
 _SIGN = 1 << 63
-_MAX_MS = (2**63 - 1) // 1000  # the largest |milliseconds| whose microseconds fit an i64
 _INTEGER = re.compile(r"-?[0-9]+\Z")
-# (I/U/D, before flag, after flag) -> (op, half, image side) for the combinations allowed.
-_HEADS = {
-    ("I", "N", "Y"): ("insert", 1, "after"),
-    ("D", "Y", "N"): ("delete", 1, "before"),
-    ("U", "Y", "N"): ("update_before", 0, "before"),
-    ("U", "N", "Y"): ("update_after", 1, "after"),
-}
-_EXPECTED_FLAGS = {
-    "I": "expected N/Y (an insert is an after image)",
-    "D": "expected Y/N (a delete is a before image)",
-    "U": "expected Y/N (before image) or N/Y (after image)",
-}
 
 
 # Typed mode: an integer TUPLE TIMESTAMP is epoch microseconds.
@@ -147,9 +134,9 @@ def _renderable(t: pa.DataType) -> bool:
 
 def _meta_refuses(name: str, t: pa.DataType) -> str | None:
     """``None`` when meta column ``name`` may have type ``t``, else what it expects."""
-    if name in _SEQUENCE_KINDS:
+    if name in SEQUENCE_COLUMNS:
         return None if _is_string(t) or pt.is_integer(t) else _SEQUENCE_TYPES
-    if name in _TIME_KINDS:
+    if name in TIME_COLUMNS:
         ok = _is_string(t) or pt.is_integer(t) or pt.is_timestamp(t)
         return None if ok else _TIME_TYPES
     return None if _is_string(t) else _STRING_TYPES
@@ -269,7 +256,7 @@ class Records:
 
     def _event(self, row: int) -> tuple:
         source_op = self.operations[row]
-        if source_op not in _EXPECTED_FLAGS:
+        if source_op not in EXPECTED_FLAGS:
             raise _Malformed(f"{OPERATION_TYPE}: expected I, U or D, got {_describe(source_op)}")
         flags = []
         for name, values in ((BEFORE_IMAGE, self.befores), (AFTER_IMAGE, self.afters)):
@@ -277,11 +264,11 @@ class Records:
             if flag != "Y" and flag != "N":
                 raise _Malformed(f"{name}: expected Y or N, got {_describe(flag)}")
             flags.append(flag)
-        head = _HEADS.get((source_op, *flags))
+        head = HEADS.get((source_op, *flags))
         if head is None:
             raise _Malformed(
                 f"{OPERATION_TYPE}: {source_op} with {BEFORE_IMAGE} {flags[0]} and "
-                f"{AFTER_IMAGE} {flags[1]}: {_EXPECTED_FLAGS[source_op]}"
+                f"{AFTER_IMAGE} {flags[1]}: {EXPECTED_FLAGS[source_op]}"
             )
         op, half, side = head
         sequence_id = _integer(self.sequences[row], self.sequence_name)
@@ -330,7 +317,7 @@ class Records:
         ms = _integer(value, name)
         if ms == -1:
             return None  # a full-sync row: no time
-        if not -_MAX_MS <= ms <= _MAX_MS:
+        if not -MAX_MS <= ms <= MAX_MS:
             raise _Malformed(f"{name}: {ms} milliseconds is out of range")
         return ms * 1000
 

@@ -123,27 +123,38 @@ def avro_long(n: int) -> bytes:
     return bytes(out)
 
 
-def _zstandard(null_file: bytes) -> bytes:
-    """A null-codec file's blocks compressed with zstandard (fastavro writes that codec only
-    with a library this project does not install)."""
+def _zstandard(schema: dict, records: list, sync: bytes, sync_interval: int) -> bytes:
+    """The object-container file fastavro writes of ``records``, its blocks compressed
+    with zstandard (fastavro writes that codec only with a library this project does not
+    install): the same header and the same block boundaries (a block ends once its encoded
+    records reach ``sync_interval`` bytes)."""
     import zstandard
 
-    from ..fallback.datastream_avro import _header, _long, _take
-
-    schema, _, sync, pos = _header(null_file)
-    meta = [(b"avro.schema", schema), (b"avro.codec", b"zstandard")]
+    text = json.dumps(
+        {k: v for k, v in schema.items() if k not in ("__fastavro_parsed", "__named_schemas")}
+    ).encode()
+    meta = [(b"avro.schema", text), (b"avro.codec", b"zstandard")]
     out = bytearray(b"Obj\x01" + avro_long(len(meta)))
     for key, value in meta:
         out += avro_long(len(key)) + key + avro_long(len(value)) + value
     out += b"\x00" + sync
     compressor = zstandard.ZstdCompressor()
-    while pos < len(null_file):
-        count, pos = _long(null_file, pos)
-        size, pos = _long(null_file, pos)
-        data, pos = _take(null_file, pos, size)
-        pos += 16
-        packed = compressor.compress(data)
-        out += avro_long(count) + avro_long(len(packed)) + packed + sync
+    block = io.BytesIO()
+    count = 0
+
+    def flush() -> None:
+        nonlocal block, count
+        packed = compressor.compress(block.getvalue())
+        out.extend(avro_long(count) + avro_long(len(packed)) + packed + sync)
+        block, count = io.BytesIO(), 0
+
+    for record in records:
+        fastavro.schemaless_writer(block, schema, record)
+        count += 1
+        if block.tell() >= sync_interval:
+            flush()
+    if count:
+        flush()
     return bytes(out)
 
 
@@ -248,18 +259,16 @@ class DatastreamAvroWriter(DatastreamJsonWriter):
             if pick < 0:
                 codec = name
                 break
-        out = io.BytesIO()
         schema = fastavro.parse_schema(self.schema(events[0]))
-        fastavro.writer(
-            out,
-            schema,
-            [e.record for e in events],
-            codec="null" if codec == "zstandard" else codec,
-            sync_marker=rng.randbytes(16),
-            sync_interval=rng.choice([1 << 10, 16 << 10]),
-        )
+        records = [e.record for e in events]
+        sync = rng.randbytes(16)
+        sync_interval = rng.choice([1 << 10, 16 << 10])
         if codec == "zstandard":
-            return _zstandard(out.getvalue())
+            return _zstandard(schema, records, sync, sync_interval)
+        out = io.BytesIO()
+        fastavro.writer(
+            out, schema, records, codec=codec, sync_marker=sync, sync_interval=sync_interval
+        )
         return out.getvalue()
 
     def heartbeat(self, seconds: int) -> tuple[None, list]:

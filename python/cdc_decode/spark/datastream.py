@@ -30,8 +30,9 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._checks import check_engine, check_mode
 from .._limits import Limits, as_limits
-from .._schema import MODES, event_schema
+from .._schema import event_schema
 from .decoding import _is_connect
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,7 +58,6 @@ SOURCE = "cdc-datastream"
 """The name the data source is registered under: ``spark.read.format("cdc-datastream")``."""
 
 SUFFIXES = {"datastream-avro": (".avro",), "datastream-json": (".jsonl", ".json")}
-_ENGINES = ("native", "python")
 # A partition holds at most this many files or bytes (the listing is cut in order), and
 # read() decodes at most this many files / bytes per Arrow batch.
 FILES_PER_PARTITION = 10_000
@@ -344,13 +344,9 @@ class _Options:
                 f"{SOURCE} reads datastream-avro or datastream-json, not {self.format!r}"
             )
         self.mode = get("mode", "permissive")
-        if self.mode not in MODES:
-            raise ValueError(f"unknown mode {self.mode!r}: expected one of {', '.join(MODES)}")
+        check_mode(self.mode)
         self.engine = get("engine", "native")
-        if self.engine not in _ENGINES:
-            raise ValueError(
-                f"unknown engine {self.engine!r}: expected one of {', '.join(_ENGINES)}"
-            )
+        check_engine(self.engine)
         schema = get("schema")
         arrow = get("arrowschema")
         if arrow:

@@ -17,10 +17,18 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .._checks import (
+    check_columns,
+    check_engine,
+    check_format,
+    check_mode,
+    check_schema_or_tables,
+)
 from .._limits import Limits, as_limits
-from .._schema import FORMATS, MODES, RECORD_FORMATS, event_schema
+from .._schema import RECORD_FORMATS, event_schema
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -40,7 +48,6 @@ STATS: tuple[str, ...] = ("messages", "decoded", "events", "errors", "dropped", 
 KAFKA_COLUMNS: tuple[str, ...] = ("topic", "partition", "offset", "timestamp")
 """The Kafka source columns kept beside the events by default, where the input has them."""
 
-_ENGINES = ("native", "python")
 _PLANS = ("auto", "sql", "arrow")
 _SHARD_HEADER = "ShardId"
 # datahub-tuple: the meta columns a DataFrame of TUPLE records must have (one of each
@@ -305,16 +312,30 @@ def _arrow_schema(schema: Any) -> pa.Schema:
     return to_arrow_schema(schema)
 
 
-def _mapped(df: DataFrame, out_schema: Any, reporter: Any, **options: Any) -> DataFrame:
+@dataclass(frozen=True)
+class _Job:
+    """The options of one :func:`decode` call that every partition's decoder shares (plain,
+    picklable values: they travel to the executors)."""
+
+    format: str
+    mode: str
+    engine: str
+    schema: pa.Schema | None
+    tables: list[tuple[str, pa.Schema]] | None
+    limits: Limits
+    event_columns: list[str] | None
+
+
+def _mapped(df: DataFrame, out_schema: Any, reporter: Any, job: _Job, **options: Any) -> DataFrame:
     """``df.mapInArrow`` of the partition decoder; on Spark Connect with accounting, with
     the stats rows observed and removed (see :class:`DecodeAccounting`)."""
     from pyspark.sql.types import StructType
 
     if isinstance(reporter, _Observed):
         schema = StructType([*out_schema.fields, reporter.stats_field()])
-        fn = _partition_decoder(**options, reporter=None, stats_schema=schema)
+        fn = _partition_decoder(job, **options, reporter=None, stats_schema=schema)
         return reporter.observe(df.mapInArrow(fn, schema))
-    fn = _partition_decoder(**options, reporter=reporter)
+    fn = _partition_decoder(job, **options, reporter=reporter)
     return df.mapInArrow(fn, out_schema)
 
 
@@ -444,18 +465,13 @@ def decode(
     """
     from pyspark.sql.types import StructType
 
-    if format not in FORMATS:
-        raise ValueError(f"unknown format {format!r}: expected one of {', '.join(FORMATS)}")
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
-    if engine not in _ENGINES:
-        raise ValueError(f"unknown engine {engine!r}: expected one of {', '.join(_ENGINES)}")
+    check_format(format)
+    check_mode(mode)
+    check_engine(engine)
 
     if columns is not None:
         # Checked here, on the driver, and passed to the executors as plain lists.
-        from .. import _check_columns
-
-        columns = _check_columns(format, columns)
+        columns = check_columns(format, columns)
     typed = _Typed(schema, tables)
     event_columns = typed.checked_event_columns(event_columns)
     limits = as_limits(limits)
@@ -469,20 +485,10 @@ def decode(
         raise ValueError(f"unknown plan {plan!r}: expected one of {', '.join(_PLANS)}")
     if plan != "auto" and format not in RECORD_FORMATS:
         raise ValueError(f"plan={plan!r} is for datahub-tuple; {format} always runs the decoder")
+    job = _Job(format, mode, engine, typed.schema, typed.tables, limits, event_columns)
     if format in RECORD_FORMATS:
         combined, kept = _decode_records(
-            df,
-            format,
-            fields,
-            value_col,
-            keep,
-            mode,
-            engine,
-            typed,
-            limits=limits,
-            reporter=reporter,
-            event_columns=event_columns,
-            plan=plan,
+            df, job, typed, fields, value_col, keep, reporter=reporter, plan=plan
         )
         return typed.split(combined, kept)
     if value_col is None:
@@ -518,18 +524,12 @@ def decode(
         df.select(*needed),
         out_schema,
         reporter,
-        format=format,
-        mode=mode,
-        engine=engine,
+        job,
         value_col=value_col,
         keep=keep,
         has_topic=has_topic,
         has_headers=has_headers,
         columns=columns,
-        schema=typed.schema,
-        tables=typed.tables,
-        limits=limits,
-        event_columns=event_columns,
     )
     return typed.split(mapped, keep)
 
@@ -556,22 +556,20 @@ def _checked_keep(df: DataFrame, fields: dict, keep: Sequence[str] | None) -> li
 
 def _decode_records(
     df: DataFrame,
-    format: str,
+    job: _Job,
+    typed: _Typed,
     fields: dict,
     value_col: str | None,
     keep: Sequence[str] | None,
-    mode: str,
-    engine: str,
-    typed: _Typed,
     *,
-    limits: Limits,
     reporter: _Reporter | None,
-    event_columns: list[str] | None,
     plan: str = "auto",
 ) -> DataFrame:
     """``datahub-tuple``: the columns not kept are the records; decoded as Spark
     expressions where ``plan`` allows and they are exact, else by the decoder."""
     from pyspark.sql.types import StructType
+
+    format, mode, engine = job.format, job.mode, job.engine
 
     if value_col is not None:
         raise ValueError(
@@ -587,7 +585,7 @@ def _decode_records(
                 f"the records' columns ({', '.join(records)})"
             )
     all_events = spark_event_schema(typed.arrow_schema)
-    events = _selected(all_events, event_columns)
+    events = _selected(all_events, job.event_columns)
     if plan != "arrow":
         from .. import _tuple_sql
 
@@ -605,18 +603,12 @@ def _decode_records(
         df,
         out_schema,
         reporter,
-        format=format,
-        mode=mode,
-        engine=engine,
+        job,
         value_col=None,
         keep=keep,
         has_topic=False,
         has_headers=False,
         records=records,
-        schema=typed.schema,
-        tables=typed.tables,
-        limits=limits,
-        event_columns=event_columns,
     )
     return mapped, keep
 
@@ -648,8 +640,7 @@ class _Typed:
     def __init__(self, schema: Any, tables: Mapping[str, Any] | None) -> None:
         from .._typed import as_schema, as_tables, multi_event_schema, typed_event_schema
 
-        if schema is not None and tables is not None:
-            raise ValueError("give schema= (one table) or tables= (many), not both")
+        check_schema_or_tables(schema, tables)
         self.schema = None if schema is None else as_schema(schema)
         self.tables = None if tables is None else as_tables(tables)
         if self.schema is not None:
@@ -710,21 +701,15 @@ def _is_kafka_headers(data_type: Any) -> bool:
 
 
 def _partition_decoder(
-    format: str,
+    job: _Job,
     *,
-    mode: str,
-    engine: str,
     value_col: str | None,
     keep: list[str],
     has_topic: bool,
     has_headers: bool,
     records: list[str] | None = None,
     columns: dict[str, list[str]] | None = None,
-    schema: pa.Schema | None = None,
-    tables: list[tuple[str, pa.Schema]] | None = None,
-    limits: Limits | None = None,
     reporter: _Reporter | None = None,
-    event_columns: list[str] | None = None,
     stats_schema: Any = None,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function ``mapInArrow`` runs on the executors, closed over plain values only
@@ -741,16 +726,16 @@ def _partition_decoder(
         import cdc_decode
 
         decoder = cdc_decode.Decoder(
-            format,
-            mode=mode,
-            engine=engine,
+            job.format,
+            mode=job.mode,
+            engine=job.engine,
             columns=columns,
-            schema=schema,
-            tables=None if tables is None else dict(tables),
-            limits=limits,
+            schema=job.schema,
+            tables=None if job.tables is None else dict(job.tables),
+            limits=job.limits,
         )
         decoded = _decode_batches(
-            decoder, batches, keep, value_col, records, has_topic, has_headers, event_columns
+            decoder, batches, keep, value_col, records, has_topic, has_headers, job.event_columns
         )
         if stats_schema is not None:
             # The stats row has the schema of the batches before it (one Arrow stream).

@@ -28,8 +28,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._checks import check_engine, check_format, check_mode
 from .._limits import Limits, as_limits
-from .._schema import FORMATS, MODES
 from .decoding import (
     DecodeAccounting,
     _checked_keep,
@@ -51,7 +51,6 @@ __all__ = ["decode_stream"]
 MULTIPART_FORMATS: tuple[str, ...] = ("tencent-dts",)
 """The formats whose messages may span Kafka records (and so micro-batches)."""
 
-_ENGINES = ("native", "python")
 # Largest Arrow IPC blob one row carries between the stages (a batch is sliced below it).
 _BLOB_BYTES = 32 * 1024 * 1024
 # Event rows per output blob.
@@ -169,12 +168,9 @@ def _decode_multipart(
     from pyspark.sql.streaming.state import GroupStateTimeout
     from pyspark.sql.types import StructType
 
-    if format not in FORMATS:  # pragma: no cover (MULTIPART_FORMATS are formats)
-        raise ValueError(f"unknown format {format!r}")
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}: expected one of {', '.join(MODES)}")
-    if engine not in _ENGINES:
-        raise ValueError(f"unknown engine {engine!r}: expected one of {', '.join(_ENGINES)}")
+    check_format(format)
+    check_mode(mode)
+    check_engine(engine)
     if columns is not None:
         raise ValueError(f"columns= is for tdsql-json, not {format}")
     typed = _Typed(schema, tables)
