@@ -32,9 +32,11 @@ TABLE = "shop.users"
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 
 
-def _stream(format: str, seed: int):
+def _stream(format: str, seed: int, *, messages: int = 120):
     if format == "tencent-dts":  # 1 KiB parts: a multi-part set every few messages
-        return generate(format, messages=120, seed=seed, max_message_bytes=1024, tables=[TABLE])
+        return generate(
+            format, messages=messages, seed=seed, max_message_bytes=1024, tables=[TABLE]
+        )
     return generate(format, messages=90, seed=seed, tables=[TABLE])
 
 
@@ -147,7 +149,7 @@ def _job(broker, topic, tmp_path: Path, sink: ApplySink, *extra: str) -> subproc
     JVM and Python workers too), its output in ``job.log``."""
     command = [sys.executable, str(SUPPORT / "stream_apply.py"), "--bootstrap", broker.bootstrap]
     command += ["--topic", topic, "--checkpoint", str(tmp_path / "checkpoint")]
-    command += ["--target", sink.target, "--log", str(sink.log), "--max-offsets", "60"]
+    command += ["--target", sink.target, "--log", str(sink.log), "--max-offsets", "24"]
     command += ["--keys", ",".join(sink.keys), "--schema", sink.schema]
     command += ["--warehouse", str(tmp_path / "warehouse")]
     if sink.app_id is not None:
@@ -168,7 +170,9 @@ def test_sigkill_after_the_delta_commit_and_restart(delta_spark, kafka_broker, t
     offsets, same DTS state). No app id here, so Delta does not skip the replay: the MERGE
     runs again and its sequence guard leaves the table as it was. (With ``app_id``, as in
     the other tests, Delta would skip it: ``ApplyResult.skipped``.)"""
-    stream = _stream("tencent-dts", 13)
+    # 60 messages, their row changes in the first 48 or so (then heartbeats): micro-batch
+    # 1 (records 24 to 48) has changes to write.
+    stream = _stream("tencent-dts", 13, messages=60)
     topic = new_topic(kafka_broker, partitions=3)
     produce(kafka_broker.bootstrap, topic, stream, partitions=3)
     sink = _sink(None, tmp_path, stream)
@@ -189,7 +193,7 @@ def test_sigkill_after_the_delta_commit_and_restart(delta_spark, kafka_broker, t
     again = _job(kafka_broker, topic, tmp_path, sink)
     assert again.wait(600) == 0, (tmp_path / "job.log").read_text()[-3000:]
     counts = sink.counts()
-    assert len(counts) >= 2  # 120 records at 60 a micro-batch
+    assert len(counts) >= 3  # 60 records at 24 a micro-batch
     assert counts[1]["changes"] > 0 and not counts[1]["skipped"]  # micro-batch 1, replayed
     _assert_equals_source(delta_spark, sink, stream)
     _assert_accounted(sink, stream)
