@@ -156,7 +156,9 @@ $(DELTA_JARS)/.stamp: tools/delta-jars/pom.xml
 	touch $@
 
 # tests/delta/ needs .venv-spark42; the main pytest run ignores it (pyproject addopts).
-test-delta: venv-spark42 delta-jars ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables
+# tests/delta/test_stream_apply.py streams from a Kafka broker (.jars-kafka/) through Spark's
+# Kafka source (.jars/, its spark-avro left off the session) into Delta.
+test-delta: venv-spark42 delta-jars jars jars-kafka ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables, streamed from Kafka too
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) -m pytest tests/delta -p no:cacheprovider \
 		-o addopts="-ra --strict-markers --strict-config"

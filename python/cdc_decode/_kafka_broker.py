@@ -227,7 +227,11 @@ def start_broker(
     java = _java()
     classpath = f"{jars}/*"
     log_config = f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}"
-    cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    # A cluster id starting with "-" reads as an option to the storage tool (Kafka's own
+    # Uuid.randomUuid() never makes one): draw again.
+    cluster = "-"
+    while cluster.startswith("-"):
+        cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     formatted = subprocess.run(
         [java, "-Xmx128m", log_config, "-cp", classpath, "kafka.tools.StorageTool", "format"]
         + ["-t", cluster, "-c", str(config)],

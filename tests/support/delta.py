@@ -16,14 +16,21 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 JARS = ROOT / ".jars-delta"
+SPARK_JARS = ROOT / ".jars"
+"""Spark's Kafka connector (``make jars``), for the streaming tests; its spark-avro is left
+out (that one is for Spark 4.3)."""
 
 
 def delta_session(warehouse: Path, *, app: str = "cdc-decode-delta") -> object:
-    """A ``local[1]`` SparkSession with Delta's SQL extension and catalog, its Python
-    workers on this interpreter, UTC, two shuffle partitions."""
+    """A ``local[1]`` SparkSession with Delta's SQL extension and catalog and Spark's Kafka
+    source, its Python workers on this interpreter, UTC, two shuffle partitions."""
     jars = sorted(JARS.glob("*.jar"))
     if not jars:
         raise RuntimeError(f"no Delta jars in {JARS}: run `make delta-jars`")
+    kafka = [j for j in sorted(SPARK_JARS.glob("*.jar")) if not j.name.startswith("spark-avro")]
+    if not kafka:
+        raise RuntimeError(f"no Kafka connector jars in {SPARK_JARS}: run `make jars`")
+    jars += kafka
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from cdc_decode.spark import local_session
