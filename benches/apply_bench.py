@@ -45,7 +45,7 @@ def make_events(spark, path: str, events: int, batches: int, keys: int) -> None:
         F.when(op != "delete", image).alias("after"),
         # Every batch holds changes of all ages and of every key (i % batches would give
         # each batch its own keys: the key's residue mod 4 follows i's).
-        ((i // 4) % batches).alias("batch"),
+        (F.floor(i / 4) % batches).alias("batch"),
     )
     df.write.mode("overwrite").partitionBy("batch").parquet(path)
 
