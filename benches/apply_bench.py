@@ -43,7 +43,9 @@ def make_events(spark, path: str, events: int, batches: int, keys: int) -> None:
         F.array(F.lit("id")).alias("primary_key"),
         F.when(op != "insert", image).alias("before"),
         F.when(op != "delete", image).alias("after"),
-        (i % batches).alias("batch"),  # every batch holds changes of all ages
+        # Every batch holds changes of all ages and of every key (i % batches would give
+        # each batch its own keys: the key's residue mod 4 follows i's).
+        (F.floor(i / 4) % batches).alias("batch"),
     )
     df.write.mode("overwrite").partitionBy("batch").parquet(path)
 

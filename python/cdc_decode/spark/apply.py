@@ -244,22 +244,34 @@ def apply_changes(
         *[c for c in optional if c != "event_time"],
         "before",
         "after",
-    ).persist()
+    )
+    # Cached input (a foreachBatch frame persisted for many tables) is read as it is.
+    cached = events.is_cached
+    if not cached:
+        selected = selected.persist()
     try:
-        result, keys, newest = _count(selected, keys, "primary_key" in fields, "ddl" in fields)
         names = [f.name for f in columns]
+        keys = _resolve_keys(selected, keys, "primary_key" in fields)
         missing = [k for k in keys if k not in names]
         if missing:
             raise ValueError(
                 f"key column(s) {', '.join(map(repr, missing))} are not columns of the images "
                 f"({', '.join(names)})"
             )
+        image = _Images(columns, keys, generic)
+        result, newest = _count(selected, image, "ddl" in fields)
+        if result.changes and not keys:
+            raise ValueError(
+                "the events name no primary key (primary_key is null): give keys=[...]"
+            )
         bookkeeping = SCD1_COLUMNS if scd_type == 1 else SCD2_COLUMNS
         clash = [n for n in names if n in bookkeeping]
         if clash:
             raise ValueError(f"column(s) {', '.join(clash)} clash with the table's own columns")
         result.created, result.added_columns = _evolve(table, columns, bookkeeping, scd_type)
-        entries, result.unkeyed = _entries(selected, columns, keys, generic, ignore_null_updates)
+        if not keys:  # no row changes and no key named: nothing to write
+            return result
+        entries = _entries(selected, image, ignore_null_updates)
         if scd_type == 1:
             whole = not generic and not ignore_null_updates
             written = _merge_scd1(table, entries, columns, keys, app_id, batch_id, result, whole)
@@ -268,7 +280,8 @@ def apply_changes(
         else:
             _merge_scd2(table, entries, columns, keys, app_id, batch_id, result)
     finally:
-        selected.unpersist()
+        if not cached:
+            selected.unpersist()
     return result
 
 
@@ -317,26 +330,86 @@ def _generic_columns(schema: Any, table: _Target, target: str) -> list[Any]:
     return [f for f in table.schema().fields if f.name not in internal]
 
 
+class _Images:
+    """Reading the key and value columns out of ``before``/``after`` images."""
+
+    def __init__(self, columns: list[Any], keys: list[str], generic: bool) -> None:
+        self.types = {f.name: f.dataType for f in columns}
+        self.keys = keys
+        self.values = [f.name for f in columns if f.name not in keys]
+        self.generic = generic
+
+    def get(self, image: str, name: str) -> Column:
+        """A column of an image (generic: the map value cast to the column's type)."""
+        from pyspark.sql import functions as F
+
+        value = F.col(image)[name]
+        return value.cast(self.types[name]) if self.generic else value
+
+    def keyed(self, image: str) -> Column:
+        """The image has a value for every key column."""
+        from functools import reduce
+
+        return reduce(lambda a, b: a & b, [self.get(image, k).isNotNull() for k in self.keys])
+
+    def moved(self) -> Column:
+        """An update whose key changed (both images keyed, some key column differs)."""
+        from functools import reduce
+
+        from pyspark.sql import functions as F
+
+        differs = reduce(
+            lambda a, b: a | b,
+            [~self.get("before", k).eqNullSafe(self.get("after", k)) for k in self.keys],
+        )
+        return (F.col("op") == "update") & self.keyed("before") & self.keyed("after") & differs
+
+
+def _resolve_keys(selected: DataFrame, keys: Sequence[str] | str | None, has_pk: bool) -> list[str]:
+    """``keys=``, else the first ``primary_key`` a row change names (``[]`` for none)."""
+    from pyspark.sql import functions as F
+
+    if isinstance(keys, str):
+        return [keys]
+    if keys is not None:
+        return list(keys)
+    if not has_pk:
+        return []
+    row = (
+        selected.where(F.col("op").isin(*ROW_OPS) & F.col("primary_key").isNotNull())
+        .select("primary_key")
+        .first()
+    )
+    return list(row[0]) if row is not None and row[0] else []
+
+
 def _count(
-    selected: DataFrame, keys: Sequence[str] | None, has_pk: bool, has_ddl: bool
-) -> tuple[ApplyResult, list[str], dt.datetime | None]:
-    """One aggregate over the batch: events per op, the primary key named, the newest
-    event time; then the ddl statements."""
+    selected: DataFrame, image: _Images, has_ddl: bool
+) -> tuple[ApplyResult, dt.datetime | None]:
+    """One aggregate over the batch: events per op, the row changes without a key, the
+    newest event time; then the ddl statements (when there are any)."""
     from pyspark.sql import functions as F
 
     aggs = [F.count(F.lit(1)).alias("n"), F.max("_time").alias("newest")]
-    if has_pk:
-        aggs.append(F.first("primary_key", ignorenulls=True).alias("pk"))
+    if image.keys:
+        # The entries _entries makes: one per row change, one more per moved key.
+        no_seq = F.col("_seq").isNull()
+        unkeyed = ~(image.keyed("after") | image.keyed("before")) | no_seq
+        aggs.append(
+            (
+                F.count(F.when(F.col("op").isin(*ROW_OPS) & unkeyed, 1))
+                + F.count(F.when(image.moved() & no_seq, 1))
+            ).alias("unkeyed")
+        )
     rows = selected.groupBy("op").agg(*aggs).collect()
     result = ApplyResult()
     newest = None
-    named = None
     for row in rows:
         result.events += row["n"]
         if row["op"] in ROW_OPS:
             result.changes += row["n"]
-            if has_pk and row["pk"] and named is None:
-                named = list(row["pk"])
+            if image.keys:
+                result.unkeyed += row["unkeyed"]
         elif row["op"] == "error":
             result.errors += row["n"]
         else:
@@ -347,17 +420,7 @@ def _count(
         result.ddl = [
             r["ddl"] for r in selected.where(F.col("op") == "ddl").orderBy("_seq").collect()
         ]
-    if keys is None:
-        if named is None:
-            if result.changes:
-                raise ValueError(
-                    "the events name no primary key (primary_key is null): give keys=[...]"
-                )
-            named = []
-        keys = named
-    elif isinstance(keys, str):
-        keys = [keys]
-    return result, list(keys), newest
+    return result, newest
 
 
 def _evolve(
@@ -414,39 +477,26 @@ def _evolve(
     return False, [f.name for f in added]
 
 
-def _entries(
-    selected: DataFrame,
-    columns: list[Any],
-    keys: list[str],
-    generic: bool,
-    ignore_null_updates: bool,
-) -> tuple[DataFrame, int]:
-    """The row changes as entries: the key, ``_kind`` (``u`` upsert, ``d`` delete),
-    ``_seq``, ``_time``, every other column's value and ``_p_<i>`` (present)."""
+def _entries(selected: DataFrame, image: _Images, ignore_null_updates: bool) -> DataFrame:
+    """The keyed row changes as entries: the key, ``_kind`` (``u`` upsert, ``d`` delete),
+    ``_seq``, ``_time``, every other column's value and ``_p_<i>`` (present). The unkeyed
+    ones (counted by :func:`_count`) are left out."""
     from functools import reduce
 
     from pyspark.sql import functions as F
 
-    types = {f.name: f.dataType for f in columns}
-    values = [f.name for f in columns if f.name not in keys]
-
-    def get(image: str, name: str) -> Column:
-        value = F.col(image)[name]
-        return value.cast(types[name]) if generic else value
+    keys, values, types, get = image.keys, image.values, image.types, image.get
 
     def present(name: str) -> Column:
-        if generic:
+        if image.generic:
             return F.coalesce(F.map_contains_key(F.col("after"), name), F.lit(False))
         if ignore_null_updates:
             return F.col("after")[name].isNotNull()
         return F.col("after").isNotNull()
 
-    def all_keys(image: str) -> Column:
-        return reduce(lambda a, b: a & b, [get(image, k).isNotNull() for k in keys])
-
     rows = selected.where(F.col("op").isin(*ROW_OPS))
-    after_keyed = all_keys("after")
-    before_keyed = all_keys("before")
+    after_keyed = image.keyed("after")
+    before_keyed = image.keyed("before")
     new_key = [
         F.when(after_keyed, get("after", k)).otherwise(get("before", k)).alias(k) for k in keys
     ]
@@ -465,10 +515,7 @@ def _entries(
     removes = rows.where(F.col("op").isin(*REMOVE_OPS)).select(
         *old_key, F.lit("d").alias(_KIND), *common, *nothing, *absent
     )
-    moved = reduce(
-        lambda a, b: a | b, [~get("before", k).eqNullSafe(get("after", k)) for k in keys]
-    )
-    key_changes = rows.where((F.col("op") == "update") & before_keyed & after_keyed & moved).select(
+    key_changes = rows.where(image.moved()).select(
         *[get("before", k).alias(k) for k in keys],
         F.lit("d").alias(_KIND),
         *common,
@@ -477,8 +524,7 @@ def _entries(
     )
     entries = upserts.unionByName(removes).unionByName(key_changes)
     keyed = reduce(lambda a, b: a & b, [F.col(k).isNotNull() for k in keys])
-    unkeyed = entries.where(~keyed | F.col("_seq").isNull()).count()
-    return entries.where(keyed & F.col("_seq").isNotNull()), unkeyed
+    return entries.where(keyed & F.col("_seq").isNotNull())
 
 
 def _reduced(
@@ -488,32 +534,21 @@ def _reduced(
     sequence, ``_s_<i>``) since the batch's last delete of the key.
 
     ``whole``: every upsert carries every column (typed images), so the last change's
-    image is each column's newest value: two aggregates instead of two per column.
+    image is the row: one aggregate, and no ``_s_<i>`` or ``_del_seq`` columns.
     """
     from pyspark.sql import functions as F
 
     values = [f.name for f in columns if f.name not in keys]
     if whole:
+        # A delete's entry carries nulls, so the last change's image is the row.
         last = F.max(F.struct("_seq", _KIND, "_time", *[F.col(c) for c in values]))
-        reduced = entries.groupBy(*keys).agg(
-            last.alias("_last"),
-            F.max(F.when(F.col(_KIND) == "d", F.col("_seq"))).alias(_DEL_SEQ),
-        )
-        upserted = F.col(f"_last.{_KIND}") == "u"
+        reduced = entries.groupBy(*keys).agg(last.alias("_last"))
         return reduced.select(
             *[F.col(k) for k in keys],
             F.col("_last._seq").alias(_LAST_SEQ),
             F.col(f"_last.{_KIND}").alias(_LAST_KIND),
             F.col("_last._time").alias(_LAST_TIME),
-            F.col(_DEL_SEQ),
-            *[
-                col
-                for i, c in enumerate(values)
-                for col in (
-                    F.when(upserted, F.col("_last")[c]).alias(c),
-                    F.when(upserted, F.col("_last._seq")).alias(f"_s_{i}"),
-                )
-            ],
+            *[F.col("_last")[c].alias(c) for c in values],
         )
     upsert = F.col(_KIND) == "u"
     aggs = [
@@ -581,16 +616,21 @@ def _merge_scd1(
 
     values = [f.name for f in columns if f.name not in keys]
     source = _reduced(entries, columns, keys, whole)
-    before_version = _last_commit(table)[0]
     q = _quote
     t_seq, t_del = f"t.{SEQUENCE}", f"t.{DELETED}"
     reset = f"({t_del} OR s.{_DEL_SEQ} > {t_seq})"
-    update = {
-        f"t.{q(c)}": F.expr(
-            f"CASE WHEN s._s_{i} > {t_seq} THEN s.{q(c)} WHEN {reset} THEN NULL ELSE t.{q(c)} END"
-        )
-        for i, c in enumerate(values)
-    }
+    if whole:
+        # The last change is newer than the row (the MERGE's condition) and holds every
+        # column: the row becomes its image (nulls for a delete).
+        update = {f"t.{q(c)}": F.col(f"s.{q(c)}") for c in values}
+    else:
+        update = {
+            f"t.{q(c)}": F.expr(
+                f"CASE WHEN s._s_{i} > {t_seq} THEN s.{q(c)} WHEN {reset} THEN NULL "
+                f"ELSE t.{q(c)} END"
+            )
+            for i, c in enumerate(values)
+        }
     update[f"t.{SEQUENCE}"] = F.col(f"s.{_LAST_SEQ}")
     update[f"t.{EVENT_TIME}"] = F.col(f"s.{_LAST_TIME}")
     update[f"t.{DELETED}"] = F.expr(f"s.{_LAST_KIND} = 'd'")
@@ -599,8 +639,10 @@ def _merge_scd1(
     insert[f"t.{EVENT_TIME}"] = F.col(f"s.{_LAST_TIME}")
     insert[f"t.{DELETED}"] = F.expr(f"s.{_LAST_KIND} = 'd'")
     on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in keys)
+    # Delta skips an (app_id, batch_id) it already holds: compare versions only then.
+    before_version = _last_commit(table)[0] if app_id is not None else None
     with _Txn(table.spark, app_id, batch_id):
-        (
+        out = (
             table.table()
             .alias("t")
             .merge(source.alias("s"), on)
@@ -608,10 +650,16 @@ def _merge_scd1(
             .whenNotMatchedInsert(values=insert)
             .execute()
         )
+    # MERGE returns its row counts; one that changed nothing (a replay without txn
+    # markers) may commit nothing, so the history's last commit would be an older one.
+    first = out.first() if out is not None else None  # none when Delta skipped the batch
+    counts = first.asDict() if first is not None else {}
     version, operation, metrics = _last_commit(table)
     result.version = version
-    if version == before_version or operation != "MERGE":
-        result.skipped = app_id is not None
+    if app_id is not None and version == before_version:
+        result.skipped = True
+        return False
+    if operation != "MERGE" or (app_id is None and counts.get("num_affected_rows") == 0):
         return False
     result.metrics = metrics
     result.keys = int(metrics.get("numSourceRows", 0))
