@@ -30,7 +30,7 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 .PHONY: help venv build test test-rust test-python wheel wheel-x86_64 wheel-aarch64-run \
 	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
-	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta bench-apply \
+	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply \
 	demo-delta bench-datastream
 
 help: ## List the targets
@@ -53,7 +53,7 @@ $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml
 	$(PY) -c "import cdc_decode._native"
 	touch $@
 
-test: test-rust test-python test-delta test-spark35 test-fuzz ## Everything CI runs: cargo test, pytest (Spark 4.3, Delta on 4.2, Spark 3.5), fuzz briefly
+test: test-rust test-python test-delta test-spark42 test-spark35 test-fuzz ## Everything CI runs: cargo test, pytest (Spark 4.3, Delta and Spark 4.2, Spark 3.5), fuzz briefly
 
 test-rust: ## Rust unit tests (no Python needed)
 	cargo test
@@ -166,6 +166,14 @@ test-delta: venv-spark42 delta-jars jars jars-kafka ## pytest tests/delta on .ve
 demo-delta: venv-spark42 delta-jars ## A DTS stream decoded on Spark 4.2, applied to Delta tables (SCD1 + SCD2), checked
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) examples/apply_delta.py
+
+# The Spark decode and accounting tests on pyspark 4.2 too (.venv-spark42, shared with
+# the Delta tests): with test-python (4.3) and test-spark35, the versions platforms run.
+test-spark42: venv-spark42 jars ## The Spark decode and accounting tests on pyspark 4.2
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) -m pytest -q -m spark -p no:cacheprovider \
+		-o addopts="-ra --strict-markers --strict-config" \
+		tests/test_spark.py tests/test_accounting.py
 
 bench-apply: venv-spark42 delta-jars ## apply_changes vs row_number() + MERGE, 1M events of one table, local[1]
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \

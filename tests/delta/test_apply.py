@@ -48,13 +48,22 @@ def _table_rows(spark, path: str, columns: list[str]) -> dict[tuple, dict]:
     return {tuple(r[c] for c in columns): r.asDict() for r in rows}
 
 
-@pytest.mark.parametrize("fmt", FORMATS)
-def test_every_format_applied_equals_the_source(delta_spark, tmp_path, fmt):
+CASES = [(fmt, None) for fmt in FORMATS] + [
+    ("debezium-json", "oracle"),
+    ("debezium-json", "mongodb"),
+]
+
+
+@pytest.mark.parametrize(("fmt", "connector"), CASES)
+def test_every_format_applied_equals_the_source(delta_spark, tmp_path, fmt, connector):
     """generate -> decode -> shuffle + duplicate -> apply_changes == final_state. Generic
     events (text maps, all columns string) so partial images keep their absent columns
     and the values compare with the generator's text exactly. debezium-json is decoded
-    on Spark (its messages shuffled and duplicated), the others in Python."""
-    stream = generate(fmt, messages=MESSAGES, seed=7, tables=[TABLE])
+    on Spark (its messages shuffled and duplicated), the others in Python; its Oracle and
+    MongoDB connectors' streams are ordered by their own sequence keys (SCN, oplog time)."""
+    extra = {} if connector is None else {"connector": connector}
+    stream = generate(fmt, messages=MESSAGES, seed=7, tables=[TABLE], **extra)
+    (name,) = stream.final_state  # ORCLPDB1.shop.users for the Oracle connector
     table = TABLE.split(".")[1]
     if fmt == "debezium-json":
         values = [(stream.values[i],) for i in _mangled(len(stream.values), seed=3)]
@@ -68,8 +77,8 @@ def test_every_format_applied_equals_the_source(delta_spark, tmp_path, fmt):
         mine = pc.fill_null(pc.equal(events["source_table"], table), True)
         events = events.filter(mine)
         df = delta_spark.createDataFrame(events.take(_mangled(events.num_rows, seed=3)))
-    keys = stream.primary_keys[TABLE]
-    columns = _final_columns(stream, TABLE)
+    keys = stream.primary_keys[name]
+    columns = _final_columns(stream, name)
     ddl = ", ".join(f"`{c}` string" for c in columns)
     path = str(tmp_path / "users")
     result = cdc_spark.apply_changes(df, path, keys=keys, schema=ddl)
@@ -78,7 +87,7 @@ def test_every_format_applied_equals_the_source(delta_spark, tmp_path, fmt):
     assert result.other.get("ddl", 0) == len(result.ddl)
     want = {
         key: {c: row.get(c) for c in columns}
-        for key, row in stream.final_state.get(TABLE, {}).items()
+        for key, row in stream.final_state.get(name, {}).items()
     }
     got = _table_rows(delta_spark, path, keys)
     assert got.keys() == want.keys()
