@@ -253,7 +253,7 @@ impl Decoder {
 
     /// A decoder with per-format options ([`Options`]).
     pub fn with_options(format: &str, mode: Mode, options: &Options) -> Result<Self> {
-        crate::tune_allocator();
+        crate::alloc::tune_allocator();
         let (name, format) = formats::new_decoder(format, options)?;
         Ok(Self {
             format,
