@@ -25,6 +25,7 @@
 use std::borrow::Cow;
 use std::collections::HashSet;
 
+pub use crate::error::JsonError;
 use crate::limits::{grouped, Limits, OverLimit};
 
 /// Most levels of nested objects and arrays a message may have (the top value is level 1),
@@ -40,27 +41,6 @@ const REMEMBERED: usize = 8;
 
 /// The largest value a parser remembers, in bytes.
 const MAX_REMEMBERED: usize = 16 << 10;
-
-/// Why bytes are not a JSON text this module accepts.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum JsonError {
-    /// Bytes that are not UTF-8.
-    #[error("invalid UTF-8 at byte {0}")]
-    Utf8(usize),
-    /// Not JSON.
-    #[error("invalid JSON: {what} at byte {at}")]
-    Syntax { what: &'static str, at: usize },
-    /// A `\uD800`-`\uDFFF` escape that is not half of a high-low pair.
-    #[error("invalid JSON: a \\u escape is a lone surrogate at byte {0}")]
-    LoneSurrogate(usize),
-    /// More levels of nesting, or more members or items in one object or array, than the
-    /// parser's [`Limits`] allow.
-    #[error(transparent)]
-    Limit(#[from] OverLimit),
-    /// A message the tape's 32-bit offsets cannot address.
-    #[error("a JSON message of {0} bytes is too large (at most 4 GiB)")]
-    TooLarge(usize),
-}
 
 type Result<T> = std::result::Result<T, JsonError>;
 
@@ -1153,7 +1133,7 @@ impl<'a> Value<'a> {
             Tag::False => out.extend_from_slice(b"false"),
             Tag::True => out.extend_from_slice(b"true"),
             // Mostly short: copied inline rather than by a call to `memcpy`.
-            Tag::Number | Tag::Plain | Tag::Skipped => crate::events::append(out, self.span()),
+            Tag::Number | Tag::Plain | Tag::Skipped => crate::columns::append(out, self.span()),
             Tag::Escaped => unescape_into(self.span(), out),
             Tag::Object | Tag::Array => self.compact_into(out),
         }
@@ -1358,7 +1338,7 @@ pub fn slots<'a, const N: usize>(
 
 /// Adds a metadata entry, unless the value is null or the key is there already (the first
 /// wins).
-pub fn add_metadata(map: &mut crate::events::MapColumn, key: &str, value: Value<'_>) {
+pub fn add_metadata(map: &mut crate::columns::MapColumn, key: &str, value: Value<'_>) {
     if !value.is_null() && !map.has_key(key) {
         map.entry_with(key, |out| {
             value.render_into(out);
@@ -1368,7 +1348,7 @@ pub fn add_metadata(map: &mut crate::events::MapColumn, key: &str, value: Value<
 
 /// Writes an object's members (first duplicate wins) as a row image, each value rendered
 /// as text ([`Value::render_into`]); a null image for `None`.
-pub fn write_image(map: &mut crate::events::MapColumn, columns: Option<Value<'_>>) {
+pub fn write_image(map: &mut crate::columns::MapColumn, columns: Option<Value<'_>>) {
     let Some(columns) = columns else {
         map.push_null();
         return;
@@ -1440,7 +1420,7 @@ pub fn convert_image(
 }
 
 /// Appends a string's text to a `utf8` column, or a null.
-pub fn push_text(column: &mut crate::events::BytesColumn, value: Option<Str<'_>>) {
+pub fn push_text(column: &mut crate::columns::BytesColumn, value: Option<Str<'_>>) {
     match value {
         Some(text) => column.push_with(|out| text.write_to(out)),
         None => column.push_null(),

@@ -1,9 +1,10 @@
 //! cdc-decode: cloud change-data-capture messages in, Arrow change events out.
 //!
 //! Every format decodes into one schema ([`events::event_schema`], `docs/events.md`):
-//! - [`decoder`]: the shared loop, modes and accounting ([`decoder::Decoder`]);
+//! - [`decoder`]: the shared loop and accounting ([`decoder::Decoder`]);
+//! - [`sink`]: where a format writes its rows, the modes ([`sink::Sink`], [`sink::Mode`]);
 //! - [`formats`]: one module per input format;
-//! - [`events`]: the Arrow builder for the event columns;
+//! - [`events`]: the Arrow builder for the event columns; [`columns`]: its column builders;
 //! - [`text`]: value rendering (charsets, base64); [`sequence`]: ordering keys;
 //! - [`typed`]: typed mode, the text images converted to structs of a table's columns;
 //! - [`error`]: the one error type; [`input`]: reading the input array;
@@ -17,6 +18,7 @@
 
 mod alloc;
 pub mod avro;
+pub mod columns;
 pub mod decoder;
 pub mod error;
 pub mod events;
@@ -28,6 +30,7 @@ pub mod proto;
 #[cfg(feature = "python")]
 mod python;
 pub mod sequence;
+pub mod sink;
 pub mod text;
 pub mod typed;
 pub mod wire;

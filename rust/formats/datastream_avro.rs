@@ -13,7 +13,6 @@ use arrow_schema::TimeUnit;
 use bytes::Bytes;
 
 use crate::avro::{self, Codec, Cursor, Logical, Node, Schema, Shape};
-use crate::decoder::Sink;
 use crate::error::{Error, Result};
 use crate::events::EventBuilder;
 use crate::formats::datastream_json::lsn_halves;
@@ -21,6 +20,7 @@ use crate::formats::FormatDecoder;
 use crate::json;
 use crate::limits::{grouped, Limits, OverLimit};
 use crate::sequence::OrderKey;
+use crate::sink::Sink;
 use crate::text;
 
 /// The format's name.
