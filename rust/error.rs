@@ -8,11 +8,11 @@ pub enum Error {
     #[error("invalid {message}: {source}")]
     Protobuf {
         message: &'static str,
-        source: crate::wire::WireError,
+        source: WireError,
     },
     /// Bytes that are not the JSON text a JSON format reads.
     #[error(transparent)]
-    Json(#[from] crate::json::JsonError),
+    Json(#[from] JsonError),
     /// A JSON field of the wrong type or value: `payload.op: expected a string, got the
     /// number 5`.
     #[error("{path}: {problem}")]
@@ -37,7 +37,7 @@ pub enum Error {
     UnknownDataType { number: i32, column: String },
     /// A message over one of the decoder's [`crate::limits::Limits`].
     #[error(transparent)]
-    Limit(#[from] crate::limits::OverLimit),
+    Limit(#[from] OverLimit),
     /// A `Data.charset` this project does not decode.
     #[error("unsupported charset '{charset}' for column '{column}'")]
     UnsupportedCharset { charset: String, column: String },
@@ -139,3 +139,98 @@ pub enum Error {
 
 /// `Result` with this crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+// The errors of the shared readers and of the limits live here, below every module that
+// raises them, so that `error` depends on no other module of the crate; `wire`, `json` and
+// `limits` re-export them under their own names.
+
+/// What is wrong with a message's bytes, and at which byte.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireError {
+    /// Byte offset within the message being parsed.
+    pub offset: usize,
+    /// What went wrong.
+    pub what: &'static str,
+}
+
+impl std::error::Error for WireError {}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at byte {}", self.what, self.offset)
+    }
+}
+
+/// Why bytes are not a JSON text this module accepts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JsonError {
+    /// Bytes that are not UTF-8.
+    #[error("invalid UTF-8 at byte {0}")]
+    Utf8(usize),
+    /// Not JSON.
+    #[error("invalid JSON: {what} at byte {at}")]
+    Syntax { what: &'static str, at: usize },
+    /// A `\uD800`-`\uDFFF` escape that is not half of a high-low pair.
+    #[error("invalid JSON: a \\u escape is a lone surrogate at byte {0}")]
+    LoneSurrogate(usize),
+    /// More levels of nesting, or more members or items in one object or array, than the
+    /// parser's [`crate::limits::Limits`] allow.
+    #[error(transparent)]
+    Limit(#[from] OverLimit),
+    /// A message the tape's 32-bit offsets cannot address.
+    #[error("a JSON message of {0} bytes is too large (at most 4 GiB)")]
+    TooLarge(usize),
+}
+
+/// Where a limit is set, for the error text: the Python API's keyword.
+const HOW: &str = "(Decoder(limits=cdc_decode.Limits(...)))";
+
+/// A limit a message went over: `message is 80,000,000 bytes, over max_message_bytes =
+/// 64 MiB (Decoder(limits=cdc_decode.Limits(...)))`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{what}, over {name} = {} {HOW}", show(*.value, .name))]
+pub struct OverLimit {
+    /// What the message has or claims: `message is 80,000,000 bytes`.
+    pub what: String,
+    /// The limit's field name in [`crate::limits::Limits`].
+    pub name: &'static str,
+    /// The limit's value.
+    pub value: usize,
+}
+
+impl OverLimit {
+    /// The error for `what` over the limit `name` of `value`.
+    pub fn new(what: impl Into<String>, name: &'static str, value: usize) -> Self {
+        Self {
+            what: what.into(),
+            name,
+            value,
+        }
+    }
+}
+
+/// A limit's value as the docs write it: bytes in KiB/MiB/GiB when whole, else grouped
+/// digits.
+pub(crate) fn show(value: usize, name: &str) -> String {
+    if name.ends_with("_bytes") {
+        for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
+            if value >= 1 << shift && value % (1 << shift) == 0 {
+                return format!("{} {unit}", grouped(value >> shift));
+            }
+        }
+    }
+    grouped(value)
+}
+
+/// `80000000` as `80,000,000`.
+pub fn grouped(value: usize) -> String {
+    let digits = value.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}

@@ -2,6 +2,8 @@
 //! A message over a limit gives one error row naming the limit, its value and how to change
 //! it; the Python fallback enforces the same limits with the same defaults.
 
+pub use crate::error::{grouped, OverLimit};
+
 /// Limits on what one message may make a decoder read, nest, count and allocate. The
 /// defaults are the values the decoders had before the limits could be changed, or, for
 /// limits new with this struct, values far above any message a real source sends.
@@ -90,62 +92,10 @@ impl Limits {
     }
 }
 
-/// Where a limit is set, for the error text: the Python API's keyword.
-const HOW: &str = "(Decoder(limits=cdc_decode.Limits(...)))";
-
-/// A limit a message went over: `message is 80,000,000 bytes, over max_message_bytes =
-/// 64 MiB (Decoder(limits=cdc_decode.Limits(...)))`.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{what}, over {name} = {} {HOW}", show(*.value, .name))]
-pub struct OverLimit {
-    /// What the message has or claims: `message is 80,000,000 bytes`.
-    pub what: String,
-    /// The limit's field name in [`Limits`].
-    pub name: &'static str,
-    /// The limit's value.
-    pub value: usize,
-}
-
-impl OverLimit {
-    /// The error for `what` over the limit `name` of `value`.
-    pub fn new(what: impl Into<String>, name: &'static str, value: usize) -> Self {
-        Self {
-            what: what.into(),
-            name,
-            value,
-        }
-    }
-}
-
-/// A limit's value as the docs write it: bytes in KiB/MiB/GiB when whole, else grouped
-/// digits.
-fn show(value: usize, name: &str) -> String {
-    if name.ends_with("_bytes") {
-        for (unit, shift) in [("GiB", 30), ("MiB", 20), ("KiB", 10)] {
-            if value >= 1 << shift && value % (1 << shift) == 0 {
-                return format!("{} {unit}", grouped(value >> shift));
-            }
-        }
-    }
-    grouped(value)
-}
-
-/// `80000000` as `80,000,000`.
-pub fn grouped(value: usize) -> String {
-    let digits = value.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::show;
 
     #[test]
     fn limits_are_set_by_name() {

@@ -22,19 +22,23 @@ use crate::typed::TypedSpec;
 
 pyo3::import_exception!(cdc_decode._errors, DecodeError);
 
-fn to_py(error: Error) -> PyErr {
-    match error {
-        Error::UnknownFormat(..)
-        | Error::UnknownMode(_)
-        | Error::Keys { .. }
-        | Error::Option { .. }
-        | Error::UnknownLimit(_)
-        | Error::Columns(_)
-        | Error::Schema(_) => PyValueError::new_err(error.to_string()),
-        Error::InputType(_) | Error::InputKind { .. } | Error::ColumnType { .. } => {
-            PyTypeError::new_err(error.to_string())
+/// Configuration errors raise `ValueError`, input of the wrong type `TypeError`, and
+/// everything else (a message that does not decode, in failfast) `DecodeError`.
+impl From<Error> for PyErr {
+    fn from(error: Error) -> Self {
+        match error {
+            Error::UnknownFormat(..)
+            | Error::UnknownMode(_)
+            | Error::Keys { .. }
+            | Error::Option { .. }
+            | Error::UnknownLimit(_)
+            | Error::Columns(_)
+            | Error::Schema(_) => PyValueError::new_err(error.to_string()),
+            Error::InputType(_) | Error::InputKind { .. } | Error::ColumnType { .. } => {
+                PyTypeError::new_err(error.to_string())
+            }
+            other => DecodeError::new_err(other.to_string()),
         }
-        other => DecodeError::new_err(other.to_string()),
     }
 }
 
@@ -64,33 +68,33 @@ impl NativeDecoder {
         tables: Option<Vec<(String, Bound<'_, PyAny>)>>,
         limits: Option<HashMap<String, usize>>,
     ) -> PyResult<Self> {
-        let mode = Mode::from_name(mode).map_err(to_py)?;
+        let mode = Mode::from_name(mode)?;
         let typed = match (schema, tables) {
             (Some(_), Some(_)) => {
                 return Err(PyValueError::new_err("give schema or tables, not both"));
             }
             (Some(schema), None) => {
                 let schema = Arc::new(Schema::from_pyarrow_bound(schema)?);
-                Some(Arc::new(TypedSpec::single(&schema).map_err(to_py)?))
+                Some(Arc::new(TypedSpec::single(&schema)?))
             }
             (None, Some(tables)) => {
                 let mut specs = Vec::with_capacity(tables.len());
                 for (name, schema) in tables {
                     specs.push((name, Arc::new(Schema::from_pyarrow_bound(&schema)?)));
                 }
-                Some(Arc::new(TypedSpec::tables(specs).map_err(to_py)?))
+                Some(Arc::new(TypedSpec::tables(specs)?))
             }
             (None, None) => None,
         };
         let limits = limits.unwrap_or_default();
-        let limits = Limits::with(limits.iter().map(|(k, v)| (k.as_str(), *v))).map_err(to_py)?;
+        let limits = Limits::with(limits.iter().map(|(k, v)| (k.as_str(), *v)))?;
         let options = Options {
             columns,
             typed,
             limits,
         };
         Ok(Self {
-            inner: Decoder::with_options(format, mode, &options).map_err(to_py)?,
+            inner: Decoder::with_options(format, mode, &options)?,
         })
     }
 
@@ -112,19 +116,18 @@ impl NativeDecoder {
                 match array.as_any().downcast_ref::<StringArray>() {
                     Some(strings) => Some(strings.clone()),
                     None => {
-                        return Err(to_py(Error::Keys {
+                        return Err(Error::Keys {
                             values: values.len(),
                             keys: array.data_type().to_string(),
-                        }))
+                        }
+                        .into())
                     }
                 }
             }
         };
         let values = Arc::clone(&values);
         let inner = &mut self.inner;
-        let out = py
-            .detach(|| inner.decode(&values, keys.as_ref(), last))
-            .map_err(to_py)?;
+        let out = py.detach(|| inner.decode(&values, keys.as_ref(), last))?;
         output(py, out)
     }
 
@@ -140,16 +143,14 @@ impl NativeDecoder {
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let records = RecordBatch::from_pyarrow_bound(batch)?;
         let inner = &mut self.inner;
-        let out = py
-            .detach(|| inner.decode_records(&records, last))
-            .map_err(to_py)?;
+        let out = py.detach(|| inner.decode_records(&records, last))?;
         output(py, out)
     }
 
     /// End of input: rows for incomplete multi-part sets; returns (RecordBatch, ordinals).
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let inner = &mut self.inner;
-        let out = py.detach(|| inner.finish()).map_err(to_py)?;
+        let out = py.detach(|| inner.finish())?;
         output(py, out)
     }
 

@@ -388,7 +388,7 @@ fn digits_into(mut value: u64, width: usize, out: &mut Vec<u8>) {
 }
 
 /// Appends `value` in decimal, zero-padded to at least `width` digits.
-fn padded_into(value: u64, width: usize, out: &mut Vec<u8>) {
+pub fn padded_into(value: u64, width: usize, out: &mut Vec<u8>) {
     let mut buffer = itoa::Buffer::new();
     let text = buffer.format(value).as_bytes();
     out.resize(out.len() + width.saturating_sub(text.len()), b'0');

@@ -21,8 +21,8 @@ use arrow_array::{
 use arrow_buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Fields, SchemaRef, TimeUnit};
 
+use crate::columns::{BytesColumn, MapColumn, Validity};
 use crate::error::{Error, Result};
-use crate::events::{BytesColumn, MapColumn, Validity};
 use crate::text::days_from_civil;
 
 /// The unit of an epoch number.

@@ -20,27 +20,10 @@
 //! - nesting (sub-messages and groups) deeper than [`MAX_DEPTH`] is an error;
 //! - a string field must be UTF-8 (proto3).
 
-use std::fmt;
+pub use crate::error::WireError;
 
 /// Nesting limit, sub-messages and groups together, as in upb's default.
 pub const MAX_DEPTH: u32 = 100;
-
-/// What is wrong with a message's bytes, and at which byte.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WireError {
-    /// Byte offset within the message being parsed.
-    pub offset: usize,
-    /// What went wrong.
-    pub what: &'static str,
-}
-
-impl std::error::Error for WireError {}
-
-impl fmt::Display for WireError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} at byte {}", self.what, self.offset)
-    }
-}
 
 /// One field's value as it is on the wire.
 #[derive(Debug, Clone, Copy)]

@@ -8,13 +8,13 @@
 
 use bytes::Bytes;
 
-use crate::decoder::Sink;
 use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
 use crate::sequence::OrderKey;
+use crate::sink::Sink;
 
 /// The format's name.
 pub const FORMAT: &str = "datahub-blob";

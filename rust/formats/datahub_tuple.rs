@@ -25,11 +25,11 @@ use arrow_buffer::NullBuffer;
 use arrow_schema::{DataType, TimeUnit};
 use bytes::Bytes;
 
-use crate::decoder::Sink;
 use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::sequence::OrderKey;
+use crate::sink::Sink;
 use crate::text;
 
 const FORMAT: &str = "datahub-tuple";

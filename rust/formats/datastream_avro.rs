@@ -13,7 +13,6 @@ use arrow_schema::TimeUnit;
 use bytes::Bytes;
 
 use crate::avro::{self, Codec, Cursor, Logical, Node, Schema, Shape};
-use crate::decoder::Sink;
 use crate::error::{Error, Result};
 use crate::events::EventBuilder;
 use crate::formats::datastream_json::lsn_halves;
@@ -21,6 +20,7 @@ use crate::formats::FormatDecoder;
 use crate::json;
 use crate::limits::{grouped, Limits, OverLimit};
 use crate::sequence::OrderKey;
+use crate::sink::Sink;
 use crate::text;
 
 /// The format's name.
@@ -1079,7 +1079,7 @@ fn shaped(
             let m = m.unsigned_abs();
             out.extend_from_slice(itoa::Buffer::new().format(m / 1_000_000).as_bytes());
             out.push(b'.');
-            pad_into(m % 1_000_000, 6, out);
+            text::padded_into(m % 1_000_000, 6, out);
             out.push(b'S');
         }
         _ => unreachable!("the plain shapes are rendered elsewhere"),
@@ -1299,13 +1299,13 @@ fn time_into(value: i64, digits: u8, out: &mut Vec<u8>) {
     }
     let v = value.unsigned_abs();
     let seconds = v / per_second;
-    pad_into(seconds / 3600, 2, out);
+    text::padded_into(seconds / 3600, 2, out);
     out.push(b':');
-    pad_into(seconds / 60 % 60, 2, out);
+    text::padded_into(seconds / 60 % 60, 2, out);
     out.push(b':');
-    pad_into(seconds % 60, 2, out);
+    text::padded_into(seconds % 60, 2, out);
     out.push(b'.');
-    pad_into(v % per_second, digits as usize, out);
+    text::padded_into(v % per_second, digits as usize, out);
 }
 
 /// An offset in milliseconds as `±HH:MM`, with `:SS` and `.mmm` when not zero.
@@ -1313,24 +1313,17 @@ fn offset_into(ms: i64, out: &mut Vec<u8>) {
     out.push(if ms < 0 { b'-' } else { b'+' });
     let v = ms.unsigned_abs();
     let seconds = v / 1000;
-    pad_into(seconds / 3600, 2, out);
+    text::padded_into(seconds / 3600, 2, out);
     out.push(b':');
-    pad_into(seconds / 60 % 60, 2, out);
+    text::padded_into(seconds / 60 % 60, 2, out);
     if v % 60_000 != 0 {
         out.push(b':');
-        pad_into(seconds % 60, 2, out);
+        text::padded_into(seconds % 60, 2, out);
         if v % 1000 != 0 {
             out.push(b'.');
-            pad_into(v % 1000, 3, out);
+            text::padded_into(v % 1000, 3, out);
         }
     }
-}
-
-fn pad_into(value: u64, width: usize, out: &mut Vec<u8>) {
-    let mut buffer = itoa::Buffer::new();
-    let digits = buffer.format(value).as_bytes();
-    out.resize(out.len() + width.saturating_sub(digits.len()), b'0');
-    out.extend_from_slice(digits);
 }
 
 /// A big-endian two's complement unscaled value (any length) as plain decimal text with
@@ -1382,7 +1375,7 @@ fn decimal_into(bytes: &[u8], scale: usize, out: &mut Vec<u8>) {
                 digits.extend_from_slice(itoa::Buffer::new().format(*top).as_bytes());
                 for g in rest.iter().rev() {
                     let mut text = Vec::new();
-                    pad_into(u64::from(*g), 9, &mut text);
+                    text::padded_into(u64::from(*g), 9, &mut text);
                     digits.extend_from_slice(&text);
                 }
             }

@@ -5,13 +5,13 @@
 
 use bytes::Bytes;
 
-use crate::decoder::Sink;
 use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, extended, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
 use crate::sequence::OrderKey;
+use crate::sink::Sink;
 use crate::typed::{Hint, Hints, Unit};
 
 /// The format's name.

@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use arrow_array::RecordBatch;
 use bytes::Bytes;
 
-use crate::decoder::Sink;
 use crate::error::{Error, Result};
 use crate::limits::Limits;
+use crate::sink::Sink;
 
 pub mod datahub_blob;
 pub mod datahub_tuple;

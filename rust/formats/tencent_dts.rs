@@ -10,13 +10,13 @@ use std::collections::HashSet;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::decoder::Sink;
 use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::limits::{grouped, Limits, OverLimit};
 use crate::proto::{DataType, DmlType, MessageType, SourceType};
 use crate::sequence::OrderKey;
+use crate::sink::Sink;
 use crate::text::{base64_into, Charset};
 use crate::wire::{Reader, Value, WireError};
 

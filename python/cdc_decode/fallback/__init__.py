@@ -15,7 +15,7 @@ docs/events.md); one module per format decodes single messages:
 
 The four JSON formats derive from :class:`._json.JsonFormat` and read their messages with
 :mod:`._json` (the strict parse, value rendering and field checks of
-docs/formats/datahub-blob.md), as the Rust ones use ``rust/json.rs``.
+docs/formats/datahub-blob.md), as the Rust ones use ``rust/json/``.
 
 A format class takes the decoder's options as keyword arguments (only those given:
 ``columns`` for ``tdsql-json``; ``limits``, a ``cdc_decode.Limits``, for every format of

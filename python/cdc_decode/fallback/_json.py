@@ -8,7 +8,7 @@ object or array, the first of duplicate keys wins, number tokens kept as
 the text that was sent (:class:`_Number`), the top value an object (each format checks).
 Values render to generic text (:func:`render`) as that page's "Row images" says.
 :class:`JsonFormat` is the decoder the four formats derive from: one message, one row or
-one error row. The Rust core's counterpart is ``rust/json.rs``.
+one error row. The Rust core's counterpart is ``rust/json/``.
 """
 
 from __future__ import annotations
@@ -286,7 +286,7 @@ class JsonFormat:
 
 # ---------------------------------------------------------------------------------------
 # MongoDB Extended JSON (v1 strict, v2 relaxed and canonical), as the Debezium MongoDB
-# connector writes documents into strings; rust/json.rs's `extended` module.
+# connector writes documents into strings; rust/json/extended.rs.
 
 _JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z")
 _NUMBERS = frozenset(("$numberInt", "$numberLong", "$numberDouble", "$numberDecimal"))

@@ -516,7 +516,7 @@ fn sonic_lazy<S: Sink>(
 }
 
 // ------------------------------------------------------------------------------------------
-// Ours: cdc-decode's rust/json.rs (a tape of spans; `members` skips later duplicates).
+// Ours: cdc-decode's rust/json/ (a tape of spans; `members` skips later duplicates).
 
 fn walk_ours<S: Sink>(v: _native::json::Value<'_>, sink: &mut S) {
     use _native::json::Kind;
