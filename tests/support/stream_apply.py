@@ -28,7 +28,9 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.append(str(_HERE.parent))
 
-from support.streaming import kafka_source  # noqa: E402
+# run: Kafka -> decode_stream -> a foreachBatch sink (here ApplySink), as the other
+# streaming tests run it.
+from support.streaming import run  # noqa: E402, F401
 
 
 class ApplySink:
@@ -111,36 +113,6 @@ class ApplySink:
     def counts(self) -> list[dict]:
         """Each finished micro-batch's record, in batch order."""
         return [json.loads(p.read_text()) for p in sorted(self.log.glob("*.json"))]
-
-
-def run(
-    spark: Any,
-    bootstrap: str,
-    topic: str,
-    format: str,
-    *,
-    checkpoint: str | os.PathLike,
-    sink: ApplySink,
-    max_offsets: int | None = None,
-    available_now: bool = True,
-):
-    """Start Kafka -> ``decode_stream`` -> ``sink`` on ``topic``; with ``available_now``
-    run until everything there now is applied and return the stopped query, else return
-    it running."""
-    from cdc_decode import spark as cdc_spark
-
-    source = kafka_source(spark, bootstrap, topic, max_offsets=max_offsets)
-    events = cdc_spark.decode_stream(source, format, accounting=sink.accounting)
-    writer = (
-        events.writeStream.option("checkpointLocation", str(checkpoint))
-        .foreachBatch(sink)
-        .queryName(f"{topic}-apply")
-    )
-    if available_now:
-        query = writer.trigger(availableNow=True).start()
-        query.awaitTermination()
-        return query
-    return writer.trigger(processingTime="0 seconds").start()
 
 
 def _main(argv: list[str] | None = None) -> int:
