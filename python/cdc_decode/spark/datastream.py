@@ -47,7 +47,11 @@ try:  # pyspark 4.0+
         InputPartition,
     )
 except ImportError:  # pragma: no cover (pyspark 3.5: plan="binaryFile" only)
-    DataSource = DataSourceReader = DataSourceStreamReader = object  # type: ignore[misc]
+
+    class _NoDataSources:
+        """Stands in for pyspark's data source base classes, which pyspark 3.5 lacks."""
+
+    DataSource = DataSourceReader = DataSourceStreamReader = _NoDataSources  # type: ignore[misc]
     InputPartition = None  # type: ignore[assignment]
 
 __all__ = ["SOURCE", "DatastreamSource", "list_tree", "read_datastream", "register"]
@@ -454,7 +458,10 @@ class _TreeReader(DataSourceReader):
 try:  # pyspark 4.2+: Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import SupportsTriggerAvailableNow as _AvailableNow
 except ImportError:  # pragma: no cover
-    _AvailableNow = object  # type: ignore[assignment,misc]
+
+    class _AvailableNow:  # type: ignore[no-redef]
+        """Stands in for ``SupportsTriggerAvailableNow`` before pyspark 4.2 (a base class
+        of its own, so the stream reader's bases stay distinct on pyspark 3.5 too)."""
 
 
 class _TreeStreamReader(DataSourceStreamReader, _AvailableNow):
