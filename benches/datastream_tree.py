@@ -40,7 +40,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benches"))
 
-from spark_race import COLUMNS, OUTPUT, _cpu, _row, _string_struct  # noqa: E402
+from spark_race import (  # noqa: E402
+    COLUMNS,
+    OUTPUT,
+    _cpu,
+    _row,
+    _string_struct,
+    read_datastream_avro,
+)
 
 FORMATS = ("datastream-avro", "datastream-json")
 CONTENDERS = ("ours", "binaryFile", "spark", "in-process")
@@ -58,22 +65,7 @@ def ours(spark, path: str, fmt: str, plan: str = "source"):
 
 def spark_avro(spark, path: str):
     """spark-avro over the tree, then the format's logic (benches/spark_race.py)."""
-    j = spark.read.format("avro").option("recursiveFileLookup", "true").load(path)
-    row = _row(lambda _, n: f"payload.{n}")
-    deleted = "source_metadata.change_type IN ('DELETE', 'UPDATE-DELETE')"
-    return j.selectExpr(
-        """CASE WHEN read_method LIKE '%backfill%' THEN 'read'
-             ELSE CASE source_metadata.change_type WHEN 'INSERT' THEN 'insert'
-               WHEN 'UPDATE-INSERT' THEN 'update_after' WHEN 'UPDATE-DELETE' THEN 'update_before'
-               WHEN 'DELETE' THEN 'delete' ELSE 'other' END
-           END AS op""",
-        "source_metadata.database AS source_db",
-        "source_metadata.table AS source_table",
-        "source_timestamp AS event_time",
-        "struct(source_metadata.log_file, source_metadata.log_position) AS sequence",
-        f"IF({deleted}, {row}, NULL) AS before",
-        f"IF({deleted}, NULL, {row}) AS after",
-    )
+    return read_datastream_avro(spark, path)
 
 
 def spark_json(spark, path: str):

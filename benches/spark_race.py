@@ -380,7 +380,12 @@ def spark_datastream_avro(_df, source):
     """Datastream Avro files through the spark-avro reader, casts of the payload."""
     from pyspark.sql import SparkSession
 
-    spark = SparkSession.getActiveSession()
+    return read_datastream_avro(SparkSession.getActiveSession(), source)
+
+
+def read_datastream_avro(spark, source: str):
+    """What a Spark user writes for a Datastream Avro tree: spark-avro over the files,
+    then the format's op, time and image logic (the tree race uses it too)."""
     j = spark.read.format("avro").option("recursiveFileLookup", "true").load(source)
     row = _row(lambda _, n: f"payload.{n}")
     deleted = "source_metadata.change_type IN ('DELETE', 'UPDATE-DELETE')"
