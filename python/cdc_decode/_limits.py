@@ -71,6 +71,34 @@ class Limits:
         """The most output bytes the events of a message of ``size`` bytes may take."""
         return max(self.output_floor_bytes, size * self.max_output_ratio)
 
+    def over(self, name: str, what: str) -> str:
+        """The error text of a message over the limit ``name`` (one of the fields above):
+        what it has, the limit and its value, how to change it."""
+        value = getattr(self, name)
+        return f"{what}, over {name} = {_show(name, value)} {_HOW}"
+
+    def over_inflate(self, limit: int) -> str:
+        """The error text of a file that decompresses past ``limit``, its
+        :meth:`inflate_limit`."""
+        what = (
+            f"the file inflates past {limit:,} bytes "
+            "(max_inflate_ratio times its size, or inflate_floor_bytes if more)"
+        )
+        return self.over("max_inflate_ratio", what)
+
+    def over_output(self, limit: int, whose: str) -> str:
+        """The error text of a message (``whose``: ``"the file's"``, ``"the message's"``)
+        whose events take more than ``limit``, its :meth:`output_limit`."""
+        what = (
+            f"{whose} events take more than {limit:,} bytes "
+            "(max_output_ratio times its size, or output_floor_bytes if more)"
+        )
+        return self.over("max_output_ratio", what)
+
+
+# How an error over a limit says to change it.
+_HOW = "(Decoder(limits=cdc_decode.Limits(...)))"
+
 
 DEFAULT = Limits()
 
@@ -91,8 +119,3 @@ def _show(name: str, value: int) -> str:
             if value >= size and value % size == 0:
                 return f"{value // size:,} {unit}"
     return f"{value:,}"
-
-
-def over(what: str, name: str, value: int) -> str:
-    """The error text of a message over a limit: what it has, the limit, how to change it."""
-    return f"{what}, over {name} = {_show(name, value)} (Decoder(limits=cdc_decode.Limits(...)))"

@@ -36,7 +36,7 @@ from importlib import import_module
 import pyarrow as pa
 
 from .._checks import check_columns, check_format, check_mode, check_schema_or_tables
-from .._limits import Limits, as_limits, over
+from .._limits import Limits, as_limits
 from ._events import EventSink
 from ._typed import Typed
 
@@ -182,7 +182,7 @@ class PythonDecoder:
                         sink.tombstone(ordinal)
                     elif len(raw) > max_bytes:
                         what = f"message is {len(raw):,} bytes"
-                        sink.error(ordinal, raw, over(what, "max_message_bytes", max_bytes))
+                        sink.error(ordinal, raw, self._limits.over("max_message_bytes", what))
                     else:
                         decode_one(raw, key, ordinal, sink)
         finally:

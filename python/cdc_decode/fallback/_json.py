@@ -17,10 +17,10 @@ import json
 import re
 from itertools import accumulate
 
-from .._limits import DEFAULT, Limits, over
+from .._limits import DEFAULT, Limits
+from .._values import days_from_civil, json_string, timestamp_text
 from ._events import EventSink
 from ._typed import Hints, Unconvertible
-from ._values import timestamp_text
 
 _SIGN = 1 << 63
 
@@ -129,14 +129,14 @@ def parse(raw: bytes, limits: Limits = DEFAULT) -> object:
     max_depth = limits.max_json_depth
     if text.count("[") + text.count("{") > max_depth and _depth(text) > max_depth:
         what = f"JSON nested more than {max_depth} levels deep"
-        raise _Malformed(over(what, "max_json_depth", max_depth))
+        raise _Malformed(limits.over("max_json_depth", what))
     max_items = limits.max_items
     if text.count(",") >= max_items:
         widest = _widest(text, max_items)
         if widest is not None:
             noun = "members" if widest == "object" else "items"
             what = f"an {widest} of more than {max_items:,} {noun}"
-            raise _Malformed(over(what, "max_items", max_items))
+            raise _Malformed(limits.over("max_items", what))
     try:
         value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
@@ -164,13 +164,10 @@ def render(value: object) -> str | None:
     return _compact(value)
 
 
-_escape = json.encoder.encode_basestring  # serde_json's escaping (docs: "Nested values")
-
-
 def _compact(value: object) -> str:
     # Recursion is bounded: parse() rejects anything deeper than Limits.max_json_depth.
     if type(value) is str:
-        return _escape(value)
+        return json_string(value)
     if type(value) is _Number:
         return value
     if value is None:
@@ -180,7 +177,7 @@ def _compact(value: object) -> str:
     if value is False:
         return "false"
     if isinstance(value, dict):
-        inner = ",".join(f"{_escape(k)}:{_compact(v)}" for k, v in value.items())
+        inner = ",".join(f"{json_string(k)}:{_compact(v)}" for k, v in value.items())
         return "{" + inner + "}"
     return "[" + ",".join(_compact(v) for v in value) + "]"
 
@@ -326,18 +323,8 @@ def iso_millis(text: str) -> int | None:
             return None
         offset = h * 60 + m if match.group(9) == "+" else -(h * 60 + m)
     millis = int((match.group(7) or "")[:3].ljust(3, "0"))
-    seconds = _days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
+    seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second
     return (seconds - offset * 60) * 1000 + millis
-
-
-def _days_from_civil(year: int, month: int, day: int) -> int:
-    y = year - 1 if month <= 2 else year
-    era = y // 400
-    yoe = y - era * 400
-    mp = (month + 9) % 12
-    doy = (153 * mp + 2) // 5 + day - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146_097 + doe - 719_468
 
 
 def _date(value: object) -> str | None:
@@ -405,9 +392,9 @@ def render_extended(value: object) -> str | None:
 def _compact_extended(value: object) -> str:
     found = wrapped(value)
     if found is not None:
-        return found[0] if found[1] else _escape(found[0])
+        return found[0] if found[1] else json_string(found[0])
     if isinstance(value, dict):
-        inner = ",".join(f"{_escape(k)}:{_compact_extended(v)}" for k, v in value.items())
+        inner = ",".join(f"{json_string(k)}:{_compact_extended(v)}" for k, v in value.items())
         return "{" + inner + "}"
     if isinstance(value, list):
         return "[" + ",".join(_compact_extended(v) for v in value) + "]"

@@ -19,6 +19,7 @@ from typing import NamedTuple
 import pyarrow as pa
 
 from .._typed import multi_event_schema, typed_event_schema
+from .._values import days_from_civil
 
 _BEFORE = 13
 _AFTER = 14
@@ -218,16 +219,6 @@ def _decimal_from_bytes(raw: bytes, source_scale: int, precision: int, scale: in
     return value if abs(value) < 10**precision else None
 
 
-def _days_from_civil(year: int, month: int, day: int) -> int:
-    y = year - 1 if month <= 2 else year
-    era = y // 400
-    yoe = y - era * 400
-    mp = (month + 9) % 12
-    doy = (153 * mp + 2) // 5 + day - 1
-    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
-    return era * 146_097 + doe - 719_468
-
-
 def _days_in_month(year: int, month: int) -> int:
     if month == 2:
         return 29 if (year % 4 == 0 and year % 100 != 0) or year % 400 == 0 else 28
@@ -250,7 +241,7 @@ def parse_iso(text: str) -> int | None:
     year, month, day = int(year), int(month), int(day)
     if not 1 <= month <= 12 or not 1 <= day <= _days_in_month(year, month):
         return None
-    micros = _days_from_civil(year, month, day) * MICROS_PER_DAY
+    micros = days_from_civil(year, month, day) * MICROS_PER_DAY
     if hour is not None:
         h, mi, s = int(hour), int(minute), int(second or 0)
         if h > 23 or mi > 59 or s > 59:

@@ -34,9 +34,7 @@ from .._tuple_format import (
     SOURCE_TABLE,
     TIME_COLUMNS,
 )
-from ._events import EventSink
-from ._typed import Hints, Unconvertible
-from ._values import (
+from .._values import (
     base64_text,
     date_text,
     decimal_text,
@@ -45,6 +43,8 @@ from ._values import (
     json_string,
     timestamp_text,
 )
+from ._events import EventSink
+from ._typed import Hints, Unconvertible
 
 _STRING_TYPES = "expected a string type (string, large_string, string_view)"
 _SEQUENCE_TYPES = "expected a string or integer type"

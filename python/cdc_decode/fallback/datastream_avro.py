@@ -20,18 +20,31 @@ import cramjam
 import fastavro
 import zstandard
 
-from .._limits import DEFAULT, Limits, over
+from .._limits import DEFAULT, Limits
+from .._values import (
+    base64_text,
+    date_text,
+    datetime_text,
+    f32_text,
+    f64_text,
+    float_json,
+    infinity_text,
+    interval_text,
+    json_string,
+    offset_text,
+    offset_timestamp_text,
+    time_text,
+    timestamp_text,
+    unscaled_decimal_text,
+)
 from ._events import EventSink
 from ._json import _Malformed, _Number, parse
 from ._typed import Hints, Unconvertible
-from ._values import base64_text, date_text, f32_text, f64_text, json_string, timestamp_text
 from .datastream_json import order
 
 FORMAT = "datastream-avro"
 
 _CACHED_SCHEMAS = 64
-_INFINITY = 9_223_372_036_825_200_000
-_NEG_INFINITY = -9_223_372_036_832_400_000
 _MAX_MS = (2**63 - 1) // 1000
 _I64 = (-(2**63), 2**63 - 1)
 _MAGIC = b"Obj\x01"
@@ -122,12 +135,6 @@ def _header(buf: bytes) -> tuple[bytes, str, bytes, int]:
 
 
 def _decompress(codec: str, data: bytes, budget: int, limits: Limits) -> bytes:
-    too_much = over(
-        f"the file inflates past {budget:,} bytes (max_inflate_ratio times its size, or "
-        "inflate_floor_bytes if more)",
-        "max_inflate_ratio",
-        limits.max_inflate_ratio,
-    )
     if codec == "deflate":
         inflater = zlib.decompressobj(-15)
         try:
@@ -135,7 +142,7 @@ def _decompress(codec: str, data: bytes, budget: int, limits: Limits) -> bytes:
         except zlib.error as exc:
             raise _Malformed(f"deflate: {exc}") from None
         if len(out) > budget:
-            raise _Malformed(too_much)
+            raise _Malformed(limits.over_inflate(budget))
         if not inflater.eof:
             raise _Malformed("deflate: truncated")
         return out
@@ -153,7 +160,7 @@ def _decompress(codec: str, data: bytes, budget: int, limits: Limits) -> bytes:
         if n >= 1 << 32:
             raise _Malformed("snappy: bad length")
         if n > budget:
-            raise _Malformed(too_much)
+            raise _Malformed(limits.over_inflate(budget))
         try:
             out = bytes(cramjam.snappy.decompress_raw(body))
         except Exception as exc:  # cramjam raises its own DecompressionError
@@ -179,7 +186,7 @@ def _decompress(codec: str, data: bytes, budget: int, limits: Limits) -> bytes:
     except zstandard.ZstdError as exc:
         raise _Malformed(f"zstandard: {exc}") from None
     if total > budget:
-        raise _Malformed(too_much)
+        raise _Malformed(limits.over_inflate(budget))
     return b"".join(chunks)
 
 
@@ -564,59 +571,16 @@ def _fields(value: object) -> list:
     return list(value.values())
 
 
-def _time_text(value: int, digits: int) -> str:
-    per_second = 1000 if digits == 3 else 1_000_000
-    sign = "-" if value < 0 else ""
-    v = abs(value)
-    seconds, fraction = divmod(v, per_second)
-    return (f"{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-            f".{fraction:0{digits}d}")  # fmt: skip
-
-
-def _offset_text(ms: int) -> str:
-    sign = "-" if ms < 0 else "+"
-    v = abs(ms)
-    seconds = v // 1000
-    out = f"{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}"
-    if v % 60_000:
-        out += f":{seconds % 60:02d}"
-        if v % 1000:
-            out += f".{v % 1000:03d}"
-    return out
-
-
-def _decimal_text(raw: bytes, scale: int) -> str:
-    n = int.from_bytes(raw, "big", signed=True)
-    digits = str(abs(n))
-    sign = "-" if n < 0 else ""
-    if scale == 0:
-        return sign + digits
-    if len(digits) > scale:
-        return f"{sign}{digits[:-scale]}.{digits[-scale:]}"
-    return f"{sign}0.{'0' * (scale - len(digits))}{digits}"
-
-
 def _integer_text(value: int, logical: tuple | None) -> str:
+    """An ``int``/``long`` by its logical type (docs/formats/datastream-avro.md)."""
     if logical is None:
         return str(value)
     kind = logical[0]
     if kind == "date":
         return date_text(value)
     if kind == "time":
-        return _time_text(value, logical[1])
-    if value == _INFINITY:
-        return "infinity"
-    if value == _NEG_INFINITY:
-        return "-infinity"
-    return timestamp_text(value, logical[1], logical[2])
-
-
-def _over_output(limit: int, ratio: int) -> str:
-    what = (
-        f"the file's events take more than {limit:,} bytes "
-        "(max_output_ratio times its size, or output_floor_bytes if more)"
-    )
-    return over(what, "max_output_ratio", ratio)
+        return time_text(value, logical[1])
+    return infinity_text(value) or timestamp_text(value, logical[1], logical[2])
 
 
 class _Renderer:
@@ -625,9 +589,9 @@ class _Renderer:
 
     def __init__(self, records: dict[str, _Node]) -> None:
         self.records = records
-        # The output limit of the file being read, and the max_output_ratio it comes from.
+        # The output limit of the file being read, and the limits it comes from.
         self.limit = DEFAULT.output_floor_bytes
-        self.ratio = DEFAULT.max_output_ratio
+        self.limits = DEFAULT
 
     def text(self, node: _Node, value: object) -> str | None:
         kind = node.kind
@@ -650,7 +614,8 @@ class _Renderer:
             return f32_text(value)
         if kind in ("bytes", "fixed"):
             if node.logical is not None:
-                return _decimal_text(value, node.logical[1])
+                unscaled = int.from_bytes(value, "big", signed=True)
+                return unscaled_decimal_text(unscaled, node.logical[1])
             return base64_text(value)
         if kind == "enum":
             if not 0 <= value < len(node.symbols):
@@ -675,23 +640,19 @@ class _Renderer:
         if kind == "varchar":
             return self.text(node.fields[shape[1]][1], values[shape[1]])
         if kind == "datetime":
-            return f"{date_text(values[shape[1]])}T{_time_text(values[shape[2]], 6)}"
+            return datetime_text(values[shape[1]], values[shape[2]])
         if kind == "timestampTz":
             ts, offset = values[shape[1]], values[shape[2]]
-            if ts == _INFINITY:
-                return "infinity"
-            if ts == _NEG_INFINITY:
-                return "-infinity"
+            infinite = infinity_text(ts)
+            if infinite is not None:
+                return infinite
             shift = offset * 1000
             if not _I64[0] <= shift <= _I64[1] or not _I64[0] <= ts + shift <= _I64[1]:
                 raise _Malformed(f"timestampTz {ts} {offset} is out of range")
-            return timestamp_text(ts + shift, "us", False) + _offset_text(offset)
+            return offset_timestamp_text(ts + shift, offset)
         if kind == "timeTz":
-            return _time_text(values[shape[1]], 6) + _offset_text(values[shape[2]])
-        months, hours, micros = values[shape[1]], values[shape[2]], values[shape[3]]
-        sign = "-" if micros < 0 else ""
-        seconds, fraction = divmod(abs(micros), 1_000_000)
-        return f"P{months}MT{hours}H{sign}{seconds}.{fraction:06d}S"
+            return time_text(values[shape[1]], 6) + offset_text(values[shape[2]])
+        return interval_text(values[shape[1]], values[shape[2]], values[shape[3]])
 
     def json(self, node: _Node, value: object) -> str:
         kind = node.kind
@@ -711,7 +672,7 @@ class _Renderer:
                 # Items may repeat long field names or symbols: bounded as the file's events.
                 size += len(part)
                 if size > self.limit:
-                    raise _Malformed(_over_output(self.limit, self.ratio))
+                    raise _Malformed(self.limits.over_output(self.limit, "the file's"))
                 parts.append(part)
             return "[" + ",".join(parts) + "]"
         if kind == "record":
@@ -733,7 +694,7 @@ class _Renderer:
             return "true" if value else "false"
         text = self.text(node, value)
         if kind in ("float", "double"):
-            return f'"{text}"' if text in ("nan", "inf", "-inf") else text
+            return float_json(text)
         return json_string(text)
 
     def record_json(self, node: _Node, values: list) -> str:
@@ -891,7 +852,7 @@ class DatastreamAvro:
         budget = limits.inflate_limit(len(buf))
         output_limit = limits.output_limit(len(buf))
         plan.renderer.limit = output_limit
-        plan.renderer.ratio = limits.max_output_ratio
+        plan.renderer.limits = limits
         max_items = limits.max_items
         records = 0
         output = 0
@@ -920,7 +881,7 @@ class DatastreamAvro:
             records += count
             if records > max_items:
                 what = f"the file has more than {max_items:,} records"
-                raise _Malformed(over(what, "max_items", max_items))
+                raise _Malformed(limits.over("max_items", what))
             stream = io.BytesIO(data)
             for _ in range(count):
                 try:
@@ -930,11 +891,11 @@ class DatastreamAvro:
                         raise
                     depth = limits.max_avro_depth
                     what = f"values nested more than {depth} records and arrays deep"
-                    raise _Malformed(over(what, "max_avro_depth", depth)) from None
+                    raise _Malformed(limits.over("max_avro_depth", what)) from None
                 row, bytes_out = self._event(plan, list(record.values()))
                 output += bytes_out
                 if output > output_limit:
-                    raise _Malformed(_over_output(output_limit, limits.max_output_ratio))
+                    raise _Malformed(limits.over_output(output_limit, "the file's"))
                 rows.append(row)
             left = len(data) - stream.tell()
             if left:

@@ -10,14 +10,14 @@ from __future__ import annotations
 import codecs
 import re
 import struct
-from base64 import b64encode
 from collections.abc import Callable
 from functools import partial
 
 from google.protobuf.message import DecodeError as ProtoError
 
 from .. import _proto
-from .._limits import DEFAULT, Limits, over
+from .._limits import DEFAULT, Limits
+from .._values import base64_text
 from ._events import EventSink, report_all
 from ._typed import Unconvertible
 
@@ -146,10 +146,6 @@ def _gb18030(data: bytes) -> str:
     return text
 
 
-def _base64(data: bytes) -> str:
-    return b64encode(data).decode("ascii")
-
-
 # Plain C callables where possible: this runs once per STRING value.
 _utf8 = bytes.decode  # UTF-8, strict
 _ascii = partial(bytes.decode, encoding="ascii")
@@ -159,7 +155,7 @@ _CHARSETS: dict[str, Callable[[bytes], str]] = {
     **dict.fromkeys(("latin1", "cp1252"), _latin1),
     **dict.fromkeys(("gbk", "gb2312", "gb18030", "cp936"), _gb18030),
     **dict.fromkeys(("ascii", "us-ascii"), _ascii),
-    "binary": _base64,
+    "binary": base64_text,
 }
 # The charsets as sent (any letter case) -> decoder; only known ones are cached.
 _charset_cache: dict[str, Callable[[bytes], str]] = dict(_CHARSETS)
@@ -203,7 +199,7 @@ def _image(values, names: list[str], row: int, which: str) -> list[tuple[str, st
         elif data_type == _NIL:
             append((name, None))
         elif data_type == _BYTES:
-            append((name, b64encode(data.bv).decode("ascii")))
+            append((name, base64_text(data.bv)))
         else:
             raise _Malformed(f"unknown DataType {data_type} for column {name!r}")
     return entries
@@ -217,7 +213,7 @@ def _add(metadata: dict[str, str], pairs) -> None:
             metadata[key] = pair.value
 
 
-def _entry_rows(entry, envelope_properties, rows: list[tuple], max_items: int) -> None:
+def _entry_rows(entry, envelope_properties, rows: list[tuple], limits: Limits) -> None:
     """Appends the events of one ``Entry`` to ``rows``."""
     header = entry.header
     event = entry.event
@@ -225,8 +221,8 @@ def _entry_rows(entry, envelope_properties, rows: list[tuple], max_items: int) -
         (len(event.dmlEvent.rows), "rows"),
         (len(event.dmlEvent.columns), "columns"),
     ):
-        if count > max_items:
-            raise _Malformed(over(f"DMLEvent has {count:,} {noun}", "max_items", max_items))
+        if count > limits.max_items:
+            raise _Malformed(limits.over("max_items", f"DMLEvent has {count:,} {noun}"))
     message_type = header.messageType
     seq_id = header.seqId
     source_db = header.schemaName or None
@@ -360,7 +356,7 @@ def _events(data: bytes, envelope_properties: list[tuple[str, str]], limits: Lim
     entries = _parse(_proto.Entries, data, "Entries")
     if len(entries.items) > max_items:
         what = f"Entries has more than {max_items:,} items"
-        raise _Malformed(over(what, "max_items", max_items))
+        raise _Malformed(limits.over("max_items", what))
     output_limit = limits.output_limit(len(data))
     bound = 0
     exact = None  # the output bytes of the rows so far, once the bound is past the limit
@@ -368,7 +364,7 @@ def _events(data: bytes, envelope_properties: list[tuple[str, str]], limits: Lim
     for i, entry in enumerate(entries.items):
         start = len(rows)
         try:
-            _entry_rows(entry, envelope_properties, rows, max_items)
+            _entry_rows(entry, envelope_properties, rows, limits)
         except _Malformed as exc:
             raise _Malformed(f"Entries.items[{i}]: {exc}") from None
         added = len(rows) - start
@@ -383,11 +379,7 @@ def _events(data: bytes, envelope_properties: list[tuple[str, str]], limits: Lim
         if exact is not None:
             exact += sum(_row_bytes(row) for row in rows[start:])
             if exact > output_limit:
-                what = (
-                    f"the message's events take more than {output_limit:,} bytes "
-                    "(max_output_ratio times its size, or output_floor_bytes if more)"
-                )
-                cause = over(what, "max_output_ratio", limits.max_output_ratio)
+                cause = limits.over_output(output_limit, "the message's")
                 raise _Malformed(f"Entries.items[{i}]: {cause}")
     return rows
 
@@ -444,7 +436,7 @@ class TencentDts:
             max_parts = self._limits.max_parts
             if total > max_parts:
                 what = f"a multi-part envelope of {total:,} parts"
-                raise _Malformed(over(what, "max_parts", max_parts))
+                raise _Malformed(self._limits.over("max_parts", what))
         except _Malformed as exc:
             sink.error(ordinal, raw, str(exc))
             return
@@ -524,7 +516,7 @@ class TencentDts:
         if total <= limit:
             return None
         what = f"buffering this part would hold {total:,} bytes of multi-part envelopes"
-        return over(what, "max_pending_bytes", limit)
+        return self._limits.over("max_pending_bytes", what)
 
     @staticmethod
     def _fail(sink: EventSink, part_set: _PartSet, reason: str) -> None:

@@ -21,6 +21,7 @@ from decimal import Decimal
 
 import fastavro
 
+from .._values import f32_text
 from .datastream_json import DatastreamJsonWriter
 from .source import Column, MySQLSource, Value
 
@@ -92,8 +93,6 @@ def render(column: Column, value: Value) -> str | None:
     wire = avro_value(column, value)
     if kind == "float":
         (f32,) = struct.unpack("<f", struct.pack("<f", value))
-        from ..fallback._values import f32_text
-
         return f32_text(f32)
     if kind == "double":
         return repr(value)

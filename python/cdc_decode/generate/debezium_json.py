@@ -36,7 +36,7 @@ import json
 import random
 import struct
 
-from ..fallback._values import timestamp_text
+from .._values import timestamp_text
 from .datahub_blob import Raw, _dump
 from .images import Tables
 from .source import Column, Ddl, MySQLSource, Transaction, Value, mysql_text

@@ -1,9 +1,12 @@
-"""Value rendering shared by the Python decoders: the text of binary values.
+"""How values are written as text in event columns: one renderer per kind of value, shared
+by every format of the Python engine and by the generator that predicts its output.
 
-The same rules as ``rust/text.rs`` (written down in docs/formats/datahub-tuple.md,
-"Rendering values as text"), for every format that carries binary values: ``datahub-tuple``
-(Arrow columns) now, Datastream Avro (issue 4) next. Keep the two in step: the parity tests
-compare their output byte for byte.
+The same rules as the Rust core's ``rust/text.rs`` (written down in docs/formats/, e.g.
+datahub-tuple.md, "Rendering values as text", and datastream-avro.md): floats as the
+shortest digits that read back, decimals with their scale, dates, times, timestamps and
+offsets in ISO-8601, binary values as base64, JSON strings escaped as serde_json escapes
+them. The two engines stay independent twins: the parity tests compare their output byte
+for byte, so keep the two in step.
 """
 
 from __future__ import annotations
@@ -110,6 +113,18 @@ def decimal_text(value: Decimal) -> str:
     return format(value, "f")
 
 
+def unscaled_decimal_text(unscaled: int, scale: int) -> str:
+    """The decimal ``unscaled * 10**-scale`` as :func:`decimal_text` writes it (``scale``
+    fraction digits: ``-0.05`` for ``(-5, 2)``)."""
+    return format(Decimal(f"{unscaled}E-{scale}"), "f")
+
+
+def float_json(text: str) -> str:
+    """A float's text (:func:`f32_text`, :func:`f64_text`) as a JSON value: a number, or a
+    string for ``nan``, ``inf`` and ``-inf``, which JSON has no number for."""
+    return f'"{text}"' if text in ("nan", "inf", "-inf") else text
+
+
 def base64_text(value: bytes) -> str:
     """Standard padded base64."""
     return base64.b64encode(value).decode("ascii")
@@ -133,6 +148,17 @@ def date_text(days: int) -> str:
     return f"{'-' if year < 0 else '+'}{abs(year):04d}-{month:02d}-{day:02d}"
 
 
+def days_from_civil(year: int, month: int, day: int) -> int:
+    """The days since 1970-01-01 of a proleptic Gregorian date (:func:`date_text` backwards)."""
+    y = year - 1 if month <= 2 else year
+    era = y // 400
+    yoe = y - era * 400
+    mp = (month + 9) % 12
+    doy = (153 * mp + 2) // 5 + day - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146_097 + doe - 719_468
+
+
 UNITS = {"s": (1, 0), "ms": (1_000, 3), "us": (1_000_000, 6), "ns": (1_000_000_000, 9)}
 """Arrow time unit -> (values per second, fraction digits)."""
 
@@ -148,3 +174,58 @@ def timestamp_text(value: int, unit: str, zoned: bool) -> str:
     if digits:
         text += f".{fraction:0{digits}d}"
     return text + "Z" if zoned else text
+
+
+INFINITY_MICROS = 9_223_372_036_825_200_000
+"""PostgreSQL's ``infinity`` timestamp as Datastream writes it (microseconds)."""
+NEG_INFINITY_MICROS = -9_223_372_036_832_400_000
+"""PostgreSQL's ``-infinity`` timestamp as Datastream writes it (microseconds)."""
+
+
+def infinity_text(value: int) -> str | None:
+    """``infinity`` or ``-infinity`` for PostgreSQL's infinite timestamps, else ``None``."""
+    if value == INFINITY_MICROS:
+        return "infinity"
+    if value == NEG_INFINITY_MICROS:
+        return "-infinity"
+    return None
+
+
+def time_text(value: int, digits: int) -> str:
+    """A time of day (or a duration) in milliseconds (``digits`` 3) or microseconds (6):
+    ``HH:MM:SS.fff[fff]``, hours past 23 kept, a sign before a negative one."""
+    per_second = 1000 if digits == 3 else 1_000_000
+    sign = "-" if value < 0 else ""
+    seconds, fraction = divmod(abs(value), per_second)
+    return (f"{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+            f".{fraction:0{digits}d}")  # fmt: skip
+
+
+def offset_text(ms: int) -> str:
+    """A UTC offset in milliseconds: ``+HH:MM``, then ``:SS`` and ``.fff`` when not zero."""
+    sign = "-" if ms < 0 else "+"
+    v = abs(ms)
+    seconds = v // 1000
+    out = f"{sign}{seconds // 3600:02d}:{seconds // 60 % 60:02d}"
+    if v % 60_000:
+        out += f":{seconds % 60:02d}"
+        if v % 1000:
+            out += f".{v % 1000:03d}"
+    return out
+
+
+def datetime_text(days: int, micros: int) -> str:
+    """A local date and time of day (microseconds): ``YYYY-MM-DDTHH:MM:SS.ffffff``."""
+    return f"{date_text(days)}T{time_text(micros, 6)}"
+
+
+def offset_timestamp_text(local_micros: int, offset_ms: int) -> str:
+    """A local timestamp (microseconds) and its UTC offset: ``...T10:00:00.000000+02:00``."""
+    return timestamp_text(local_micros, "us", False) + offset_text(offset_ms)
+
+
+def interval_text(months: int, hours: int, micros: int) -> str:
+    """An interval of months, hours and microseconds in ISO-8601: ``P14MT25H-1.500000S``."""
+    sign = "-" if micros < 0 else ""
+    seconds, fraction = divmod(abs(micros), 1_000_000)
+    return f"P{months}MT{hours}H{sign}{seconds}.{fraction:06d}S"
