@@ -19,6 +19,7 @@ import argparse
 import sys
 import time
 from collections.abc import Sequence
+from typing import Any
 
 
 def _positive(text: str) -> int:
@@ -109,7 +110,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _input_options(parser: argparse.ArgumentParser) -> None:
-    from ._schema import FORMATS
+    from ._schema import ENGINES, FORMATS
 
     parser.add_argument(
         "--format",
@@ -122,7 +123,7 @@ def _input_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--engine",
         default="native",
-        choices=("native", "python"),
+        choices=ENGINES,
         help="native (Rust, default) or python (the pure-Python fallback)",
     )
     parser.add_argument(
@@ -153,6 +154,20 @@ def _input_options(parser: argparse.ArgumentParser) -> None:
         help="show a progress bar on stderr (needs tqdm: the cli extra)",
     )
     progress.add_argument("--no-progress", dest="progress", action="store_false")
+
+
+def _print_options(parser: argparse.ArgumentParser, *, json_into: Any = None) -> None:
+    """The options of the commands that print events: ``--json`` (added to ``json_into``, a
+    group of outputs that exclude each other, when given), ``--errors`` and ``--wide``."""
+    (json_into or parser).add_argument(
+        "--json", action="store_true", help="print JSON lines, one per event"
+    )
+    parser.add_argument(
+        "--errors",
+        action="store_true",
+        help="only error rows: where, the reason and the raw bytes in hex",
+    )
+    parser.add_argument("--wide", action="store_true", help="do not shorten long values")
 
 
 def _file_options(parser: argparse.ArgumentParser) -> None:
@@ -191,15 +206,9 @@ def _decode_parsers(commands) -> None:
     )
     _file_options(dec)
     out = dec.add_mutually_exclusive_group()
-    out.add_argument("--json", action="store_true", help="print JSON lines, one per event")
+    _print_options(dec, json_into=out)
     out.add_argument("--arrow", metavar="OUT", help="write the events to an Arrow IPC file")
     out.add_argument("--parquet", metavar="OUT", help="write the events to a Parquet file")
-    dec.add_argument(
-        "--errors",
-        action="store_true",
-        help="only error rows: where, the reason and the raw bytes in hex",
-    )
-    dec.add_argument("--wide", action="store_true", help="do not shorten long values")
 
     st = commands.add_parser(
         "stats",
@@ -213,7 +222,7 @@ def _decode_parsers(commands) -> None:
 
     from ._cli.tail import add_parser as add_tail
 
-    add_tail(commands, _input_options)
+    add_tail(commands, _input_options, _print_options)
 
 
 def _say(text: str) -> None:

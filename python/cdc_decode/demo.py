@@ -159,7 +159,7 @@ def _rate(count: int, seconds: float) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--messages", type=int, default=10_000, help="stream length")
-    parser.add_argument("--engine", default="native", choices=["native", "python"])
+    parser.add_argument("--engine", default="native", choices=cdc_decode.ENGINES)
     parser.add_argument("--formats", nargs="+", default=list(BAD_VALUES), choices=list(BAD_VALUES))
     args = parser.parse_args(argv)
 
@@ -276,7 +276,7 @@ def _demo(spark, format: str, messages: int, engine: str, detailed: bool) -> tup
     )
     rates = {}
     array = values if format == "datahub-tuple" else pa.array(values, pa.binary())
-    for engine_name in ("native", "python"):
+    for engine_name in cdc_decode.ENGINES:
         # Best of two runs: the first also faults in the memory a long-running process
         # reuses.
         seconds = float("inf")

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import Decoder, decode
-from .._schema import FORMATS, RECORD_FORMATS
+from .._schema import RECORD_FORMATS
 from .inputs import Chunk, InputError
 
 SAMPLE = 50
@@ -293,8 +293,3 @@ def schema_text(text: str | None) -> str | None:
             return f.read().strip()
     except OSError as exc:
         raise UsageError(f"--schema {text}: {exc.strerror}") from exc
-
-
-def check_format(format: str) -> None:
-    if format != "auto" and format not in FORMATS:
-        raise UsageError(f"unknown format {format!r}")

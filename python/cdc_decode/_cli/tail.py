@@ -21,7 +21,7 @@ POLL_SECONDS = 0.5
 BATCH = 1000
 
 
-def add_parser(commands, input_options) -> None:
+def add_parser(commands, input_options, print_options) -> None:
     tail = commands.add_parser(
         "tail",
         help="decode a live Kafka topic as it goes; Ctrl-C prints the counts",
@@ -46,13 +46,7 @@ def add_parser(commands, input_options) -> None:
         action="store_true",
         help="stop when every partition is read to its end (as kcat -e), instead of waiting",
     )
-    tail.add_argument("--json", action="store_true", help="print JSON lines, one per event")
-    tail.add_argument(
-        "--errors",
-        action="store_true",
-        help="only error rows: where, the reason and the raw bytes in hex",
-    )
-    tail.add_argument("--wide", action="store_true", help="do not shorten long values")
+    print_options(tail)
     tail.add_argument(
         "--property",
         "-X",

@@ -40,25 +40,10 @@ from .._limits import Limits, as_limits
 from ._events import EventSink
 from ._typed import Typed
 
-# Format name -> (module, class). Imported on first use: ``cdc_decode._proto`` loads its
-# descriptor set from this package, so importing the format modules here would be circular.
-_FORMATS = {
-    "tencent-dts": ("tencent_dts", "TencentDts"),
-    "datahub-blob": ("datahub_blob", "DatahubBlob"),
-    "tdsql-json": ("tdsql_json", "TdsqlJson"),
-    "datahub-tuple": ("datahub_tuple", "DatahubTuple"),
-    "debezium-json": ("debezium_json", "DebeziumJson"),
-    "datastream-json": ("datastream_json", "DatastreamJson"),
-    "datastream-avro": ("datastream_avro", "DatastreamAvro"),
-}
-
 # The modules of the extra ``cdc-decode[python-engine]`` (pyproject.toml), which only some
 # formats of this engine import; the native engine and a lean executor need none of them.
 _EXTRA_MODULES = ("google", "fastavro", "cramjam", "zstandard")
 INSTALL_EXTRA = "pip install 'cdc-decode[python-engine]'"
-
-FORMATS: tuple[str, ...] = tuple(_FORMATS)
-"""The formats this engine decodes: ``cdc_decode.FORMATS`` and those only it has so far."""
 
 _AS_BYTES = {
     pa.string(): pa.binary(),
@@ -68,8 +53,15 @@ _AS_BYTES = {
 
 def _format_class(format: str) -> type:
     """The class decoding ``format``, imported now; a clear error when it needs a module of
-    the ``python-engine`` extra that is not installed."""
-    module, name = _FORMATS[format]
+    the ``python-engine`` extra that is not installed.
+
+    Each format has its module here, named after it (``tencent_dts`` for ``tencent-dts``),
+    with its decoder class (``TencentDts``). Imported on first use: ``cdc_decode._proto``
+    loads its descriptor set from this package, so importing the format modules here would
+    be circular.
+    """
+    module = format.replace("-", "_")
+    name = "".join(word.capitalize() for word in format.split("-"))
     try:
         return getattr(import_module(f".{module}", __name__), name)
     except ModuleNotFoundError as exc:
@@ -101,7 +93,7 @@ class PythonDecoder:
     """A stateful decoder of one format: the pure-Python engine.
 
     Args:
-        format: a format name (:data:`FORMATS`).
+        format: a format name (``cdc_decode.FORMATS``).
         mode: ``permissive``, ``dropmalformed`` or ``failfast``.
         columns: ``tdsql-json`` only: ``{"db.table": [column names]}``.
         schema: typed mode: a checked pyarrow schema (``cdc_decode._typed.as_schema``).
@@ -122,7 +114,7 @@ class PythonDecoder:
         tables: list | None = None,
         limits: Limits | None = None,
     ) -> None:
-        check_format(format, FORMATS)
+        check_format(format)
         check_mode(mode)
         self._format = format
         self._mode = mode

@@ -27,6 +27,11 @@ _NULLS_AFTER_OP = (None,) * (_WIDTH - 2)
 _NULLS_BEFORE_ERROR = (None,) * (_WIDTH - 4)
 
 
+class Malformed(Exception):
+    """A message (or record) that does not decode: its text, the error row's cause, says
+    what is wrong and where."""
+
+
 def tombstone_row(format: str) -> tuple:
     """The row of a null input value (a Kafka tombstone): every other column null."""
     return (format, "tombstone", *_NULLS_AFTER_OP)

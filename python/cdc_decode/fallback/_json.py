@@ -5,7 +5,7 @@ docs/formats/datahub-blob.md, "JSON accepted" and "Field types", is the contract
 UTF-8 without a byte order mark, RFC 8259 grammar, no lone surrogate escapes, at most
 ``Limits.max_json_depth`` levels of nesting and ``Limits.max_items`` members or items in one
 object or array, the first of duplicate keys wins, number tokens kept as
-the text that was sent (:class:`_Number`), the top value an object (each format checks).
+the text that was sent (:class:`Number`), the top value an object (each format checks).
 Values render to generic text (:func:`render`) as that page's "Row images" says.
 :class:`JsonFormat` is the decoder the four formats derive from: one message, one row or
 one error row. The Rust core's counterpart is ``rust/json/``.
@@ -19,8 +19,8 @@ from itertools import accumulate
 
 from .._limits import DEFAULT, Limits
 from .._values import days_from_civil, json_string, timestamp_text
-from ._events import EventSink
-from ._typed import Hints, Unconvertible
+from ._events import EventSink, Malformed
+from ._typed import Hints, Unconvertible, parse_i64
 
 _SIGN = 1 << 63
 
@@ -34,11 +34,7 @@ _NOT_BRACKET_OR_COMMA = re.compile(r"[^\[\]{},]+")
 _DEPTH_STEP = str.maketrans({"[": "\x01", "{": "\x01", "]": "\x02", "}": "\x02"})
 
 
-class _Malformed(Exception):
-    """A message that does not decode; the text says what is wrong and where."""
-
-
-class _Number(str):
+class Number(str):
     """A JSON number token, kept as the exact text that was sent."""
 
     __slots__ = ()
@@ -58,8 +54,8 @@ def _no_constant(name: str) -> object:
 
 _DECODER = json.JSONDecoder(
     object_pairs_hook=_first_wins,
-    parse_int=_Number,
-    parse_float=_Number,
+    parse_int=Number,
+    parse_float=Number,
     parse_constant=_no_constant,
 )
 
@@ -114,46 +110,46 @@ def _has_lone_surrogate(text: str) -> bool:
 
 def parse(raw: bytes, limits: Limits = DEFAULT) -> object:
     """One message as a JSON value: objects as dicts (first duplicate key wins), number
-    tokens as :class:`_Number` text.
+    tokens as :class:`Number` text.
 
     Raises:
-        _Malformed: for anything docs/formats/datahub-blob.md rejects, or a text over
+        Malformed: for anything docs/formats/datahub-blob.md rejects, or a text over
             ``limits.max_json_depth`` or ``limits.max_items`` (checked before parsing).
     """
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise _Malformed(f"invalid UTF-8 at byte {exc.start}") from None
+        raise Malformed(f"invalid UTF-8 at byte {exc.start}") from None
     # Cheap bounds first: the nesting cannot exceed the number of opening brackets, nor
     # the items of one container the number of commas plus one.
     max_depth = limits.max_json_depth
     if text.count("[") + text.count("{") > max_depth and _depth(text) > max_depth:
         what = f"JSON nested more than {max_depth} levels deep"
-        raise _Malformed(limits.over("max_json_depth", what))
+        raise Malformed(limits.over("max_json_depth", what))
     max_items = limits.max_items
     if text.count(",") >= max_items:
         widest = _widest(text, max_items)
         if widest is not None:
             noun = "members" if widest == "object" else "items"
             what = f"an {widest} of more than {max_items:,} {noun}"
-            raise _Malformed(limits.over("max_items", what))
+            raise Malformed(limits.over("max_items", what))
     try:
         value = _DECODER.decode(text)
     except json.JSONDecodeError as exc:
         at = len(text[: exc.pos].encode("utf-8"))
-        raise _Malformed(f"invalid JSON: {exc.msg} at byte {at}") from None
+        raise Malformed(f"invalid JSON: {exc.msg} at byte {at}") from None
     except (ValueError, RecursionError) as exc:
-        raise _Malformed(f"invalid JSON: {exc}") from None
+        raise Malformed(f"invalid JSON: {exc}") from None
     # A lone surrogate can only come from a \u escape.
     if "\\u" in text and _has_lone_surrogate(text):
-        raise _Malformed("invalid JSON: a \\u escape is a lone surrogate")
+        raise Malformed("invalid JSON: a \\u escape is a lone surrogate")
     return value
 
 
 def render(value: object) -> str | None:
     """A JSON value as generic text: a string's text, a number's token as sent,
     ``true``/``false``, ``None`` for null, compact JSON for an object or array."""
-    if type(value) is str or type(value) is _Number:
+    if type(value) is str or type(value) is Number:
         return value
     if value is None:
         return None
@@ -168,7 +164,7 @@ def _compact(value: object) -> str:
     # Recursion is bounded: parse() rejects anything deeper than Limits.max_json_depth.
     if type(value) is str:
         return json_string(value)
-    if type(value) is _Number:
+    if type(value) is Number:
         return value
     if value is None:
         return "null"
@@ -182,8 +178,8 @@ def _compact(value: object) -> str:
     return "[" + ",".join(_compact(v) for v in value) + "]"
 
 
-def _kind(value: object) -> str:
-    if type(value) is _Number:
+def kind_of(value: object) -> str:
+    if type(value) is Number:
         return f"the number {value[:40]}"
     if type(value) is str:
         return f"the string {json.dumps(value[:40], ensure_ascii=False)}"
@@ -198,39 +194,57 @@ def _kind(value: object) -> str:
 # Fields
 
 
-def _object(value: object, where: str) -> dict | None:
+def object_field(value: object, where: str) -> dict | None:
     """An object field, or ``None`` for null/absent."""
     if value is None or isinstance(value, dict):
         return value
-    raise _Malformed(f"{where}: expected an object, got {_kind(value)}")
+    raise Malformed(f"{where}: expected an object, got {kind_of(value)}")
 
 
-def _string(value: object, where: str) -> str | None:
+def string_field(value: object, where: str) -> str | None:
     if value is None or type(value) is str:
         return value
-    raise _Malformed(f"{where}: expected a string, got {_kind(value)}")
+    raise Malformed(f"{where}: expected a string, got {kind_of(value)}")
 
 
-def _integer(value: object, where: str) -> int | None:
+def integer_field(value: object, where: str) -> int | None:
     """An integer sent as a number token or a string: ``-?[0-9]+`` within i64."""
     if value is None:
         return None
-    if (type(value) is _Number or type(value) is str) and _INTEGER.match(value):
-        negative = value[0] == "-"
-        digits = value[negative:].lstrip("0")
-        if len(digits) <= 19:  # int() of a huge token would be slow or refused
-            number = -int(digits or "0") if negative else int(digits or "0")
-            if -_SIGN <= number < _SIGN:
-                return number
-    raise _Malformed(f"{where}: expected a 64-bit integer, got {_kind(value)}")
+    if type(value) is Number or type(value) is str:
+        number = parse_i64(value)
+        if number is not None:
+            return number
+    raise Malformed(f"{where}: expected a 64-bit integer, got {kind_of(value)}")
 
 
-def _unsigned(value: object, where: str) -> int | None:
+def unsigned_field(value: object, where: str) -> int | None:
     """A non-negative integer (a log position or an index), or ``None``."""
-    number = _integer(value, where)
+    number = integer_field(value, where)
     if number is not None and number < 0:
-        raise _Malformed(f"{where}: expected a non-negative integer, got {_kind(value)}")
+        raise Malformed(f"{where}: expected a non-negative integer, got {kind_of(value)}")
     return number
+
+
+def string_list(value: object, where: str) -> list[str] | None:
+    """An array of strings (a table's primary key); ``None`` when null, absent or empty."""
+    if value is not None and not isinstance(value, list):
+        raise Malformed(f"{where}: expected an array, got {kind_of(value)}")
+    if not value:
+        return None
+    items = [string_field(item, f"{where}[{i}]") for i, item in enumerate(value)]
+    if None in items:
+        raise Malformed(f"{where}: expected strings, got null")
+    return items
+
+
+def add_unknown(metadata: dict[str, str], obj: dict | None, known: frozenset[str]) -> None:
+    """Adds the fields of ``obj`` not in ``known`` (those without a column) to ``metadata``,
+    rendered, nulls left out; a key already there keeps its value."""
+    if obj:
+        for key, value in obj.items():
+            if key not in known and key not in metadata and value is not None:
+                metadata[key] = render(value)
 
 
 # ---------------------------------------------------------------------------------------
@@ -262,7 +276,7 @@ class JsonFormat:
             row = self._event(message)
             if row is not None:
                 rows = sink.convert([row], self._hints(message) if sink.typed else None)
-        except (_Malformed, Unconvertible) as exc:
+        except (Malformed, Unconvertible) as exc:
             sink.error(ordinal, raw, str(exc))
             return
         if row is None:
@@ -296,7 +310,7 @@ _DAYS_IN = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 
 def _token_integer(value: object) -> int | None:
     """An integer number token (``-?[0-9]+`` within i64)."""
-    if type(value) is _Number and _INTEGER.match(value):
+    if type(value) is Number and _INTEGER.match(value):
         number = int(value)
         if -_SIGN <= number < _SIGN:
             return number
@@ -328,7 +342,7 @@ def iso_millis(text: str) -> int | None:
 
 
 def _date(value: object) -> str | None:
-    if type(value) is _Number:
+    if type(value) is Number:
         ms = _token_integer(value)
     elif type(value) is str:
         ms = iso_millis(value)
@@ -405,10 +419,10 @@ def extended_object(text: str, where: str, limits: Limits) -> dict:
     """The Extended JSON document in ``text``, parsed (an object)."""
     try:
         value = parse(text.encode("utf-8"), limits)
-    except _Malformed as exc:
-        raise _Malformed(f"{where}: {exc}") from None
+    except Malformed as exc:
+        raise Malformed(f"{where}: {exc}") from None
     if not isinstance(value, dict):
-        raise _Malformed(f"{where}: expected an object, got {_kind(value)}")
+        raise Malformed(f"{where}: expected an object, got {kind_of(value)}")
     return value
 
 

@@ -92,6 +92,11 @@ def parse_int(text: str) -> int | None:
     return value if -(2**63) <= value < 2**63 else None
 
 
+def parse_i64(text: str) -> int | None:
+    """Integer text ``-?[0-9]+`` (leading zeros allowed) within i64; ``None`` otherwise."""
+    return None if text[:1] == "+" else parse_int(text)
+
+
 def parse_bool(text: str) -> bool | None:
     if text in ("true", "1"):
         return True

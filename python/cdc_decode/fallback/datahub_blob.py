@@ -11,7 +11,17 @@ from __future__ import annotations
 
 import struct
 
-from ._json import JsonFormat, _integer, _kind, _Malformed, _object, _string, render
+from ._events import Malformed
+from ._json import (
+    JsonFormat,
+    add_unknown,
+    integer_field,
+    kind_of,
+    object_field,
+    render,
+    string_field,
+    string_list,
+)
 from ._typed import Hints
 
 FORMAT = "datahub-blob"
@@ -59,31 +69,23 @@ _DDL_KNOWN = frozenset(("text", "ddlMeta"))
 
 def _time(value: object, where: str) -> int | None:
     """Epoch milliseconds as microseconds; ``-1`` (and null) is ``None``."""
-    ms = _integer(value, where)
+    ms = integer_field(value, where)
     if ms is None or ms == -1:
         return None
     if not -_MAX_MS <= ms <= _MAX_MS:
-        raise _Malformed(f"{where}: {ms} milliseconds is out of range")
+        raise Malformed(f"{where}: {ms} milliseconds is out of range")
     return ms * 1000
 
 
 def _image(side: object, where: str) -> list[tuple[str, str | None]] | None:
     """``payload.before`` / ``payload.after``: its ``dataColumn`` as map entries."""
-    side = _object(side, where)
+    side = object_field(side, where)
     if side is None:
         return None
-    columns = _object(side.get("dataColumn"), f"{where}.dataColumn")
+    columns = object_field(side.get("dataColumn"), f"{where}.dataColumn")
     if columns is None:
         return None
     return [(name, render(value)) for name, value in columns.items()]
-
-
-def _extra(metadata: dict[str, str], obj: dict | None, known: frozenset[str]) -> None:
-    """Adds the fields of ``obj`` that have no column to ``metadata`` (first key wins)."""
-    if obj:
-        for key, value in obj.items():
-            if key not in known and key not in metadata and value is not None:
-                metadata[key] = render(value)
 
 
 _HINTS = Hints(epoch="ms")
@@ -92,44 +94,37 @@ _HINTS = Hints(epoch="ms")
 def _event(message: object) -> tuple:
     """The one event row of a parsed message."""
     if not isinstance(message, dict):
-        raise _Malformed(f"expected a JSON object, got {_kind(message)}")
-    schema = _object(message.get("schema"), "schema") or {}
-    payload = _object(message.get("payload"), "payload")
+        raise Malformed(f"expected a JSON object, got {kind_of(message)}")
+    schema = object_field(message.get("schema"), "schema") or {}
+    payload = object_field(message.get("payload"), "payload")
     if payload is None:
-        raise _Malformed("payload: missing")
-    source_op = _string(payload.get("op"), "payload.op")
+        raise Malformed("payload: missing")
+    source_op = string_field(payload.get("op"), "payload.op")
     if source_op is None:
-        raise _Malformed("payload.op: missing")
+        raise Malformed("payload.op: missing")
 
-    source = _object(schema.get("source"), "schema.source") or {}
-    source_db = _string(source.get("dbName"), "schema.source.dbName")
-    source_schema = _string(source.get("schemaName"), "schema.source.schemaName")
-    source_table = _string(source.get("tableName"), "schema.source.tableName")
-    db_type = _string(source.get("dbType"), "schema.source.dbType")
-    db_version = _string(source.get("dbVersion"), "schema.source.dbVersion")
+    source = object_field(schema.get("source"), "schema.source") or {}
+    source_db = string_field(source.get("dbName"), "schema.source.dbName")
+    source_schema = string_field(source.get("schemaName"), "schema.source.schemaName")
+    source_table = string_field(source.get("tableName"), "schema.source.tableName")
+    db_type = string_field(source.get("dbType"), "schema.source.dbType")
+    db_version = string_field(source.get("dbVersion"), "schema.source.dbVersion")
 
-    keys = schema.get("primaryKey")
-    if keys is not None and not isinstance(keys, list):
-        raise _Malformed(f"schema.primaryKey: expected an array, got {_kind(keys)}")
-    primary_key = None
-    if keys:
-        primary_key = [_string(k, f"schema.primaryKey[{i}]") for i, k in enumerate(keys)]
-        if None in primary_key:
-            raise _Malformed("schema.primaryKey: expected strings, got null")
+    primary_key = string_list(schema.get("primaryKey"), "schema.primaryKey")
 
-    timestamp = _object(payload.get("timestamp"), "payload.timestamp") or {}
+    timestamp = object_field(payload.get("timestamp"), "payload.timestamp") or {}
     event_time = _time(timestamp.get("eventTime"), "payload.timestamp.eventTime")
     capture_time = _time(timestamp.get("systemTime"), "payload.timestamp.systemTime")
     checkpoint = _time(timestamp.get("checkpointTime"), "payload.timestamp.checkpointTime")
 
-    ddl_obj = _object(payload.get("ddl"), "payload.ddl") or {}
-    ddl = _string(ddl_obj.get("text"), "payload.ddl.text")
-    ddl_meta = _string(ddl_obj.get("ddlMeta"), "payload.ddl.ddlMeta")
+    ddl_obj = object_field(payload.get("ddl"), "payload.ddl") or {}
+    ddl = string_field(ddl_obj.get("text"), "payload.ddl.text")
+    ddl_meta = string_field(ddl_obj.get("ddlMeta"), "payload.ddl.ddlMeta")
 
     before = _image(payload.get("before"), "payload.before")
     after = _image(payload.get("after"), "payload.after")
 
-    sequence_id = _integer(payload.get("sequenceId"), "payload.sequenceId")
+    sequence_id = integer_field(payload.get("sequenceId"), "payload.sequenceId")
     half = 0 if source_op in _BEFORE_HALVES else 1
     if sequence_id is None:
         sequence = event_id = position = None
@@ -156,12 +151,12 @@ def _event(message: object) -> tuple:
         metadata["checkpointTime"] = str(checkpoint // 1000)
     if ddl_meta is not None:
         metadata["ddlMeta"] = ddl_meta
-    _extra(metadata, message, _TOP_KNOWN)
-    _extra(metadata, schema, _SCHEMA_KNOWN)
-    _extra(metadata, source, _SOURCE_KNOWN)
-    _extra(metadata, payload, _PAYLOAD_KNOWN)
-    _extra(metadata, timestamp, _TIMESTAMP_KNOWN)
-    _extra(metadata, ddl_obj, _DDL_KNOWN)
+    add_unknown(metadata, message, _TOP_KNOWN)
+    add_unknown(metadata, schema, _SCHEMA_KNOWN)
+    add_unknown(metadata, source, _SOURCE_KNOWN)
+    add_unknown(metadata, payload, _PAYLOAD_KNOWN)
+    add_unknown(metadata, timestamp, _TIMESTAMP_KNOWN)
+    add_unknown(metadata, ddl_obj, _DDL_KNOWN)
 
     return (
         FORMAT, op, source_op, source_db, source_schema, source_table, event_time,

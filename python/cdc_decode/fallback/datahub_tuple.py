@@ -43,8 +43,8 @@ from .._values import (
     json_string,
     timestamp_text,
 )
-from ._events import EventSink
-from ._typed import Hints, Unconvertible
+from ._events import EventSink, Malformed
+from ._typed import Hints, Unconvertible, parse_i64
 
 _STRING_TYPES = "expected a string type (string, large_string, string_view)"
 _SEQUENCE_TYPES = "expected a string or integer type"
@@ -61,10 +61,6 @@ _INTEGER = re.compile(r"-?[0-9]+\Z")
 
 # Typed mode: an integer TUPLE TIMESTAMP is epoch microseconds.
 _HINTS = Hints(epoch="us")
-
-
-class _Malformed(Exception):
-    """A record that does not decode; the text says what is wrong."""
 
 
 def _is_string(t: pa.DataType) -> bool:
@@ -151,19 +147,15 @@ def _describe(value: object) -> str:
 def _integer(value: object, column: str) -> int:
     """A sequence id or time: integer text ``-?[0-9]+`` or an integer, within i64."""
     if value is None:
-        raise _Malformed(f"{column}: expected a 64-bit integer, got null")
+        raise Malformed(f"{column}: expected a 64-bit integer, got null")
     if type(value) is int:
         if -_SIGN <= value < _SIGN:
             return value
-        raise _Malformed(f"{column}: expected a 64-bit integer, got the number {value}")
-    if _INTEGER.match(value):
-        negative = value[0] == "-"
-        digits = value[negative:].lstrip("0")
-        if len(digits) <= 19:  # int() of a huge text would be slow or refused
-            number = -int(digits or "0") if negative else int(digits or "0")
-            if -_SIGN <= number < _SIGN:
-                return number
-    raise _Malformed(f"{column}: expected a 64-bit integer, got {_describe(value)}")
+        raise Malformed(f"{column}: expected a 64-bit integer, got the number {value}")
+    number = parse_i64(value)
+    if number is not None:
+        return number
+    raise Malformed(f"{column}: expected a 64-bit integer, got {_describe(value)}")
 
 
 _PER_SECOND = {"s": 1_000_000, "ms": 1_000}
@@ -249,7 +241,7 @@ class Records:
         """Writes record ``row``'s event, or its error row, into ``sink``."""
         try:
             events = sink.convert([self._event(row)], _HINTS)
-        except (_Malformed, Unconvertible) as exc:
+        except (Malformed, Unconvertible) as exc:
             sink.error(ordinal, self.raw(row), str(exc))
             return
         sink.events(events, ordinal)
@@ -257,16 +249,16 @@ class Records:
     def _event(self, row: int) -> tuple:
         source_op = self.operations[row]
         if source_op not in EXPECTED_FLAGS:
-            raise _Malformed(f"{OPERATION_TYPE}: expected I, U or D, got {_describe(source_op)}")
+            raise Malformed(f"{OPERATION_TYPE}: expected I, U or D, got {_describe(source_op)}")
         flags = []
         for name, values in ((BEFORE_IMAGE, self.befores), (AFTER_IMAGE, self.afters)):
             flag = values[row]
             if flag != "Y" and flag != "N":
-                raise _Malformed(f"{name}: expected Y or N, got {_describe(flag)}")
+                raise Malformed(f"{name}: expected Y or N, got {_describe(flag)}")
             flags.append(flag)
         head = HEADS.get((source_op, *flags))
         if head is None:
-            raise _Malformed(
+            raise Malformed(
                 f"{OPERATION_TYPE}: {source_op} with {BEFORE_IMAGE} {flags[0]} and "
                 f"{AFTER_IMAGE} {flags[1]}: {EXPECTED_FLAGS[source_op]}"
             )
@@ -312,13 +304,13 @@ class Records:
             micros = value * _PER_SECOND[unit]
             if not -_SIGN <= micros < _SIGN:
                 word = "seconds" if unit == "s" else "milliseconds"
-                raise _Malformed(f"{name}: {value} {word} is out of range")
+                raise Malformed(f"{name}: {value} {word} is out of range")
             return micros
         ms = _integer(value, name)
         if ms == -1:
             return None  # a full-sync row: no time
         if not -MAX_MS <= ms <= MAX_MS:
-            raise _Malformed(f"{name}: {ms} milliseconds is out of range")
+            raise Malformed(f"{name}: {ms} milliseconds is out of range")
         return ms * 1000
 
     def raw(self, row: int) -> bytes:

@@ -37,8 +37,8 @@ from .._values import (
     timestamp_text,
     unscaled_decimal_text,
 )
-from ._events import EventSink
-from ._json import _Malformed, _Number, parse
+from ._events import EventSink, Malformed
+from ._json import Number, parse
 from ._typed import Hints, Unconvertible
 from .datastream_json import order
 
@@ -59,7 +59,9 @@ _TIMESTAMPS = {
     "local-timestamp-micros": ("us", False),
     "local-timestamp-nanos": ("ns", False),
 }
-# Source-metadata fields with a column of their own (not in metadata).
+# Source-metadata fields read as non-negative integers (parts of the position), and those
+# with a column of their own (not in metadata).
+_POSITIONS = ("log_position", "scn", "ssn")
 _COLUMNS = ("database", "schema", "table", "collection", "object_name", "change_type", "tx_id")
 
 
@@ -74,7 +76,7 @@ def _long(buf: bytes, pos: int) -> tuple[int, int]:
     size = len(buf)
     while True:
         if pos >= size:
-            raise _Malformed(f"truncated at byte {pos}")
+            raise Malformed(f"truncated at byte {pos}")
         b = buf[pos]
         pos += 1
         n |= ((b & 0x7F) << (shift & 63)) & 0xFFFFFFFFFFFFFFFF
@@ -85,7 +87,7 @@ def _long(buf: bytes, pos: int) -> tuple[int, int]:
 
 def _take(buf: bytes, pos: int, n: int) -> tuple[bytes, int]:
     if n > len(buf) - pos:
-        raise _Malformed(f"{n} bytes at byte {pos} run past the end ({len(buf) - pos} left)")
+        raise Malformed(f"{n} bytes at byte {pos} run past the end ({len(buf) - pos} left)")
     return buf[pos : pos + n], pos + n
 
 
@@ -93,14 +95,14 @@ def _bytes(buf: bytes, pos: int) -> tuple[bytes, int]:
     at = pos
     n, pos = _long(buf, pos)
     if n < 0:
-        raise _Malformed(f"negative length {n} at byte {at}")
+        raise Malformed(f"negative length {n} at byte {at}")
     return _take(buf, pos, n)
 
 
 def _header(buf: bytes) -> tuple[bytes, str, bytes, int]:
     """(schema JSON, codec, sync marker, offset of the first block)."""
     if buf[:4] != _MAGIC:
-        raise _Malformed("not an Avro object-container file (no Obj\\x01 magic)")
+        raise Malformed("not an Avro object-container file (no Obj\\x01 magic)")
     pos = 4
     schema = codec = None
     while True:
@@ -111,10 +113,10 @@ def _header(buf: bytes) -> tuple[bytes, str, bytes, int]:
         if count < 0:
             count = -count
             if count > _I64[1]:
-                raise _Malformed(f"header: bad map block count at byte {at}")
+                raise Malformed(f"header: bad map block count at byte {at}")
             _, pos = _long(buf, pos)
         if count > len(buf) - pos:
-            raise _Malformed(f"header: {count} metadata entries at byte {at}")
+            raise Malformed(f"header: {count} metadata entries at byte {at}")
         for _ in range(count):
             key, pos = _bytes(buf, pos)
             value, pos = _bytes(buf, pos)
@@ -123,14 +125,14 @@ def _header(buf: bytes) -> tuple[bytes, str, bytes, int]:
             elif key == b"avro.codec" and codec is None:
                 codec = value
     if len(buf) - pos < 16:
-        raise _Malformed("header: truncated before the sync marker")
+        raise Malformed("header: truncated before the sync marker")
     sync = buf[pos : pos + 16]
     pos += 16
     if schema is None:
-        raise _Malformed("header: no avro.schema")
+        raise Malformed("header: no avro.schema")
     name = _CODECS.get(b"null" if codec is None else codec)
     if name is None:
-        raise _Malformed(f"unsupported codec {codec[:40]!r}")
+        raise Malformed(f"unsupported codec {codec[:40]!r}")
     return schema, name, sync, pos
 
 
@@ -140,15 +142,15 @@ def _decompress(codec: str, data: bytes, budget: int, limits: Limits) -> bytes:
         try:
             out = inflater.decompress(data, budget + 1)
         except zlib.error as exc:
-            raise _Malformed(f"deflate: {exc}") from None
+            raise Malformed(f"deflate: {exc}") from None
         if len(out) > budget:
-            raise _Malformed(limits.over_inflate(budget))
+            raise Malformed(limits.over_inflate(budget))
         if not inflater.eof:
-            raise _Malformed("deflate: truncated")
+            raise Malformed("deflate: truncated")
         return out
     if codec == "snappy":
         if len(data) < 4:
-            raise _Malformed("snappy: a block shorter than its checksum")
+            raise Malformed("snappy: a block shorter than its checksum")
         body, crc = data[:-4], data[-4:]
         n = 0
         for i, b in enumerate(body[:5]):
@@ -156,17 +158,17 @@ def _decompress(codec: str, data: bytes, budget: int, limits: Limits) -> bytes:
             if not b & 0x80:
                 break
         else:
-            raise _Malformed("snappy: bad length")
+            raise Malformed("snappy: bad length")
         if n >= 1 << 32:
-            raise _Malformed("snappy: bad length")
+            raise Malformed("snappy: bad length")
         if n > budget:
-            raise _Malformed(limits.over_inflate(budget))
+            raise Malformed(limits.over_inflate(budget))
         try:
             out = bytes(cramjam.snappy.decompress_raw(body))
         except Exception as exc:  # cramjam raises its own DecompressionError
-            raise _Malformed(f"snappy: {exc}") from None
+            raise Malformed(f"snappy: {exc}") from None
         if zlib.crc32(out) != int.from_bytes(crc, "big"):
-            raise _Malformed("snappy: checksum does not match")
+            raise Malformed("snappy: checksum does not match")
         return out
     # zstandard: one frame, read no further than the budget allows.
     try:
@@ -182,11 +184,11 @@ def _decompress(codec: str, data: bytes, budget: int, limits: Limits) -> bytes:
         # The reader ends quietly where the input ends, even inside the frame: a frame cut
         # short (its checksum, its last block) is an error, as the native engine says.
         if total <= budget and not _frame_ends(data):
-            raise _Malformed("zstandard: incomplete frame")
+            raise Malformed("zstandard: incomplete frame")
     except zstandard.ZstdError as exc:
-        raise _Malformed(f"zstandard: {exc}") from None
+        raise Malformed(f"zstandard: {exc}") from None
     if total > budget:
-        raise _Malformed(limits.over_inflate(budget))
+        raise Malformed(limits.over_inflate(budget))
     return b"".join(chunks)
 
 
@@ -228,7 +230,7 @@ def _is_str(value: object) -> bool:
 
 def _token(value: object) -> int | None:
     """A JSON number token as an integer (``-?[0-9]+``), else ``None``."""
-    if type(value) is not _Number:
+    if type(value) is not Number:
         return None
     digits = value[1:] if value.startswith("-") else value
     return int(value) if digits.isdigit() and digits.isascii() else None
@@ -253,7 +255,7 @@ class _Compiler:
             for item in json:
                 branch = self.node(item, namespace)
                 if branch.kind == "union":
-                    raise _Malformed("schema: a union inside a union")
+                    raise Malformed("schema: a union inside a union")
                 if branch.kind == "record":
                     key = branch.name
                 elif branch.kind in ("enum", "fixed"):
@@ -261,18 +263,18 @@ class _Compiler:
                 else:
                     key = branch.kind
                 if key in seen:
-                    raise _Malformed(f"schema: union has {key} twice")
+                    raise Malformed(f"schema: union has {key} twice")
                 seen.append(key)
                 union.branches.append(branch)
             return union
         if isinstance(json, dict):
             return self.object(json, namespace)
-        raise _Malformed("schema: expected a type")
+        raise Malformed("schema: expected a type")
 
     def object(self, json: dict, namespace: str) -> _Node:
         kind = json.get("type")
         if not _is_str(kind):
-            raise _Malformed('schema: a type object without a string "type"')
+            raise Malformed('schema: a type object without a string "type"')
         logical = json.get("logicalType")
         logical = logical if _is_str(logical) else None
         if kind in ("record", "error"):
@@ -281,9 +283,9 @@ class _Compiler:
             full, _ = _full_name(json, namespace)
             symbols = json.get("symbols")
             if not isinstance(symbols, list):
-                raise _Malformed(f"schema: enum {full} without symbols")
+                raise Malformed(f"schema: enum {full} without symbols")
             if not all(_is_str(s) for s in symbols):
-                raise _Malformed(f"schema: enum {full}: a symbol not a string")
+                raise Malformed(f"schema: enum {full}: a symbol not a string")
             node = self.new("enum")
             node.symbols = list(symbols)
             self.define(full, node)
@@ -291,9 +293,9 @@ class _Compiler:
         if kind == "fixed":
             full, _ = _full_name(json, namespace)
             size = json.get("size")
-            size = int(size) if type(size) is _Number and size.isdigit() else None
+            size = int(size) if type(size) is Number and size.isdigit() else None
             if size is None or size >= 1 << 64:
-                raise _Malformed(f"schema: fixed {full} without a size")
+                raise Malformed(f"schema: fixed {full} without a size")
             node = self.new("fixed")
             node.size = size
             node.logical = _decimal(json) if logical == "decimal" else None
@@ -301,12 +303,12 @@ class _Compiler:
             return node
         if kind == "array":
             if "items" not in json:
-                raise _Malformed("schema: an array without items")
+                raise Malformed("schema: an array without items")
             node = self.new("array")
             node.items = self.node(json["items"], namespace)
             return node
         if kind == "map":
-            raise _Malformed("schema: map types are not read (Datastream writes none)")
+            raise Malformed("schema: map types are not read (Datastream writes none)")
         return self.named(kind, namespace, _primitive_logical(kind, logical, json))
 
     def record(self, json: dict, namespace: str) -> _Node:
@@ -316,17 +318,17 @@ class _Compiler:
         self.define(full, node)
         fields = json.get("fields")
         if not isinstance(fields, list):
-            raise _Malformed(f"schema: record {full} without fields")
+            raise Malformed(f"schema: record {full} without fields")
         names = set()
         for field in fields:
             name = field.get("name") if isinstance(field, dict) else None
             if not _is_str(name):
-                raise _Malformed(f"schema: record {full}: a field without a name")
+                raise Malformed(f"schema: record {full}: a field without a name")
             if name in names:
-                raise _Malformed(f"schema: record {full} has field {name} twice")
+                raise Malformed(f"schema: record {full} has field {name} twice")
             names.add(name)
             if "type" not in field:
-                raise _Malformed(f"schema: {full}.{name} without a type")
+                raise Malformed(f"schema: {full}.{name} without a type")
             primitive = _field_logical_primitive(field)
             if primitive is None:
                 node.fields.append((name, self.node(field["type"], inner)))
@@ -347,14 +349,14 @@ class _Compiler:
         if found is None:
             found = self.names.get(name)
         if found is None:
-            raise _Malformed(f"schema: unknown type {name}")
+            raise Malformed(f"schema: unknown type {name}")
         return found
 
     def define(self, full: str, node: _Node) -> None:
         if full.rsplit(".", 1)[-1] in _PRIMITIVES:
-            raise _Malformed("schema: a named type called after a primitive")
+            raise Malformed("schema: a named type called after a primitive")
         if full in self.names:
-            raise _Malformed(f"schema: type {full} defined twice")
+            raise Malformed(f"schema: type {full} defined twice")
         self.names[full] = node
 
 
@@ -389,7 +391,7 @@ def _field_logical_primitive(field: dict) -> str | None:
 def _full_name(json: dict, namespace: str) -> tuple[str, str]:
     name = json.get("name")
     if not _is_str(name) or not name:
-        raise _Malformed("schema: a named type without a name")
+        raise Malformed("schema: a named type without a name")
     if "." in name:
         full = name
     else:
@@ -458,7 +460,7 @@ def _check_arrays(nodes: list[_Node]) -> None:
                     changed = True
     for node in nodes:
         if node.kind == "array" and is_empty(node.items):
-            raise _Malformed("schema: an array's items encode in no bytes")
+            raise Malformed("schema: an array's items encode in no bytes")
 
 
 # Python types of raw fastavro values, by the node kinds that give them.
@@ -561,7 +563,7 @@ def _branch(node: _Node, value: object, records: dict[str, _Node]) -> tuple[_Nod
     for branch in node.branches:
         if _PY_TYPE[branch.kind] is t:
             return branch, value
-    raise _Malformed("a union value of no branch")  # not reached: fastavro chose one
+    raise Malformed("a union value of no branch")  # not reached: fastavro chose one
 
 
 def _fields(value: object) -> list:
@@ -619,7 +621,7 @@ class _Renderer:
             return base64_text(value)
         if kind == "enum":
             if not 0 <= value < len(node.symbols):
-                raise _Malformed(f"enum index {value}")
+                raise Malformed(f"enum index {value}")
             return node.symbols[value]
         if kind == "array":
             return self.json(node, value)
@@ -648,7 +650,7 @@ class _Renderer:
                 return infinite
             shift = offset * 1000
             if not _I64[0] <= shift <= _I64[1] or not _I64[0] <= ts + shift <= _I64[1]:
-                raise _Malformed(f"timestampTz {ts} {offset} is out of range")
+                raise Malformed(f"timestampTz {ts} {offset} is out of range")
             return offset_timestamp_text(ts + shift, offset)
         if kind == "timeTz":
             return time_text(values[shape[1]], 6) + offset_text(values[shape[2]])
@@ -672,7 +674,7 @@ class _Renderer:
                 # Items may repeat long field names or symbols: bounded as the file's events.
                 size += len(part)
                 if size > self.limit:
-                    raise _Malformed(self.limits.over_output(self.limit, "the file's"))
+                    raise Malformed(self.limits.over_output(self.limit, "the file's"))
                 parts.append(part)
             return "[" + ",".join(parts) + "]"
         if kind == "record":
@@ -738,28 +740,28 @@ class _Plan:
         root = compiler.node(parse(schema_json, limits), "")
         _check_arrays(compiler.nodes)
         if root.kind != "record":
-            raise _Malformed("schema: the top-level type is not a record")
+            raise Malformed("schema: the top-level type is not a record")
         self.root = root
         self.meta: _Node | None = None
         self.payload: _Node | None = None
         for name, node in root.fields:
             if name in ("read_timestamp", "source_timestamp") and not _integer(node):
-                raise _Malformed(f"schema: {name}: expected a long")
+                raise Malformed(f"schema: {name}: expected a long")
             if name in ("source_metadata", "payload"):
                 record = _nullable_record(node)
                 if record is None:
-                    raise _Malformed(f"schema: {name}: expected a record")
+                    raise Malformed(f"schema: {name}: expected a record")
                 if name == "payload":
                     self.payload = record
                 else:
                     self.meta = record
                     for field, f in record.fields:
-                        if field in ("log_position", "scn", "ssn") and not _integer(f):
-                            raise _Malformed(f"schema: source_metadata.{field}: expected a long")
+                        if field in _POSITIONS and not _integer(f):
+                            raise Malformed(f"schema: source_metadata.{field}: expected a long")
                         if field == "primary_keys" and not _nullable(
                             f, lambda n: n.kind == "array" and n.items.kind == "string"
                         ):
-                            raise _Malformed(
+                            raise Malformed(
                                 "schema: source_metadata.primary_keys: expected an array of strings"
                             )
         canonical = _Canonical(root, limits.max_avro_depth)
@@ -772,7 +774,7 @@ class _Plan:
 
 def _unsigned(value: int | None, path: str) -> int | None:
     if value is not None and value < 0:
-        raise _Malformed(f"{path}: expected a non-negative integer, got {value}")
+        raise Malformed(f"{path}: expected a non-negative integer, got {value}")
     return value
 
 
@@ -780,7 +782,7 @@ def _millis(value: int | None, path: str) -> int | None:
     if value is None:
         return None
     if not -_MAX_MS <= value <= _MAX_MS:
-        raise _Malformed(f"{path}: {value} milliseconds is out of range")
+        raise Malformed(f"{path}: {value} milliseconds is out of range")
     return value * 1000
 
 
@@ -816,7 +818,7 @@ class DatastreamAvro:
             rows = self._file(raw)
             if sink.typed is not None:
                 rows = sink.convert(rows, [_hints(row) for row in rows])
-        except (_Malformed, Unconvertible) as exc:
+        except (Malformed, Unconvertible) as exc:
             sink.error(ordinal, raw, str(exc))
             return
         except (EOFError, IndexError, UnicodeDecodeError, ValueError, TypeError) as exc:
@@ -832,8 +834,8 @@ class DatastreamAvro:
         if plan is None:
             try:
                 plan = _Plan(schema, self._limits)
-            except _Malformed as exc:
-                raise _Malformed(f"{exc}") from None
+            except Malformed as exc:
+                raise Malformed(f"{exc}") from None
             if len(self._plans) >= _CACHED_SCHEMAS:
                 self._plans.clear()
             self._plans[schema] = plan
@@ -843,11 +845,11 @@ class DatastreamAvro:
         schema, codec, sync, pos = _header(buf)
         try:
             plan = self._plan(schema)
-        except _Malformed as exc:
+        except Malformed as exc:
             message = str(exc)
             if not message.startswith("schema:"):
                 message = f"avro.schema: {message}"
-            raise _Malformed(message) from None
+            raise Malformed(message) from None
         limits = self._limits
         budget = limits.inflate_limit(len(buf))
         output_limit = limits.output_limit(len(buf))
@@ -866,22 +868,22 @@ class DatastreamAvro:
             count, pos = _long(buf, pos)
             length, pos = _long(buf, pos)
             if count < 0 or length < 0:
-                raise _Malformed(f"block at byte {at}: negative count {count} or size {length}")
+                raise Malformed(f"block at byte {at}: negative count {count} or size {length}")
             data, pos = _take(buf, pos, length)
             if size - pos < 16:
-                raise _Malformed(f"block at byte {at}: truncated before its sync marker")
+                raise Malformed(f"block at byte {at}: truncated before its sync marker")
             if buf[pos : pos + 16] != sync:
-                raise _Malformed(f"block at byte {at}: sync marker does not match the header's")
+                raise Malformed(f"block at byte {at}: sync marker does not match the header's")
             pos += 16
             if codec != "null":
                 data = _decompress(codec, data, budget, limits)
                 budget -= len(data)
             if count > len(data):
-                raise _Malformed(f"block {index}: {count} records in {len(data)} bytes")
+                raise Malformed(f"block {index}: {count} records in {len(data)} bytes")
             records += count
             if records > max_items:
                 what = f"the file has more than {max_items:,} records"
-                raise _Malformed(limits.over("max_items", what))
+                raise Malformed(limits.over("max_items", what))
             stream = io.BytesIO(data)
             for _ in range(count):
                 try:
@@ -891,24 +893,23 @@ class DatastreamAvro:
                         raise
                     depth = limits.max_avro_depth
                     what = f"values nested more than {depth} records and arrays deep"
-                    raise _Malformed(limits.over("max_avro_depth", what)) from None
+                    raise Malformed(limits.over("max_avro_depth", what)) from None
                 row, bytes_out = self._event(plan, list(record.values()))
                 output += bytes_out
                 if output > output_limit:
-                    raise _Malformed(limits.over_output(output_limit, "the file's"))
+                    raise Malformed(limits.over_output(output_limit, "the file's"))
                 rows.append(row)
             left = len(data) - stream.tell()
             if left:
-                raise _Malformed(f"block {index}: {left} bytes left after its {count} records")
+                raise Malformed(f"block {index}: {left} bytes left after its {count} records")
             index += 1
         return rows
 
     def _event(self, plan: _Plan, values: list) -> tuple[tuple, int]:
         render = plan.renderer
         text_of = render.text
-        uuid = read_method = change = db = schema = table = collection = object_name = None
-        tx_id = log_file = rs_id = lsn = None
-        read_ts = source_ts = log_position = scn = ssn = None
+        uuid = read_method = read_ts = source_ts = None
+        meta: dict[str, str | int | None] = {}  # source_metadata's fields, read
         keys: list[str] = []
         sort_numbers: list[int] | None = None
         image = None
@@ -923,46 +924,18 @@ class DatastreamAvro:
             elif name == "source_metadata":
                 if value is None:
                     continue
-                meta = plan.meta
-                for (field, f), v in zip(meta.fields, _fields(value), strict=True):
-                    if field in ("log_position", "scn", "ssn"):
-                        n = _unsigned(v, f"source_metadata.{field}")
-                        if field == "log_position":
-                            log_position = n
-                        elif field == "scn":
-                            scn = n
-                        else:
-                            ssn = n
-                        if n is not None:
-                            metadata.append((5, field, str(n)))
-                        continue
+                for (field, f), v in zip(plan.meta.fields, _fields(value), strict=True):
                     if field == "primary_keys":
                         keys = list(v) if v else []
                         continue
-                    t = text_of(f, v)
-                    if field == "database":
-                        db = t
-                    elif field == "schema":
-                        schema = t
-                    elif field == "table":
-                        table = t
-                    elif field == "collection":
-                        collection = t
-                    elif field == "object_name":
-                        object_name = t
-                    elif field == "change_type":
-                        change = t
-                    elif field == "tx_id":
-                        tx_id = t
+                    if field in _POSITIONS:
+                        read = _unsigned(v, f"source_metadata.{field}")
+                        shown = None if read is None else str(read)
                     else:
-                        if field == "log_file":
-                            log_file = t
-                        elif field == "rs_id":
-                            rs_id = t
-                        elif field == "lsn":
-                            lsn = t
-                        if t is not None:
-                            metadata.append((5, field, t))
+                        read = shown = text_of(f, v)
+                    meta[field] = read
+                    if shown is not None and field not in _COLUMNS:
+                        metadata.append((5, field, shown))
             elif name == "payload":
                 if value is None:
                     continue
@@ -986,24 +959,27 @@ class DatastreamAvro:
                 if t is not None:
                     metadata.append((6, name, t))
 
-        event_time = source_ts
-        op, position, sequence = order(read_method, change, event_time, sort_numbers, log_file,
-                                       log_position, scn, rs_id, ssn, lsn)  # fmt: skip
+        get = meta.get
+        change = get("change_type")
+        op, position, sequence = order(read_method, change, source_ts, sort_numbers,
+                                       get("log_file"), get("log_position"), get("scn"),
+                                       get("rs_id"), get("ssn"), get("lsn"))  # fmt: skip
         meta_map: dict[str, str] = {}
         for rank in range(7):
             for r, key, value in metadata:
                 if r == rank and key not in meta_map:
                     meta_map[key] = value
-        source_table = table
+        source_table = get("table")
         if source_table is None:
-            source_table = collection if collection is not None else object_name
+            collection = get("collection")
+            source_table = collection if collection is not None else get("object_name")
         before, after = (image, None) if op in ("delete", "update_before") else (None, image)
         size = sum(_size(k) + _size(v) for k, v in meta_map.items())
         if image:
             size += sum(_size(k) + _size(v) for k, v in image)
         row = (
-            FORMAT, op, change, db, schema, source_table, source_ts,
-            read_ts, tx_id, position, sequence, uuid, keys or None, before, after, None,
+            FORMAT, op, change, get("database"), get("schema"), source_table, source_ts,
+            read_ts, get("tx_id"), position, sequence, uuid, keys or None, before, after, None,
             list(meta_map.items()) or None, None, None,
         )  # fmt: skip
         return row, size

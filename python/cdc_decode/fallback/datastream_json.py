@@ -10,7 +10,18 @@ from __future__ import annotations
 import calendar
 import re
 
-from ._json import JsonFormat, _integer, _kind, _Malformed, _object, _string, _unsigned, render
+from ._events import Malformed
+from ._json import (
+    JsonFormat,
+    add_unknown,
+    integer_field,
+    kind_of,
+    object_field,
+    render,
+    string_field,
+    string_list,
+    unsigned_field,
+)
 from ._sequence import i64, text, u64
 from ._typed import Hints
 
@@ -50,15 +61,15 @@ def _time(value: object, where: str) -> int | None:
                 seconds = calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0))
                 fraction = ((match.group(7) or "") + "000000")[:6]
                 return seconds * 1_000_000 + int(fraction)
-        raise _Malformed(f"{where}: expected epoch milliseconds or UTC text, got {_kind(value)}")
+        raise Malformed(f"{where}: expected epoch milliseconds or UTC text, got {kind_of(value)}")
     try:
-        ms = _integer(value, where)
-    except _Malformed:
-        raise _Malformed(
-            f"{where}: expected epoch milliseconds or UTC text, got {_kind(value)}"
+        ms = integer_field(value, where)
+    except Malformed:
+        raise Malformed(
+            f"{where}: expected epoch milliseconds or UTC text, got {kind_of(value)}"
         ) from None
     if not -_MAX_MS <= ms <= _MAX_MS:
-        raise _Malformed(f"{where}: {ms} milliseconds is out of range")
+        raise Malformed(f"{where}: {ms} milliseconds is out of range")
     return ms * 1000
 
 
@@ -69,8 +80,8 @@ def _sort_numbers(sort_keys: object) -> list[int] | None:
     if any(type(k) is str for k in sort_keys):
         return None
     try:
-        numbers = [_integer(k, "sort_keys") for k in sort_keys]
-    except _Malformed:
+        numbers = [integer_field(k, "sort_keys") for k in sort_keys]
+    except Malformed:
         return None
     if None in numbers or any(n < 0 for n in numbers):
         return None
@@ -128,40 +139,31 @@ class DatastreamJson(JsonFormat):
 
     def _event(self, message: object) -> tuple:
         if not isinstance(message, dict):
-            raise _Malformed(f"expected a JSON object, got {_kind(message)}")
+            raise Malformed(f"expected a JSON object, got {kind_of(message)}")
         get = message.get
-        read_method = _string(get("read_method"), "read_method") or ""
-        uuid = _string(get("uuid"), "uuid")
+        read_method = string_field(get("read_method"), "read_method") or ""
+        uuid = string_field(get("uuid"), "uuid")
         capture = _time(get("read_timestamp"), "read_timestamp")
         event_time = _time(get("source_timestamp"), "source_timestamp")
-        meta = _object(get("source_metadata"), "source_metadata") or {}
-        payload = _object(get("payload"), "payload")
+        meta = object_field(get("source_metadata"), "source_metadata") or {}
+        payload = object_field(get("payload"), "payload")
         m = meta.get
-        change = _string(m("change_type"), "source_metadata.change_type")
-        db = _string(m("database"), "source_metadata.database")
-        schema = _string(m("schema"), "source_metadata.schema")
-        table = _string(m("table"), "source_metadata.table")
+        change = string_field(m("change_type"), "source_metadata.change_type")
+        db = string_field(m("database"), "source_metadata.database")
+        schema = string_field(m("schema"), "source_metadata.schema")
+        table = string_field(m("table"), "source_metadata.table")
         if table is None:
-            table = _string(m("collection"), "source_metadata.collection")
+            table = string_field(m("collection"), "source_metadata.collection")
         if table is None:
-            table = _string(m("object_name"), "source_metadata.object_name")
-        tx_id = _string(m("tx_id"), "source_metadata.tx_id")
-        keys = m("primary_keys")
-        if keys is not None and not isinstance(keys, list):
-            raise _Malformed(f"source_metadata.primary_keys: expected an array, got {_kind(keys)}")
-        primary_key = None
-        if keys:
-            primary_key = [
-                _string(k, f"source_metadata.primary_keys[{i}]") for i, k in enumerate(keys)
-            ]
-            if None in primary_key:
-                raise _Malformed("source_metadata.primary_keys: expected strings, got null")
-        log_file = _string(m("log_file"), "source_metadata.log_file")
-        log_position = _unsigned(m("log_position"), "source_metadata.log_position")
-        scn = _unsigned(m("scn"), "source_metadata.scn")
-        rs_id = _string(m("rs_id"), "source_metadata.rs_id")
-        ssn = _unsigned(m("ssn"), "source_metadata.ssn")
-        lsn = _string(m("lsn"), "source_metadata.lsn")
+            table = string_field(m("object_name"), "source_metadata.object_name")
+        tx_id = string_field(m("tx_id"), "source_metadata.tx_id")
+        primary_key = string_list(m("primary_keys"), "source_metadata.primary_keys")
+        log_file = string_field(m("log_file"), "source_metadata.log_file")
+        log_position = unsigned_field(m("log_position"), "source_metadata.log_position")
+        scn = unsigned_field(m("scn"), "source_metadata.scn")
+        rs_id = string_field(m("rs_id"), "source_metadata.rs_id")
+        ssn = unsigned_field(m("ssn"), "source_metadata.ssn")
+        lsn = string_field(m("lsn"), "source_metadata.lsn")
 
         numbers = _sort_numbers(get("sort_keys"))
         op, position, sequence = order(read_method, change, event_time, numbers, log_file,
@@ -174,12 +176,8 @@ class DatastreamJson(JsonFormat):
             value = get(name)
             if value is not None:
                 metadata[name] = render(value)
-        for name, value in meta.items():
-            if name not in _NAMES and value is not None and name not in metadata:
-                metadata[name] = render(value)
-        for name, value in message.items():
-            if name not in _TOP and value is not None and name not in metadata:
-                metadata[name] = render(value)
+        add_unknown(metadata, meta, _NAMES)
+        add_unknown(metadata, message, _TOP)
         return (
             FORMAT, op, change, db, schema, table, event_time, capture, tx_id, position,
             sequence, uuid, primary_key, before, after, None, list(metadata.items()) or None,

@@ -8,20 +8,21 @@ parse, from :mod:`._json`).
 
 from __future__ import annotations
 
+from ._events import Malformed
 from ._json import (
     JsonFormat,
-    _integer,
-    _kind,
-    _Malformed,
-    _Number,
-    _object,
-    _string,
-    _unsigned,
+    Number,
+    add_unknown,
     extended_document,
     extended_object,
+    integer_field,
+    kind_of,
+    object_field,
     parse,
     render,
     render_extended,
+    string_field,
+    unsigned_field,
 )
 from ._sequence import i64, text, u64
 from ._typed import Hints, parse_int
@@ -42,16 +43,16 @@ _ENVELOPE = frozenset(
 
 def _micros(obj: dict, where: str) -> int | None:
     """``ts_ns`` / 1000, else ``ts_us``, else ``ts_ms`` × 1000 of ``obj``."""
-    ns = _integer(obj.get("ts_ns"), f"{where}ts_ns")
-    us = _integer(obj.get("ts_us"), f"{where}ts_us")
-    ms = _integer(obj.get("ts_ms"), f"{where}ts_ms")
+    ns = integer_field(obj.get("ts_ns"), f"{where}ts_ns")
+    us = integer_field(obj.get("ts_us"), f"{where}ts_us")
+    ms = integer_field(obj.get("ts_ms"), f"{where}ts_ms")
     if ns is not None:
         return ns // 1000 if ns >= 0 else -((-ns) // 1000)
     if us is not None:
         return us
     if ms is not None:
         if abs(ms) > _MAX_US // 1000:
-            raise _Malformed(f"{where}ts_ms: {ms} milliseconds is out of range")
+            raise Malformed(f"{where}ts_ms: {ms} milliseconds is out of range")
         return ms * 1000
     return None
 
@@ -59,7 +60,7 @@ def _micros(obj: dict, where: str) -> int | None:
 def _nanos(obj: dict) -> int | None:
     """The source time in nanoseconds (already checked as integers)."""
     for name, scale in (("ts_ns", 1), ("ts_us", 1000), ("ts_ms", 1_000_000)):
-        value = _integer(obj.get(name), name)
+        value = integer_field(obj.get(name), name)
         if value is not None:
             value *= scale
             return value if -(2**63) <= value < 2**63 else None
@@ -71,7 +72,7 @@ def _image(value: object, where: str, limits) -> list | None:
     document, or null."""
     if type(value) is str:
         return extended_document(value, where, limits)
-    obj = _object(value, where)
+    obj = object_field(value, where)
     if obj is None:
         return None
     return [(k, render(v)) for k, v in obj.items()]
@@ -90,37 +91,37 @@ def _string_array(value: object, where: str) -> list | None:
     if value is None:
         return None
     if not isinstance(value, list):
-        raise _Malformed(f"{where}: expected an array, got {_kind(value)}")
+        raise Malformed(f"{where}: expected an array, got {kind_of(value)}")
     for i, item in enumerate(value):
         if item is None:
-            raise _Malformed(f"{where}: expected strings, got null")
+            raise Malformed(f"{where}: expected strings, got null")
         if type(item) is not str:
-            raise _Malformed(f"{where}[{i}]: expected a string, got {_kind(item)}")
+            raise Malformed(f"{where}[{i}]: expected a string, got {kind_of(item)}")
     return value or None
 
 
 def _partial_after(envelope: dict, limits) -> list | None:
     """The partial ``after`` of a MongoDB update without the full document: from
     ``updateDescription``, else from the older connector's ``patch``."""
-    update = _object(envelope.get("updateDescription"), "updateDescription")
+    update = object_field(envelope.get("updateDescription"), "updateDescription")
     if update is not None:
         where = "updateDescription.updatedFields"
-        updated = _string(update.get("updatedFields"), where)
+        updated = string_field(update.get("updatedFields"), where)
         removed = _string_array(update.get("removedFields"), "updateDescription.removedFields")
         image = [] if updated is None else extended_document(updated, where, limits)
         _remove_fields(image, removed)
         return image
-    patch = _string(envelope.get("patch"), "patch")
+    patch = string_field(envelope.get("patch"), "patch")
     if patch is None:
         return None
     document = extended_object(patch, "patch", limits)
     if not any(k.startswith("$") for k in document):
         return [(k, render_extended(v)) for k, v in document.items()]
     image = []
-    values = _object(document.get("$set"), "patch.$set")
+    values = object_field(document.get("$set"), "patch.$set")
     for k, v in (values or {}).items():
         image.append((k, render_extended(v)))
-    unset = _object(document.get("$unset"), "patch.$unset")
+    unset = object_field(document.get("$unset"), "patch.$unset")
     _remove_fields(image, list(unset or ()))
     return image
 
@@ -128,30 +129,30 @@ def _partial_after(envelope: dict, limits) -> list | None:
 def _text_or_integer(value: object, where: str) -> str | None:
     if type(value) is str:
         return value
-    number = _integer(value, where)
+    number = integer_field(value, where)
     return None if number is None else str(number)
 
 
 def _last_commit(value: object, limits) -> int | None:
     """PostgreSQL's ``source.sequence``: its first LSN (0 when null)."""
     where = "source.sequence"
-    text_ = _string(value, where)
+    text_ = string_field(value, where)
     if text_ is None:
         return None
     try:
         array = parse(text_.encode("utf-8"), limits)
-    except _Malformed as exc:
-        raise _Malformed(f"{where}: {exc}") from None
+    except Malformed as exc:
+        raise Malformed(f"{where}: {exc}") from None
     if not isinstance(array, list) or len(array) != 2:
-        raise _Malformed(f"{where}: expected an array of two LSNs, got {_kind(array)}")
-    return _unsigned(array[0], where) or 0
+        raise Malformed(f"{where}: expected an array of two LSNs, got {kind_of(array)}")
+    return unsigned_field(array[0], where) or 0
 
 
 def _vgtid_key(text_: str, limits) -> tuple | None:
     """Vitess's ``vgtid`` when comparable: one shard, one server's one interval."""
     try:
         array = parse(text_.encode("utf-8"), limits)
-    except _Malformed:
+    except Malformed:
         return None
     if not isinstance(array, list) or len(array) != 1 or not isinstance(array[0], dict):
         return None
@@ -202,7 +203,7 @@ def connect_hints(schema: object, payload: object) -> Hints:
             values = payload.get(image) if isinstance(payload, dict) else None
             value = values.get(column) if isinstance(values, dict) else None
             if value is not None:
-                return isinstance(value, _Number)
+                return isinstance(value, Number)
         return False
 
     columns: dict = {}
@@ -243,64 +244,64 @@ class DebeziumJson(JsonFormat):
 
     def _event(self, message: object) -> tuple | None:
         if not isinstance(message, dict):
-            raise _Malformed(f"expected a JSON object, got {_kind(message)}")
+            raise Malformed(f"expected a JSON object, got {kind_of(message)}")
         limits = self._limits
         # The Connect wrapper, with its schema or without ({"payload": ...} alone).
         if "payload" in message and ("schema" in message or len(message) == 1):
-            envelope = _object(message["payload"], "payload")
+            envelope = object_field(message["payload"], "payload")
             if envelope is None:
                 return None  # Connect's tombstone
         else:
             envelope = message
         get = envelope.get
-        source_op = _string(get("op"), "op")
-        ddl = _string(get("ddl"), "ddl")
-        status = _string(get("status"), "status")
-        source = _object(get("source"), "source") or {}
-        transaction = _object(get("transaction"), "transaction") or {}
+        source_op = string_field(get("op"), "op")
+        ddl = string_field(get("ddl"), "ddl")
+        status = string_field(get("status"), "status")
+        source = object_field(get("source"), "source") or {}
+        transaction = object_field(get("transaction"), "transaction") or {}
         before = _image(get("before"), "before", limits)
         after = _image(get("after"), "after", limits)
         capture = _micros(envelope, "")
         event_time = _micros(source, "source.")
 
         src = source.get
-        db = _string(src("db"), "source.db")
-        schema = _string(src("schema"), "source.schema")
+        db = string_field(src("db"), "source.db")
+        schema = string_field(src("schema"), "source.schema")
         if schema is None:
-            schema = _string(src("namespace"), "source.namespace")
-        table = _string(src("table"), "source.table")
+            schema = string_field(src("namespace"), "source.namespace")
+        table = string_field(src("table"), "source.table")
         if table is None:
-            table = _string(src("collection"), "source.collection")
-        file = _string(src("file"), "source.file")
-        pos = _unsigned(src("pos"), "source.pos")
-        row_no = _unsigned(src("row"), "source.row")
-        lsn = _unsigned(src("lsn"), "source.lsn")
-        gtid = _string(src("gtid"), "source.gtid")
+            table = string_field(src("collection"), "source.collection")
+        file = string_field(src("file"), "source.file")
+        pos = unsigned_field(src("pos"), "source.pos")
+        row_no = unsigned_field(src("row"), "source.row")
+        lsn = unsigned_field(src("lsn"), "source.lsn")
+        gtid = string_field(src("gtid"), "source.gtid")
         tx_text = _text_or_integer(src("txId"), "source.txId")
         connector = None
         if file is None and lsn is None:  # read for the other connectors only
-            connector = _string(src("connector"), "source.connector")
-        tx_id = _string(transaction.get("id"), "transaction.id")
-        total = _integer(transaction.get("total_order"), "transaction.total_order")
-        collection_order = _integer(
+            connector = string_field(src("connector"), "source.connector")
+        tx_id = string_field(transaction.get("id"), "transaction.id")
+        total = integer_field(transaction.get("total_order"), "transaction.total_order")
+        collection_order = integer_field(
             transaction.get("data_collection_order"), "transaction.data_collection_order"
         )
-        epoch = _integer(transaction.get("transaction_epoch"), "transaction.transaction_epoch")
-        rank = _integer(transaction.get("transaction_rank"), "transaction.transaction_rank")
+        epoch = integer_field(transaction.get("transaction_epoch"), "transaction.transaction_epoch")
+        rank = integer_field(transaction.get("transaction_rank"), "transaction.transaction_rank")
 
         if source_op is not None:
             op = _OPS.get(source_op, "other")
         elif ddl is not None:
             op = "ddl"
-            db = _string(get("databaseName"), "databaseName")
+            db = string_field(get("databaseName"), "databaseName")
         elif status is not None:
             op = _STATUS.get(status, "other")
             source_op = status
-            tx_id = _string(get("id"), "id")
+            tx_id = string_field(get("id"), "id")
         elif envelope and set(envelope) <= _TIMES:
             op = "heartbeat"  # the heartbeat topic: {"ts_ms": ...}
         else:
-            raise _Malformed("op: missing")
+            raise Malformed("op: missing")
         if tx_id is None:
             tx_id = gtid if gtid is not None else tx_text
 
@@ -319,9 +320,9 @@ class DebeziumJson(JsonFormat):
             event_id = str(lsn)
         elif src("scn") is not None or src("commit_scn") is not None:
             # Oracle: commit SCN, transaction, SCN, order in the transaction.
-            scn = _unsigned(src("scn"), "source.scn")
-            commit = _unsigned(src("commit_scn"), "source.commit_scn")
-            tx_seq = _unsigned(src("txSeq"), "source.txSeq")
+            scn = unsigned_field(src("scn"), "source.scn")
+            commit = unsigned_field(src("commit_scn"), "source.commit_scn")
+            tx_seq = unsigned_field(src("txSeq"), "source.txSeq")
             in_tx = tx_seq if tx_seq is not None else order
             commit_or = commit if commit is not None else scn if scn is not None else 0
             sequence = u64(commit_or) + text(tx_text or "") + u64(scn or 0, in_tx or 0)
@@ -329,16 +330,16 @@ class DebeziumJson(JsonFormat):
             event_id = None if in_tx is None else f"{commit_or}:{scn or 0}:{in_tx}"
         elif src("commit_lsn") is not None or src("change_lsn") is not None:
             if connector == "informix":
-                commit = _unsigned(src("commit_lsn"), "source.commit_lsn")
-                change = _unsigned(src("change_lsn"), "source.change_lsn")
+                commit = unsigned_field(src("commit_lsn"), "source.commit_lsn")
+                change = unsigned_field(src("change_lsn"), "source.change_lsn")
                 sequence = u64(commit or 0, change or 0)
                 shown = change if change is not None else commit
                 position = None if shown is None else str(shown)
                 event_id = None if change is None else f"{commit or 0}:{change}"
             else:
-                commit = _string(src("commit_lsn"), "source.commit_lsn")
-                change = _string(src("change_lsn"), "source.change_lsn")
-                serial = _unsigned(src("event_serial_no"), "source.event_serial_no")
+                commit = string_field(src("commit_lsn"), "source.commit_lsn")
+                change = string_field(src("change_lsn"), "source.change_lsn")
+                serial = unsigned_field(src("event_serial_no"), "source.event_serial_no")
                 sequence = text(commit or "") + text(change or "") + u64(serial or 0)
                 position = change if change is not None else commit
                 event_id = None
@@ -346,7 +347,7 @@ class DebeziumJson(JsonFormat):
                     event_id = f"{commit or ''}:{change}"
                     if serial is not None:
                         event_id += f":{serial}"
-        elif _string(src("vgtid"), "source.vgtid") is not None:
+        elif string_field(src("vgtid"), "source.vgtid") is not None:
             # Vitess: the ordered transaction metadata, else a one-shard VGTID.
             position = src("vgtid")
             event_id = None
@@ -362,7 +363,7 @@ class DebeziumJson(JsonFormat):
         elif src("ord") is not None or connector == "mongodb":
             # MongoDB: the oplog time (seconds, ordinal), then the order in the transaction.
             mongo = True
-            ord_ = _unsigned(src("ord"), "source.ord") or 0
+            ord_ = unsigned_field(src("ord"), "source.ord") or 0
             if nanos is None:
                 sequence = position = event_id = None
             else:
@@ -384,7 +385,7 @@ class DebeziumJson(JsonFormat):
             after = _partial_after(envelope, limits)
             owned = owned or after is not None
         if before is None:
-            filter_ = _string(get("filter"), "filter")
+            filter_ = string_field(get("filter"), "filter")
             if filter_ is not None:
                 before = extended_document(filter_, "filter", limits)
                 owned = True
@@ -392,9 +393,7 @@ class DebeziumJson(JsonFormat):
         primary_key = ["_id"] if mongo and op not in _CONTROL else None
 
         metadata: dict[str, str] = {}
-        for name, value in source.items():
-            if name not in _NAMES and value is not None and name not in metadata:
-                metadata[name] = render(value)
+        add_unknown(metadata, source, _NAMES)
         for name, value in (
             ("total_order", total),
             ("data_collection_order", collection_order),
@@ -403,9 +402,7 @@ class DebeziumJson(JsonFormat):
         ):
             if value is not None and name not in metadata:
                 metadata[name] = str(value)
-        for name, value in envelope.items():
-            if name not in _ENVELOPE and value is not None and name not in metadata:
-                metadata[name] = render(value)
+        add_unknown(metadata, envelope, _ENVELOPE)
 
         return (
             FORMAT, op, source_op, db, schema, table, event_time, capture, tx_id, position,

@@ -10,7 +10,8 @@ from __future__ import annotations
 import re
 
 from .._limits import DEFAULT, Limits
-from ._json import JsonFormat, _integer, _kind, _Malformed, _Number, _string, _unsigned, render
+from ._events import Malformed
+from ._json import JsonFormat, Number, integer_field, kind_of, render, string_field, unsigned_field
 from ._sequence import u64
 
 FORMAT = "tdsql-json"
@@ -60,18 +61,18 @@ def literal(item: object, where: str) -> str | None:
             if unsigned:
                 return unsigned.group(1)
         return item
-    if type(item) is _Number:
+    if type(item) is Number:
         return item
     if item is None:
         return None
-    raise _Malformed(f"{where}: expected a string, got {_kind(item)}")
+    raise Malformed(f"{where}: expected a string, got {kind_of(item)}")
 
 
 def _image(items: object, where: str, names: _Names | None) -> list | None:
     if items is None:
         return None
     if not isinstance(items, list):
-        raise _Malformed(f"{where}: expected an array, got {_kind(items)}")
+        raise Malformed(f"{where}: expected an array, got {kind_of(items)}")
     if not items:
         return None
     named, taken = names if names else ((), frozenset())
@@ -126,22 +127,22 @@ class TdsqlJson(JsonFormat):
 
     def _event(self, message: object) -> tuple:
         if not isinstance(message, dict):
-            raise _Malformed(f"expected a JSON object, got {_kind(message)}")
+            raise Malformed(f"expected a JSON object, got {kind_of(message)}")
         get = message.get
-        source_op = _string(get("eventtypestr"), "eventtypestr")
+        source_op = string_field(get("eventtypestr"), "eventtypestr")
         if source_op is None:
-            raise _Malformed("eventtypestr: missing")
-        db = _string(get("db"), "db")
-        table = _string(get("table"), "table")
-        gtid = _string(get("gtid"), "gtid")
-        sql = _string(get("sql"), "sql")
-        seconds = _integer(get("begintime"), "begintime")
+            raise Malformed("eventtypestr: missing")
+        db = string_field(get("db"), "db")
+        table = string_field(get("table"), "table")
+        gtid = string_field(get("gtid"), "gtid")
+        sql = string_field(get("sql"), "sql")
+        seconds = integer_field(get("begintime"), "begintime")
         if seconds is not None and not -_MAX_S <= seconds <= _MAX_S:
-            raise _Malformed(f"begintime: {seconds} seconds is out of range")
-        event_index = _unsigned(get("event_index"), "event_index")
-        sub_index = _unsigned(get("sub_event_index"), "sub_event_index")
-        filename = _string(get("filename"), "filename")
-        offset = _integer(get("orgoffset"), "orgoffset")
+            raise Malformed(f"begintime: {seconds} seconds is out of range")
+        event_index = unsigned_field(get("event_index"), "event_index")
+        sub_index = unsigned_field(get("sub_event_index"), "sub_event_index")
+        filename = string_field(get("filename"), "filename")
+        offset = integer_field(get("orgoffset"), "orgoffset")
         names = self._columns.get(f"{db}.{table}") if db is not None and table is not None else None
         before = _image(get("where"), "where", names)
         after = _image(get("field"), "field", names)

@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError as ProtoError
 from .. import _proto
 from .._limits import DEFAULT, Limits
 from .._values import base64_text
-from ._events import EventSink, report_all
+from ._events import EventSink, Malformed, report_all
 from ._typed import Unconvertible
 
 FORMAT = "tencent-dts"
@@ -51,10 +51,6 @@ _NIL, _BYTES, _STRING, _NA = 0, 11, 13, 14
 _TEXT_TYPES = frozenset(range(1, 11)) | {12}  # INT8 … FLOAT64, DECIMAL: `sv` as sent
 
 
-class _Malformed(Exception):
-    """A message that does not decode; the text says what is wrong and where."""
-
-
 # ---------------------------------------------------------------------------------------
 # ProtoBuf
 
@@ -70,7 +66,7 @@ def _parse(cls, data: bytes, what: str):
     except ProtoError as exc:
         # upb says "Error parsing message with type 'subscribe.X': <what is wrong>".
         reason = str(exc).rpartition("': ")[2] or str(exc)
-        raise _Malformed(f"invalid {what}: {reason}") from None
+        raise Malformed(f"invalid {what}: {reason}") from None
 
 
 def _pairs(properties) -> list[tuple[str, str]]:
@@ -167,7 +163,7 @@ def _charset_decoder(charset: str, column: str) -> Callable[[bytes], str]:
         # ASCII case folding only, as the Rust core's eq_ignore_ascii_case.
         decoder = _CHARSETS.get(charset.lower()) if charset.isascii() else None
         if decoder is None:
-            raise _Malformed(f"unsupported charset {charset!r} for column {column!r}")
+            raise Malformed(f"unsupported charset {charset!r} for column {column!r}")
         _charset_cache[charset] = decoder
     return decoder
 
@@ -179,7 +175,7 @@ def _charset_decoder(charset: str, column: str) -> Callable[[bytes], str]:
 def _image(values, names: list[str], row: int, which: str) -> list[tuple[str, str | None]]:
     """One row image (``oldColumns`` or ``newColumns``) as map entries."""
     if len(values) > len(names):
-        raise _Malformed(f"row {row} has {len(values)} {which} values for {len(names)} columns")
+        raise Malformed(f"row {row} has {len(values)} {which} values for {len(names)} columns")
     entries = []
     append = entries.append
     # Fewer values than columns leave the last columns out.
@@ -191,7 +187,7 @@ def _image(values, names: list[str], row: int, which: str) -> list[tuple[str, st
             try:
                 append((name, decode(data.bv)))
             except UnicodeDecodeError:
-                raise _Malformed(f"invalid {charset or 'utf8'} text in column {name!r}") from None
+                raise Malformed(f"invalid {charset or 'utf8'} text in column {name!r}") from None
         elif data_type in _TEXT_TYPES:
             append((name, data.sv or None))
         elif data_type == _NA:
@@ -201,7 +197,7 @@ def _image(values, names: list[str], row: int, which: str) -> list[tuple[str, st
         elif data_type == _BYTES:
             append((name, base64_text(data.bv)))
         else:
-            raise _Malformed(f"unknown DataType {data_type} for column {name!r}")
+            raise Malformed(f"unknown DataType {data_type} for column {name!r}")
     return entries
 
 
@@ -222,7 +218,7 @@ def _entry_rows(entry, envelope_properties, rows: list[tuple], limits: Limits) -
         (len(event.dmlEvent.columns), "columns"),
     ):
         if count > limits.max_items:
-            raise _Malformed(limits.over("max_items", f"DMLEvent has {count:,} {noun}"))
+            raise Malformed(limits.over("max_items", f"DMLEvent has {count:,} {noun}"))
     message_type = header.messageType
     seq_id = header.seqId
     source_db = header.schemaName or None
@@ -309,7 +305,7 @@ def _entry_rows(entry, envelope_properties, rows: list[tuple], limits: Limits) -
     if len(set(names)) != len(names):
         seen: set[str] = set()
         duplicate = next(name for name in names if name in seen or seen.add(name))
-        raise _Malformed(f"duplicate column name {duplicate!r}")
+        raise Malformed(f"duplicate column name {duplicate!r}")
     primary_key = [column.name for column in dml.columns if column.isKey] or None
     metadata_items = list(metadata.items())
     for row_index, row in enumerate(dml.rows):
@@ -344,7 +340,7 @@ def _row_bytes(row: tuple) -> int:
 
 
 def _events(data: bytes, envelope_properties: list[tuple[str, str]], limits: Limits) -> list[tuple]:
-    """The event rows of one serialized ``Entries``: all of them, or :class:`_Malformed`.
+    """The event rows of one serialized ``Entries``: all of them, or :class:`Malformed`.
 
     Their output bytes are held to ``limits.output_limit(len(data))``. Counting them
     exactly costs a pass over every key and value, so an upper bound comes first, per
@@ -356,7 +352,7 @@ def _events(data: bytes, envelope_properties: list[tuple[str, str]], limits: Lim
     entries = _parse(_proto.Entries, data, "Entries")
     if len(entries.items) > max_items:
         what = f"Entries has more than {max_items:,} items"
-        raise _Malformed(limits.over("max_items", what))
+        raise Malformed(limits.over("max_items", what))
     output_limit = limits.output_limit(len(data))
     bound = 0
     exact = None  # the output bytes of the rows so far, once the bound is past the limit
@@ -365,8 +361,8 @@ def _events(data: bytes, envelope_properties: list[tuple[str, str]], limits: Lim
         start = len(rows)
         try:
             _entry_rows(entry, envelope_properties, rows, limits)
-        except _Malformed as exc:
-            raise _Malformed(f"Entries.items[{i}]: {exc}") from None
+        except Malformed as exc:
+            raise Malformed(f"Entries.items[{i}]: {exc}") from None
         added = len(rows) - start
         if not added:
             continue
@@ -380,7 +376,7 @@ def _events(data: bytes, envelope_properties: list[tuple[str, str]], limits: Lim
             exact += sum(_row_bytes(row) for row in rows[start:])
             if exact > output_limit:
                 cause = limits.over_output(output_limit, "the message's")
-                raise _Malformed(f"Entries.items[{i}]: {cause}")
+                raise Malformed(f"Entries.items[{i}]: {cause}")
     return rows
 
 
@@ -428,16 +424,16 @@ class TencentDts:
         try:
             envelope = _parse(_proto.Envelope, raw, "Envelope")
             if envelope.version != 1:
-                raise _Malformed(f"unsupported Envelope version {envelope.version}")
+                raise Malformed(f"unsupported Envelope version {envelope.version}")
             total = envelope.total or 1
             index = envelope.index
             if index >= total:
-                raise _Malformed(f"part index {index} is not below total {total}")
+                raise Malformed(f"part index {index} is not below total {total}")
             max_parts = self._limits.max_parts
             if total > max_parts:
                 what = f"a multi-part envelope of {total:,} parts"
-                raise _Malformed(self._limits.over("max_parts", what))
-        except _Malformed as exc:
+                raise Malformed(self._limits.over("max_parts", what))
+        except Malformed as exc:
             sink.error(ordinal, raw, str(exc))
             return
         if total == 1:
@@ -531,7 +527,7 @@ class TencentDts:
         """Events of one whole Entries at the last part's place, or every part an error."""
         try:
             rows = sink.convert(_events(data, properties, self._limits))
-        except (_Malformed, Unconvertible) as exc:
+        except (Malformed, Unconvertible) as exc:
             cause = str(exc)
             if len(parts) > 1:
                 cause = f"multi-part envelope of {len(parts)} parts: {cause}"

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from .._checks import check_format
 from .._schema import EVENT_SCHEMA
 
 try:
@@ -124,8 +125,7 @@ def generate(
     Returns:
         The :class:`Stream`: values, expected events and final table state.
     """
-    if format not in FORMATS:
-        raise ValueError(f"unknown format {format!r}: the generator writes {', '.join(FORMATS)}")
+    check_format(format, FORMATS)
     if messages < 0:
         raise ValueError("messages must not be negative")
     if connector is not None and format != debezium_json.FORMAT:

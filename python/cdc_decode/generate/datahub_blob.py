@@ -92,7 +92,9 @@ def render(column: Column, value: Value) -> str | None:
 # --- JSON out ---------------------------------------------------------------------------
 
 
-def _dump(value, escape) -> str:
+def dump_json(value, escape) -> str:
+    """Compact JSON of ``value`` (dicts, lists, strings, numbers, :class:`Raw` tokens), its
+    strings written by ``escape`` (``json.encoder.encode_basestring`` or its ASCII twin)."""
     if value is None:
         return "null"
     if value is True:
@@ -104,10 +106,10 @@ def _dump(value, escape) -> str:
     if isinstance(value, str):
         return escape(value)
     if isinstance(value, dict):
-        return "{" + ",".join(f"{escape(k)}:{_dump(v, escape)}" for k, v in value.items()) + "}"
+        return "{" + ",".join(f"{escape(k)}:{dump_json(v, escape)}" for k, v in value.items()) + "}"
     if isinstance(value, int):
         return str(value)
-    return "[" + ",".join(_dump(v, escape) for v in value) + "]"
+    return "[" + ",".join(dump_json(v, escape) for v in value) + "]"
 
 
 def _tokens(value):
@@ -164,7 +166,7 @@ class DatahubBlobWriter:
             if rng.random() < 0.1
             else json.encoder.encode_basestring
         )
-        return _dump(doc, escape).encode("utf-8"), row
+        return dump_json(doc, escape).encode("utf-8"), row
 
     def _next_id(self) -> int:
         self.sequence_id += 1

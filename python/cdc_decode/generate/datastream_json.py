@@ -20,7 +20,7 @@ import random
 import struct
 import uuid as uuids
 
-from .datahub_blob import Raw, _dump
+from .datahub_blob import Raw, dump_json
 from .images import Tables
 from .source import Column, Ddl, MySQLSource, Transaction, Value, mysql_text
 
@@ -125,7 +125,7 @@ class DatastreamJsonWriter:
             f"{file}:{pos}" if not backfill else None, sequence, uuid,
             list(event.primary_key) or None, before, after, None, metadata, None, None,
         ]  # fmt: skip
-        return _dump(doc, json.encoder.encode_basestring).encode("utf-8"), expected
+        return dump_json(doc, json.encoder.encode_basestring).encode("utf-8"), expected
 
     def _transaction(self, tx: Transaction) -> list[tuple[bytes, list]]:
         if tx.rolled_back or not tx.events:

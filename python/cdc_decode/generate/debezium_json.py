@@ -37,7 +37,7 @@ import random
 import struct
 
 from .._values import timestamp_text
-from .datahub_blob import Raw, _dump
+from .datahub_blob import Raw, dump_json
 from .images import Tables
 from .source import Column, Ddl, MySQLSource, Transaction, Value, mysql_text
 
@@ -149,6 +149,20 @@ def oracle_scn(file: str, position: int) -> int:
     return int(file.rsplit(".", 1)[1]) * 10**10 + position
 
 
+def _sent_image(columns: list[Column], row: dict | None) -> dict | None:
+    """A row image as the envelope sends it: the wire values of the columns it has."""
+    if row is None:
+        return None
+    return {c.name: wire(c, row[c.name]) for c in columns if c.name in row}
+
+
+def _decoded_image(columns: list[Column], row: dict | None) -> list | None:
+    """A row image as it decodes: (column, text) of the columns it has."""
+    if row is None:
+        return None
+    return [(c.name, render(c, row[c.name])) for c in columns if c.name in row]
+
+
 class DebeziumJsonWriter:
     """Turns a :class:`MySQLSource`'s records into Debezium JSON and expected events.
 
@@ -248,14 +262,11 @@ class DebeziumJsonWriter:
                    "payload": envelope}  # fmt: skip
         elif pick < 0.4:
             doc = {"payload": envelope}
-        return _dump(doc, _ESCAPE).encode("utf-8")
+        return dump_json(doc, _ESCAPE).encode("utf-8")
 
     def _oracle(self, op, event, tx, order, before, after, snapshot) -> tuple[bytes, list]:
         columns = event.columns
-        images = {}
-        for name, row in (("before", before), ("after", after)):
-            images[name] = None if row is None else {c.name: wire(c, row[c.name]) for c in columns
-                                                     if c.name in row}  # fmt: skip
+        images = {"before": _sent_image(columns, before), "after": _sent_image(columns, after)}
         scn = oracle_scn(*self.snapshot_at) if snapshot else oracle_scn(event.file, event.position)
         commit = None if snapshot else oracle_scn(tx.file, tx.commit_position)
         tx_id = None if snapshot else f"{tx.thread_id}.{tx.xid}.1"
@@ -287,10 +298,7 @@ class DebeziumJsonWriter:
             FORMAT, _OP_NAMES[op], op, ORACLE_DB, event.db, event.table, ts_ms * 1000,
             capture_us, tx_id, str(scn), sequence,
             None if snapshot else f"{commit_or}:{scn}:{order}", None,
-            None if before is None else [(c.name, render(c, before[c.name])) for c in columns
-                                         if c.name in before],
-            None if after is None else [(c.name, render(c, after[c.name])) for c in columns
-                                        if c.name in after],
+            _decoded_image(columns, before), _decoded_image(columns, after),
             None, metadata, None, None,
         ]  # fmt: skip
         return self._wrap(envelope, event), expected
@@ -314,7 +322,7 @@ class DebeziumJsonWriter:
 
         def document(row: dict, names) -> str:
             doc = {c: mongo_wire(columns[c], row[c], mode) for c in names}
-            return _dump(doc, _ESCAPE)
+            return dump_json(doc, _ESCAPE)
 
         def image(row: dict, names, with_id: bool) -> list:
             out = [("_id", self._id_text(key, columns, row))] if with_id else []
@@ -324,7 +332,7 @@ class DebeziumJsonWriter:
             names = [c.name for c in event.columns if c.name in row]
             doc = {"_id": self._id_wire(key, columns, row, mode),
                    **{c: mongo_wire(columns[c], row[c], mode) for c in names}}  # fmt: skip
-            return _dump(doc, _ESCAPE), image(row, names, True)
+            return dump_json(doc, _ESCAPE), image(row, names, True)
 
         envelope: dict = {"op": op}
         before_image = after_image = None
@@ -379,7 +387,9 @@ class DebeziumJsonWriter:
         if transaction:
             metadata += [("total_order", str(order)), ("data_collection_order", str(order))]
         if envelope.get("updateDescription") is not None:
-            metadata.append(("updateDescription", _dump(envelope["updateDescription"], _ESCAPE)))
+            metadata.append(
+                ("updateDescription", dump_json(envelope["updateDescription"], _ESCAPE))
+            )
         position = f"{seconds}:{ordinal}"
         event_id = None
         if not snapshot:
@@ -396,10 +406,7 @@ class DebeziumJsonWriter:
     def _mysql(self, op, event, tx, row_no, before, after, snapshot) -> tuple[bytes, list]:
         rng = self.rng
         columns = event.columns
-        images = {}
-        for name, row in (("before", before), ("after", after)):
-            images[name] = None if row is None else {c.name: wire(c, row[c.name]) for c in columns
-                                                     if c.name in row}  # fmt: skip
+        images = {"before": _sent_image(columns, before), "after": _sent_image(columns, after)}
         file, pos = self.snapshot_at if snapshot else (event.file, event.position)
         ts_ms = event.timestamp * 1000 if not snapshot else 0
         source = {
@@ -439,13 +446,10 @@ class DebeziumJsonWriter:
             FORMAT, op_name, op, event.db, None, event.table, ts_ms * 1000, capture_us, tx_id,
             f"{file}:{pos}", _key_str(file) + struct.pack(">QQ", pos, row_no),
             None if snapshot else f"{file}:{pos}:{row_no}", None,
-            None if before is None else [(c.name, render(c, before[c.name])) for c in columns
-                                         if c.name in before],
-            None if after is None else [(c.name, render(c, after[c.name])) for c in columns
-                                        if c.name in after],
+            _decoded_image(columns, before), _decoded_image(columns, after),
             None, metadata, None, None,
         ]  # fmt: skip
-        return _dump(doc, json.encoder.encode_basestring).encode("utf-8"), expected
+        return dump_json(doc, json.encoder.encode_basestring).encode("utf-8"), expected
 
     def _transaction(self, tx: Transaction) -> list[tuple[bytes, list]]:
         if tx.rolled_back or not tx.events:

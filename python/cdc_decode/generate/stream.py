@@ -132,11 +132,20 @@ def write_values(path: str | Path, values: Iterable[bytes | None]) -> None:
                 out.write(value)
 
 
+def _file(path: str | Path, name: str) -> Path:
+    """``path``, or the file ``name`` in it when it is a stream directory."""
+    path = Path(path)
+    return path / name if path.is_dir() else path
+
+
+def _read_arrow(path: str | Path, name: str) -> pa.Table:
+    with pa.memory_map(str(_file(path, name))) as source:
+        return pa.ipc.open_file(source).read_all()
+
+
 def read_values(path: str | Path) -> list[bytes | None]:
     """Read a ``values.bin`` file (or a stream directory holding one) back into values."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "values.bin"
+    path = _file(path, "values.bin")
     data = memoryview(path.read_bytes())
     values: list[bytes | None] = []
     at = 0
@@ -157,20 +166,12 @@ def read_values(path: str | Path) -> list[bytes | None]:
 
 def read_records(path: str | Path) -> pa.Table:
     """Read ``records.arrow`` (or the one in a stream directory): ``datahub-tuple`` input."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "records.arrow"
-    with pa.memory_map(str(path)) as source:
-        return pa.ipc.open_file(source).read_all()
+    return _read_arrow(path, "records.arrow")
 
 
 def read_expected(path: str | Path) -> pa.Table:
     """Read ``expected.arrow`` (or the one in a stream directory)."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "expected.arrow"
-    with pa.memory_map(str(path)) as source:
-        return pa.ipc.open_file(source).read_all()
+    return _read_arrow(path, "expected.arrow")
 
 
 def _sort_key(key: tuple) -> tuple:
@@ -191,10 +192,7 @@ def write_final_state(path: str | Path, state: State, primary_keys: dict[str, li
 
 def read_final_state(path: str | Path) -> State:
     """Read ``final_state.json`` (or the one in a stream directory) back into a state."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "final_state.json"
-    doc = json.loads(path.read_text(encoding="utf-8"))
+    doc = json.loads(_file(path, "final_state.json").read_text(encoding="utf-8"))
     return {
         table: {tuple(row[c] for c in spec["primary_key"]): row for row in spec["rows"]}
         for table, spec in doc.items()

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from .._checks import check_engine, check_mode
 from .._limits import Limits, as_limits
 from .._schema import event_schema
-from .decoding import _is_connect
+from .decoding import is_connect
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -605,7 +605,7 @@ def read_datastream(
             plan = "binaryFile"
         else:
             plan = "driver" if accounting is not None or InputPartition is None else "source"
-            if accounting is not None and _is_connect(spark):
+            if accounting is not None and is_connect(spark):
                 # Spark Connect has no accumulators: the accounting is observed on
                 # ``decode``'s output, which the binaryFile plan goes through.
                 plan = "binaryFile"
@@ -665,7 +665,7 @@ def _read_listed(spark: Any, options: _Options, accounting: Any) -> DataFrame:
     schema = options.spark_schema()
     if not groups:
         return spark.createDataFrame([], schema)
-    if _is_connect(spark):
+    if is_connect(spark):
         if accounting is not None:
             raise ValueError(
                 "accounting= on Spark Connect needs plan='binaryFile' (what plan='auto' picks)"
@@ -702,7 +702,7 @@ def _read_listed(spark: Any, options: _Options, accounting: Any) -> DataFrame:
 def _default_parallelism(spark: Any) -> int:
     """``spark.sparkContext.defaultParallelism``; on Spark Connect (no SparkContext) the
     ``spark.default.parallelism`` setting, else this machine's cores."""
-    if not _is_connect(spark):
+    if not is_connect(spark):
         return spark.sparkContext.defaultParallelism
     value = spark.conf.get("spark.default.parallelism", None)
     return int(value) if value else (os.cpu_count() or 1)

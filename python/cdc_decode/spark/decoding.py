@@ -157,7 +157,7 @@ class DecodeAccounting:
     """
 
     def __init__(self, spark: Any) -> None:
-        self._connect = _is_connect(spark)
+        self._connect = is_connect(spark)
         if self._connect:
             self._observations: list[Any] = []
         else:
@@ -233,7 +233,7 @@ each partition's output (null in every event row)."""
 _PARTITIONS = "partitions"
 
 
-def _is_connect(spark_or_df: Any) -> bool:
+def is_connect(spark_or_df: Any) -> bool:
     """Whether a session or DataFrame is Spark Connect's (no SparkContext, no accumulators)."""
     return type(spark_or_df).__module__.startswith("pyspark.sql.connect.")
 
