@@ -72,14 +72,22 @@ class Limits:
         return max(self.output_floor_bytes, size * self.max_output_ratio)
 
     def over(self, name: str, what: str) -> str:
-        """The error text of a message over the limit ``name`` (one of the fields above):
-        what it has, the limit and its value, how to change it."""
+        """The error text of a message over a limit: what it has, the limit and its value,
+        how to change it.
+
+        Args:
+            name: the limit, one of the fields above (``"max_items"``).
+            what: what the message has (``"an array of more than 1,000 items"``).
+        """
         value = getattr(self, name)
         return f"{what}, over {name} = {_show(name, value)} {_HOW}"
 
     def over_inflate(self, limit: int) -> str:
-        """The error text of a file that decompresses past ``limit``, its
-        :meth:`inflate_limit`."""
+        """The error text of a file that decompresses to more than its inflate limit.
+
+        Args:
+            limit: the file's :meth:`inflate_limit`.
+        """
         what = (
             f"the file inflates past {limit:,} bytes "
             "(max_inflate_ratio times its size, or inflate_floor_bytes if more)"
@@ -87,8 +95,12 @@ class Limits:
         return self.over("max_inflate_ratio", what)
 
     def over_output(self, limit: int, whose: str) -> str:
-        """The error text of a message (``whose``: ``"the file's"``, ``"the message's"``)
-        whose events take more than ``limit``, its :meth:`output_limit`."""
+        """The error text of a message whose events take more than its output limit.
+
+        Args:
+            limit: the message's :meth:`output_limit`.
+            whose: the message as the text names it (``"the file's"``, ``"the message's"``).
+        """
         what = (
             f"{whose} events take more than {limit:,} bytes "
             "(max_output_ratio times its size, or output_floor_bytes if more)"

@@ -72,7 +72,7 @@ def conversion_error(prefix: str, image: str, column: str, text: str, data_type)
 
 # --- conversions from text: each returns None when the text does not convert -------------
 
-_INT = re.compile(r"[+-]?[0-9]+\Z")
+_I64_TEXT = re.compile(r"-?[0-9]+\Z")
 _NUMBER = re.compile(r"([+-]?)([0-9]*)(?:\.([0-9]*))?(?:[eE]([+-]?[0-9]{1,6}))?\Z")
 _SPECIAL = {"nan": float("nan"), "inf": float("inf"), "infinity": float("inf")}
 _RANGES = {
@@ -83,18 +83,21 @@ _RANGES = {
 }
 
 
-def parse_int(text: str) -> int | None:
+def parse_i64(text: str) -> int | None:
+    """Integer text ``-?[0-9]+`` within i64; ``None`` otherwise."""
     # Leading zeros are allowed (as Rust's parse allows them); the length check keeps
     # int() away from huge texts.
-    if not _INT.match(text) or len(text.lstrip("+-").lstrip("0")) > 20:
+    if not _I64_TEXT.match(text) or (len(text) > 20 and len(text.lstrip("-").lstrip("0")) > 19):
         return None
     value = int(text)
     return value if -(2**63) <= value < 2**63 else None
 
 
-def parse_i64(text: str) -> int | None:
-    """Integer text ``-?[0-9]+`` (leading zeros allowed) within i64; ``None`` otherwise."""
-    return None if text[:1] == "+" else parse_int(text)
+def parse_int(text: str) -> int | None:
+    """:func:`parse_i64`, a leading ``+`` allowed too (as Rust's parse allows it)."""
+    if text[:1] == "+":
+        return None if text[1:2] == "-" else parse_i64(text[1:])
+    return parse_i64(text)
 
 
 def parse_bool(text: str) -> bool | None:
