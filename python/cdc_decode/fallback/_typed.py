@@ -19,7 +19,7 @@ from typing import NamedTuple
 import pyarrow as pa
 
 from .._typed import multi_event_schema, typed_event_schema
-from .._values import days_from_civil
+from .._values import base64_text, days_from_civil
 
 _BEFORE = 13
 _AFTER = 14
@@ -161,7 +161,7 @@ def parse_base64(text: str) -> bytes | None:
     except (binascii.Error, ValueError):
         return None
     # Canonical only, as base64-simd decodes: unused bits of the last symbol are zero.
-    return raw if base64.b64encode(raw).decode() == text else None
+    return raw if base64_text(raw) == text else None
 
 
 def parse_hex(text: str) -> bytes | None:
