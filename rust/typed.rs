@@ -6,7 +6,10 @@
 //! driven by the target type and, where the text alone is ambiguous, a [`Hint`] the format
 //! supplies for the message ([`Hints`]). A value that does not convert fails the whole
 //! message (one error row naming the column); a column missing from an image is null; an
-//! image key that is not a column is ignored.
+//! image key that is not a column is ignored. Which columns the `after` image did not
+//! carry is kept apart from the nulls it did carry: the `after_absent` column
+//! ([`AFTER_ABSENT`]), so a partial image can be applied without overwriting what it
+//! left out.
 //!
 //! `python/cdc_decode/fallback/_typed.py` has the same rules, line for line.
 
@@ -14,16 +17,21 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow_array::{
-    ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array,
+    Array, ArrayRef, BinaryArray, BooleanArray, Date32Array, Decimal128Array, Float32Array, Float64Array,
     Int16Array, Int32Array, Int64Array, Int8Array, StringArray, StructArray,
     TimestampMicrosecondArray,
 };
 use arrow_buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Fields, SchemaRef, TimeUnit};
 
-use crate::columns::{BytesColumn, MapColumn, Validity};
+use crate::columns::{BytesColumn, ListColumn, MapColumn, Validity};
 use crate::error::{Error, Result};
 use crate::text::days_from_civil;
+
+/// The name of typed mode's last column: the names of the schema's fields (in schema order)
+/// that a row's `after` image does not carry; empty when it carries every field, null
+/// when the row has no `after` image (docs/typed.md).
+pub const AFTER_ABSENT: &str = "after_absent";
 
 /// The unit of an epoch number.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -574,6 +582,8 @@ pub struct TypedImages {
     after: Vec<StructColumn>,
     /// Multi-table: the table each row belongs to.
     table: BytesColumn,
+    /// The fields each row's `after` image does not carry ([`AFTER_ABSENT`]).
+    after_absent: ListColumn,
     /// The current message's hints (reset as each message starts).
     pub hints: Hints,
     /// The first conversion failure of the current message.
@@ -600,6 +610,8 @@ struct DirectImage {
     guess: usize,
     /// The failure of the lowest field (its index), as `convert_row` reports it.
     failure: Option<(usize, (String, String, DataType))>,
+    /// Whether the image was there ([`TypedImages::close_image`]'s `present`).
+    present: bool,
 }
 
 impl TypedImages {
@@ -620,6 +632,7 @@ impl TypedImages {
             before,
             after,
             table: BytesColumn::new(),
+            after_absent: ListColumn::default(),
             hints: Hints::default(),
             error: None,
             slots: Vec::new(),
@@ -735,6 +748,7 @@ impl TypedImages {
     /// row whose fields without an entry are null.
     pub fn close_image(&mut self, after: bool, present: bool) {
         let image = &mut self.direct[usize::from(after)];
+        image.present = present;
         let column = side(&mut self.before[0], &mut self.after[0], after);
         if present {
             for (target, filled) in column.columns.iter_mut().zip(&image.filled) {
@@ -774,6 +788,11 @@ impl TypedImages {
             // before image's first.
             debug_assert_eq!(self.direct_closed, 2, "a format closed one image of two");
             self.direct_closed = 0;
+            let after = &self.direct[1];
+            let fields = &self.spec.tables[0].fields;
+            push_absent(&mut self.after_absent, fields, after.present, |at| {
+                after.filled[at]
+            });
             for (name, image) in [("before", 0), ("after", 1)] {
                 let failure = self.direct[image].failure.take();
                 if let (Some((_, (column, text, data_type))), None) = (failure, &self.error) {
@@ -799,6 +818,15 @@ impl TypedImages {
                 for (image, map) in [("before", before), ("after", after)] {
                     let column = side(&mut self.before[t], &mut self.after[t], image == "after");
                     let failure = convert_row(info, map, column, &mut self.slots, &self.hints);
+                    if image == "after" {
+                        // `slots` holds the after image's entries (a key with a null value
+                        // is carried: an explicit null).
+                        let slots = &self.slots;
+                        let present = map.last_row().is_some();
+                        push_absent(&mut self.after_absent, &info.fields, present, |at| {
+                            slots[at].is_some()
+                        });
+                    }
                     if let Some((name, text, data_type)) = failure {
                         if self.error.is_none() {
                             let prefix = if spec.multi {
@@ -817,6 +845,7 @@ impl TypedImages {
                 if spec.multi {
                     self.table.push_null();
                 }
+                self.after_absent.push_null();
                 false
             }
         }
@@ -831,10 +860,13 @@ impl TypedImages {
         if self.spec.multi && self.table.len() > rows {
             self.table.truncate(rows);
         }
+        if self.after_absent.len() > rows {
+            self.after_absent.truncate(rows);
+        }
     }
 
-    /// The finished columns, in output order: `[before, after]` for a single schema;
-    /// `[table, before_0, after_0, before_1, …]` for tables.
+    /// The finished columns, in output order: `[before, after, after_absent]` for a single
+    /// schema; `[table, before_0, after_0, before_1, …, after_absent]` for tables.
     pub fn finish(self) -> Vec<(Field, ArrayRef)> {
         let mut out = Vec::new();
         if self.spec.multi {
@@ -865,8 +897,32 @@ impl TypedImages {
                 out.push((field, Arc::new(array) as ArrayRef));
             }
         }
+        let absent = self.after_absent.finish();
+        let field = Field::new(AFTER_ABSENT, absent.data_type().clone(), true);
+        out.push((field, Arc::new(absent) as ArrayRef));
         out
     }
+}
+
+/// Appends one row of [`AFTER_ABSENT`]: null without an image (`present` false), else the
+/// names of the fields the image does not carry.
+#[inline]
+fn push_absent(
+    list: &mut ListColumn,
+    fields: &Fields,
+    present: bool,
+    carried: impl Fn(usize) -> bool,
+) {
+    if !present {
+        list.push_null();
+        return;
+    }
+    for (at, field) in fields.iter().enumerate() {
+        if !carried(at) {
+            list.item(field.name());
+        }
+    }
+    list.close();
 }
 
 /// Converts the last row of `map` into one row of `column`; on failure, the first column
@@ -1771,7 +1827,14 @@ mod tests {
             .collect();
         assert_eq!(
             names[19..],
-            ["table", "before_0", "after_0", "before_1", "after_1"]
+            [
+                "table",
+                "before_0",
+                "after_0",
+                "before_1",
+                "after_1",
+                "after_absent"
+            ]
         );
         let column = |name: &str| batch.column_by_name(name).unwrap().clone();
         let table = column("table");

@@ -390,6 +390,14 @@ class _Table:
             out[name] = value
         return out
 
+    def absent(self, image) -> list[str] | None:
+        """``after_absent``: the fields ``image`` has no entry for (a null value is an
+        entry), in schema order; ``None`` without an image."""
+        if image is None:
+            return None
+        keys = {key for key, _ in image}
+        return [name for name, _, _ in self.fields if name not in keys]
+
 
 class Typed:
     """Converts event rows' text images to typed structs.
@@ -449,18 +457,21 @@ class Typed:
                 table = self._tables[0]
                 before = table.convert(row[_BEFORE], "before", row_hints)
                 after = table.convert(row[_AFTER], "after", row_hints)
-                out.append((*row[:_BEFORE], before, after, *row[_AFTER + 1 :]))
+                absent = table.absent(row[_AFTER])
+                out.append((*row[:_BEFORE], before, after, *row[_AFTER + 1 :], absent))
                 continue
-            extra: list = [None] * (1 + 2 * len(self._tables))
+            # table, before_<i>/after_<i> per table, after_absent
+            extra: list = [None] * (2 + 2 * len(self._tables))
             if t is not None:
                 table = self._tables[t]
                 extra[0] = table.name
                 extra[1 + 2 * t] = table.convert(row[_BEFORE], "before", row_hints)
                 extra[2 + 2 * t] = table.convert(row[_AFTER], "after", row_hints)
+                extra[-1] = table.absent(row[_AFTER])
                 row = (*row[:_BEFORE], None, None, *row[_AFTER + 1 :])
             out.append((*row, *extra))
         return out
 
     def pad(self, row: tuple) -> tuple:
-        """An error or tombstone row widened to the multi-table schema."""
-        return row + (None,) * (self.width - len(row)) if self.multi else row
+        """An error or tombstone row widened to the typed schema (its last columns null)."""
+        return row + (None,) * (self.width - len(row))
