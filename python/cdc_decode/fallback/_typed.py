@@ -1,5 +1,5 @@
 """Typed mode in the Python engine: the text row images a format produces, converted into
-structs of the table's columns, by the rules of ``rust/typed.rs`` (docs/typed.md).
+structs of the table's columns, by the rules of ``rust/typed/`` (docs/typed.md).
 
 A format passes its rows through :meth:`Typed.convert` with the message's hints:
 ``Hints(epoch=..., hex=..., columns={name: hint})``, where a column hint is ``"ms"``,
@@ -31,7 +31,7 @@ class Unconvertible(Exception):
 
 
 class Hints(NamedTuple):
-    """What a format knows about one message's values (``rust/typed.rs``'s ``Hints``)."""
+    """What a format knows about one message's values (``rust/typed/mod.rs``'s ``Hints``)."""
 
     epoch: str | None = None
     hex: bool = False
@@ -121,7 +121,7 @@ def parse_float(text: str) -> float | None:
 
 
 def parse_decimal(text: str, precision: int, scale: int) -> int | None:
-    """Decimal text as the unscaled value at ``scale``, exactly (see rust/typed.rs)."""
+    """Decimal text as the unscaled value at ``scale``, exactly (see rust/typed/parse.rs)."""
     parts = _split_number(text)
     if parts is None:
         return None
@@ -169,7 +169,7 @@ def _decimal_bytes(text: str, precision: int, scale: int, source_scale: int) -> 
 
 
 def _variable_scale(text: str) -> tuple[int, bytes] | None:
-    """``{"scale":N,"value":"base64"}``, either order (rust/typed.rs)."""
+    """``{"scale":N,"value":"base64"}``, either order (rust/typed/parse.rs)."""
     if not (text.startswith("{") and text.endswith("}")):
         return None
     first, comma, second = text[1:-1].partition(",")
@@ -201,7 +201,7 @@ def _decimal_from_bytes(raw: bytes, source_scale: int, precision: int, scale: in
     if not 1 <= len(raw) <= 16:
         return None
     unscaled = int.from_bytes(raw, "big", signed=True)
-    # 10**38 is the largest power of ten an i128 holds (rust/typed.rs ``rescale``).
+    # 10**38 is the largest power of ten an i128 holds (rust/typed/parse.rs ``rescale``).
     if scale >= source_scale:
         if scale - source_scale > 38:
             return None
@@ -242,7 +242,7 @@ _ISO = re.compile(
 
 
 def parse_iso(text: str) -> int | None:
-    """ISO-8601 text as microseconds since the epoch (see rust/typed.rs ``parse_iso``)."""
+    """ISO-8601 text as microseconds since the epoch (see rust/typed/parse.rs ``parse_iso``)."""
     m = _ISO.match(text)
     if not m:
         return None
