@@ -843,8 +843,11 @@ def test_spark_typed(spark, engine):
             }
         ),
         debezium({"id": 2, "price": "abc"}),
+        debezium({"id": 3, "payload": None}),  # a partial image with an explicit null
     ]
     events = cdc_spark.decode(value_df(spark, values), "debezium-json", schema=ddl, engine=engine)
+    assert events.schema["after_absent"].dataType.simpleString() == "array<string>"
+    assert events.columns[-1] == "after_absent"
     assert events.schema["after"].dataType.simpleString() == (
         "struct<id:bigint,price:decimal(10,2),payload:binary,created:timestamp,local:timestamp_ntz>"
     )
@@ -858,6 +861,10 @@ def test_spark_typed(spark, engine):
     }
     assert rows[1].op == "error"
     assert rows[1].error == 'after.price: cannot convert "abc" to decimal(10,2)'
+    assert [r.after_absent for r in rows] == [[], None, ["price", "created", "local"]]
+    named = cdc_spark.decode(value_df(spark, values), "debezium-json", schema=ddl,
+                             event_columns=["op", "after_absent"], engine=engine)  # fmt: skip
+    assert named.columns == ["offset", "op", "after_absent"]
 
 
 @pytest.mark.spark
