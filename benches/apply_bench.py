@@ -7,6 +7,7 @@ the same typed events of one table, batch after batch, on ``local[1]``; one run 
 
     make bench-apply                      # 1,000,000 events in 4 batches
     python benches/apply_bench.py --events 200000 --batches 4
+    python benches/apply_bench.py --after-absent   # with typed mode's after_absent, all []
 """
 
 from __future__ import annotations
@@ -22,9 +23,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 
-def make_events(spark, path: str, events: int, batches: int, keys: int) -> None:
+def make_events(
+    spark, path: str, events: int, batches: int, keys: int, after_absent: bool = False
+) -> None:
     """Typed events of one table (``id bigint, name string, score int, price
-    decimal(10,2)``): inserts, then updates of random keys, one in twenty a delete."""
+    decimal(10,2)``): inserts, then updates of random keys, one in twenty a delete; with
+    ``after_absent``, typed mode's column of absent fields (empty: whole images)."""
     from pyspark.sql import functions as F
 
     i = F.col("id")
@@ -47,6 +51,9 @@ def make_events(spark, path: str, events: int, batches: int, keys: int) -> None:
         # each batch its own keys: the key's residue mod 4 follows i's).
         (F.floor(i / 4) % batches).alias("batch"),
     )
+    if after_absent:
+        absent = F.when(F.col("op") != "delete", F.array().cast("array<string>"))
+        df = df.withColumn("after_absent", absent)
     df.write.mode("overwrite").partitionBy("batch").parquet(path)
 
 
@@ -91,6 +98,11 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--batches", type=int, default=4)
     parser.add_argument("--keys", type=int, default=100_000)
+    parser.add_argument(
+        "--after-absent",
+        action="store_true",
+        help="give the events typed mode's after_absent column (every image whole)",
+    )
     args = parser.parse_args()
 
     from support.delta import delta_session
@@ -101,7 +113,7 @@ def main() -> None:
     try:
         spark = delta_session(work / "warehouse", app="apply-bench")
         source = str(work / "events")
-        make_events(spark, source, args.events, args.batches, args.keys)
+        make_events(spark, source, args.events, args.batches, args.keys, args.after_absent)
         all_events = spark.read.parquet(source)
         batches = [all_events.where(f"batch = {b}").drop("batch") for b in range(args.batches)]
         # Warm the JVM on a small table first, so neither side pays for it.

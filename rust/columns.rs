@@ -309,6 +309,16 @@ impl ListColumn {
         self.offsets.push(self.items.len() as i32);
     }
 
+    /// Rows ended so far.
+    pub fn len(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// True when no row was ended.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Appends a null (discarding items appended to the open row).
     pub fn push_null(&mut self) {
         let start = *self.offsets.last().unwrap_or(&0) as usize;

@@ -321,9 +321,16 @@ impl EventBuilder {
                 columns.push(array);
             }
         } else {
-            for ((field, array), at) in typed.into_iter().zip([13, 14]) {
+            // `before` and `after` in place of the text maps; `after_absent` last.
+            let mut typed = typed.into_iter();
+            // (The positions first: zip stops on them without taking `after_absent`.)
+            for (at, (field, array)) in [13, 14].into_iter().zip(typed.by_ref()) {
                 fields[at] = Arc::new(field);
                 columns[at] = array;
+            }
+            for (field, array) in typed {
+                fields.push(Arc::new(field));
+                columns.push(array);
             }
         }
         RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)

@@ -72,6 +72,10 @@ def test_typed_images_alike_in_both_plans(spark):
     after = [a for a in arrow.column("after").to_pylist() if a is not None]
     assert after and all(a["nope"] is None for a in after)
     assert any(a["avatar"] for a in after)  # base64 text
+    # after_absent: the field no record has, on every row with an after image.
+    absent = arrow.column("after_absent").to_pylist()
+    has_after = [a is not None for a in arrow.column("after").to_pylist()]
+    assert absent == [["nope"] if h else None for h in has_after]
 
 
 def _hostile(spark):

@@ -290,6 +290,72 @@ def test_control_events_get_null_structs():
     assert all(r["before"] is None and r["after"] is None for r in rows)
 
 
+def test_after_absent_tells_absent_columns_from_explicit_nulls():
+    """``after_absent``, typed output's last column: the fields the ``after`` image does
+    not carry (a key with a null value is carried), ``[]`` for a whole image, null for rows
+    without an ``after`` image. Lindorm's partial ``after`` (Debezium JSON) included."""
+    lindorm = {
+        "op": "u",
+        "before": {"id": 3, "name": "x", "price": "1.00"},
+        "after": {"id": 3, "price": "2.50"},
+        "source": {"version": "2.0", "db": "lindorm", "namespace": "default", "table": "t"},
+        "ts_ms": 1700000000456,
+    }
+    whole = {"id": 1, "name": "a", "price": "1.00", "payload": None, "created": None}
+    messages = [
+        debezium(whole),
+        debezium({"id": 1, "name": None}, before={"id": 1}),  # an explicit null, the rest absent
+        debezium({"id": 2, "extra": "x", "id ": 5}),  # unknown keys are not fields
+        json.dumps(lindorm).encode(),
+        json.dumps({"op": "d", "before": {"id": 1}, "source": {"db": "d", "table": "t"}}).encode(),
+        json.dumps({"status": "BEGIN", "id": "tx1"}).encode(),
+        debezium({"id": 9, "price": "abc"}),  # an error row
+        None,
+        debezium({}),
+    ]
+    batch = both(messages, "debezium-json", schema=DDL)
+    assert batch.schema.names[-1] == "after_absent"
+    assert batch.schema.field("after_absent").type == pa.list_(pa.string())
+    assert batch.schema == cdc_decode.typed_event_schema(parse_ddl(DDL))
+    rows = batch.to_pylist()
+    assert [r["op"] for r in rows] == [
+        "insert", "update", "insert", "update", "delete", "begin", "error", "tombstone", "insert"
+    ]  # fmt: skip
+    assert [r["after_absent"] for r in rows] == [
+        [],
+        ["price", "payload", "created"],
+        ["name", "price", "payload", "created"],
+        ["name", "payload", "created"],
+        None,
+        None,
+        None,
+        None,
+        ["id", "name", "price", "payload", "created"],
+    ]
+    assert rows[1]["after"]["name"] is None and rows[1]["after"]["price"] is None
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_after_absent_with_tables(engine):
+    """With ``tables=`` one ``after_absent`` column, last, holds the claiming table's
+    field names; each table's batch carries it, the generic rest does not."""
+    messages = [
+        debezium({"id": 1}),
+        json.dumps({"op": "c", "after": {"uid": 7}, "source": {"db": "d", "table": "u"}}).encode(),
+        json.dumps({"op": "c", "after": {"x": 1}, "source": {"db": "d", "table": "z"}}).encode(),
+    ]
+    tables = {"d.t": "id bigint, price decimal(10,2)", "u": "uid int, name string"}
+    decoder = cdc_decode.Decoder("debezium-json", engine=engine, tables=tables)
+    batch = decoder.decode(messages)
+    assert batch.schema == cdc_decode.multi_event_schema(cdc_decode.as_tables(tables))
+    assert batch.schema.names[-1] == "after_absent"
+    assert batch.column("after_absent").to_pylist() == [["price"], ["name"], None]
+    split = cdc_decode.split_tables(batch, tables)
+    assert split["d.t"].column("after_absent").to_pylist() == [["price"]]
+    assert split["u"].column("after_absent").to_pylist() == [["name"]]
+    assert "after_absent" not in split[None].schema.names
+
+
 def test_pyarrow_schema_and_ddl_agree():
     message = [debezium({"id": 3, "created": "2024-05-01T10:00:00Z"})]
     by_ddl = both(message, "debezium-json", schema=DDL)
@@ -484,6 +550,12 @@ def test_generated_streams_decode_typed_per_table(format):
         assert len(got) == len(want), name
         claimed += len(got)
         for typed, text in zip(got, want, strict=True):
+            if text["after"] is None:
+                assert typed["after_absent"] is None
+            else:
+                keys = {k for k, _ in text["after"]}
+                absent = [c for c, _ in types[name] if c not in keys]
+                assert typed["after_absent"] == absent, (name, text["after"])
             method = dict(text["metadata"] or {}).get("read_method", "")
             hex_binary = format.startswith("datastream") and method.startswith("mysql")
             for image in ("before", "after"):
@@ -541,6 +613,11 @@ def test_one_schema_matches_the_text_map_path(format):
             for typed, table in zip(split.column(f"{image}_0").to_pylist(), claimed, strict=True)
         ]
         assert one.column(image).to_pylist() == want, image
+    absent = [
+        listed if table == name else None
+        for listed, table in zip(split.column("after_absent").to_pylist(), claimed, strict=True)
+    ]
+    assert one.column("after_absent").to_pylist() == absent
     assert sum(1 for t in claimed if t == name) > 50
     if format == "debezium-json":
         assert one.column("error").to_pylist()[-5:] == [
@@ -731,7 +808,7 @@ def test_tables_with_a_decoder(engine):
     """``Decoder(tables=...)`` returns the one combined batch; ``split_tables`` splits it."""
     decoder = cdc_decode.Decoder("debezium-json", engine=engine, tables={"t": "id int"})
     batch = decoder.decode([debezium({"id": 5})])
-    assert batch.schema.names[-3:] == ["table", "before_0", "after_0"]
+    assert batch.schema.names[-4:] == ["table", "before_0", "after_0", "after_absent"]
     assert batch.column("table").to_pylist() == ["t"]
     assert batch.column("after").to_pylist() == [None]  # held by after_0
     split = cdc_decode.split_tables(batch, {"t": "id int"})
@@ -766,8 +843,11 @@ def test_spark_typed(spark, engine):
             }
         ),
         debezium({"id": 2, "price": "abc"}),
+        debezium({"id": 3, "payload": None}),  # a partial image with an explicit null
     ]
     events = cdc_spark.decode(value_df(spark, values), "debezium-json", schema=ddl, engine=engine)
+    assert events.schema["after_absent"].dataType.simpleString() == "array<string>"
+    assert events.columns[-1] == "after_absent"
     assert events.schema["after"].dataType.simpleString() == (
         "struct<id:bigint,price:decimal(10,2),payload:binary,created:timestamp,local:timestamp_ntz>"
     )
@@ -781,6 +861,10 @@ def test_spark_typed(spark, engine):
     }
     assert rows[1].op == "error"
     assert rows[1].error == 'after.price: cannot convert "abc" to decimal(10,2)'
+    assert [r.after_absent for r in rows] == [[], None, ["price", "created", "local"]]
+    named = cdc_spark.decode(value_df(spark, values), "debezium-json", schema=ddl,
+                             event_columns=["op", "after_absent"], engine=engine)  # fmt: skip
+    assert named.columns == ["offset", "op", "after_absent"]
 
 
 @pytest.mark.spark
@@ -847,7 +931,7 @@ def _split_by_filter(batch: pa.RecordBatch, tables: dict) -> dict:
     for i, name in enumerate(tables):
         rows = batch.filter(pc.equal(batch.column("table"), name))
         images = {"before": f"before_{i}", "after": f"after_{i}"}
-        out[name] = [rows.column(images.get(n, n)) for n in base]
+        out[name] = [rows.column(images.get(n, n)) for n in [*base, "after_absent"]]
     out[None] = batch.filter(pc.is_null(batch.column("table"))).select(base).columns
     return out
 

@@ -17,7 +17,10 @@ class NativeDecoder:
         limits: dict[str, int] | None = None,
     ) -> None:
         """``schema``: typed mode's checked columns; ``tables``: multi-table typed mode's
-        (name, schema) pairs (docs/typed.md). ``ValueError`` for an unsupported type.
+        (name, schema) pairs (docs/typed.md). ``ValueError`` for an unsupported type. Typed
+        batches end with ``after_absent`` (``list<utf8>``: the fields each row's ``after``
+        image does not carry), as ``cdc_decode.typed_event_schema``/``multi_event_schema``
+        say.
         ``limits``: ``cdc_decode.Limits`` fields by name (the rest keep their defaults); an
         unknown name is a ``ValueError``."""
     def decode(

@@ -530,6 +530,10 @@ def plan(
         "ddl": F.lit(None),
         "metadata": metadata,
     }
+    if images is not None:
+        # Typed: the schema's columns the records do not have are absent from every image.
+        absent = [F.lit(f.name) for f in images.fields if f.name not in r.data]
+        values["after_absent"] = F.when(~before_side, F.array(*absent).cast("array<string>"))
     raw = _lower_escapes(
         F.to_json(
             F.struct(*[text(n, r.types[n]).alias(n) for n in r.names]),

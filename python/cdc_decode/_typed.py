@@ -203,25 +203,36 @@ def as_tables(tables: Mapping[str, TableSchema]) -> list[tuple[str, pa.Schema]]:
     return out
 
 
+AFTER_ABSENT = "after_absent"
+"""Typed mode's last column (``list<string>``): the names of the schema's fields, in schema
+order, that the row's ``after`` image does not carry; ``[]`` when it carries all of them,
+null when the row has no ``after`` image. A column with a null value is carried (an
+explicit null); one absent from the image is not (docs/typed.md)."""
+
+AFTER_ABSENT_FIELD = pa.field(AFTER_ABSENT, pa.list_(pa.string()))
+
+
 def typed_event_schema(schema: pa.Schema) -> pa.Schema:
-    """The event schema with ``before`` and ``after`` as structs of ``schema``'s fields."""
+    """The event schema with ``before`` and ``after`` as structs of ``schema``'s fields,
+    then ``after_absent`` (:data:`AFTER_ABSENT`)."""
     struct = pa.struct(list(schema))
     out = EVENT_SCHEMA
     for name in ("before", "after"):
         at = out.get_field_index(name)
         out = out.set(at, pa.field(name, struct))
-    return out
+    return out.append(AFTER_ABSENT_FIELD)
 
 
 def multi_event_schema(tables: list[tuple[str, pa.Schema]]) -> pa.Schema:
     """What one pass over a multi-table stream returns: the event schema (``before`` and
     ``after`` kept as text maps for rows no table claims), then ``table``, then
-    ``before_<i>``/``after_<i>`` structs for the i-th table."""
+    ``before_<i>``/``after_<i>`` structs for the i-th table, then ``after_absent`` (the
+    claiming table's fields its ``after`` image does not carry)."""
     fields = list(EVENT_SCHEMA) + [pa.field("table", pa.string())]
     for i, (_, schema) in enumerate(tables):
         struct = pa.struct(list(schema))
         fields += [pa.field(f"before_{i}", struct), pa.field(f"after_{i}", struct)]
-    return pa.schema(fields)
+    return pa.schema([*fields, AFTER_ABSENT_FIELD])
 
 
 def split_tables(batch: pa.RecordBatch, tables: Any) -> dict[str | None, pa.RecordBatch]:
@@ -261,10 +272,14 @@ def split_tables(batch: pa.RecordBatch, tables: Any) -> dict[str | None, pa.Reco
         rows = events.slice(start, n)
         at = None if order is None else order.slice(start, n)
         images = {}
-        for side in ("before", "after"):
-            column = batch.column(f"{side}_{i}")
+        for side, column in (
+            ("before", f"before_{i}"),
+            ("after", f"after_{i}"),
+            (AFTER_ABSENT, AFTER_ABSENT),
+        ):
+            column = batch.column(column)
             images[side] = column.slice(start, n) if at is None else column.take(at)
-        arrays = [images[c] if c in images else rows.column(c) for c in base]
+        arrays = [images[c] if c in images else rows.column(c) for c in [*base, AFTER_ABSENT]]
         out[name] = pa.RecordBatch.from_arrays(arrays, schema=typed_event_schema(schema))
         start += n
     out[None] = pa.RecordBatch.from_arrays(events.slice(start).columns, schema=EVENT_SCHEMA)

@@ -61,27 +61,49 @@ def test_every_format_applied_equals_the_source(delta_spark, tmp_path, fmt, conn
     and the values compare with the generator's text exactly. debezium-json is decoded
     on Spark (its messages shuffled and duplicated), the others in Python; its Oracle and
     MongoDB connectors' streams are ordered by their own sequence keys (SCN, oplog time)."""
+    _applied_equals_the_source(delta_spark, tmp_path, fmt, connector, typed=False)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "connector"),
+    [("tencent-dts", None), ("datahub-blob", None), ("debezium-json", "mongodb")],
+)
+def test_typed_events_with_partial_images_equal_the_source(delta_spark, tmp_path, fmt, connector):
+    """The same from TYPED events (every column a string, so the values still compare
+    with the generator's text): streams with partial images (DTS and DataHub minimal row
+    images, MongoDB's partial updates, rows from before an ADD COLUMN), whose absent
+    columns ``after_absent`` names, so they keep the stored values."""
+    _applied_equals_the_source(delta_spark, tmp_path, fmt, connector, typed=True)
+
+
+def _applied_equals_the_source(delta_spark, tmp_path, fmt, connector, *, typed: bool) -> None:
     extra = {} if connector is None else {"connector": connector}
     stream = generate(fmt, messages=MESSAGES, seed=7, tables=[TABLE], **extra)
     (name,) = stream.final_state  # ORCLPDB1.shop.users for the Oracle connector
     table = TABLE.split(".")[1]
+    keys = stream.primary_keys[name]
+    columns = _final_columns(stream, name)
+    ddl = ", ".join(f"`{c}` string" for c in columns)
+    typed_mode = {"schema": ddl} if typed else {}
     if fmt == "debezium-json":
         values = [(stream.values[i],) for i in _mangled(len(stream.values), seed=3)]
         messages = delta_spark.createDataFrame(values, "value binary").repartition(1)
-        df = cdc_spark.decode(messages, fmt).where(
+        df = cdc_spark.decode(messages, fmt, **typed_mode).where(
             f"source_table = '{table}' OR source_table IS NULL"
         )
     else:
         options = {"columns": stream.options["columns"]} if "columns" in stream.options else {}
-        events = pa.Table.from_batches([cdc_decode.decode(stream.values, fmt, **options)])
+        decoded = cdc_decode.decode(stream.values, fmt, **options, **typed_mode)
+        events = pa.Table.from_batches([decoded])
         mine = pc.fill_null(pc.equal(events["source_table"], table), True)
         events = events.filter(mine)
         df = delta_spark.createDataFrame(events.take(_mangled(events.num_rows, seed=3)))
-    keys = stream.primary_keys[name]
-    columns = _final_columns(stream, name)
-    ddl = ", ".join(f"`{c}` string" for c in columns)
+    if typed:
+        assert "after_absent" in df.columns
+        lacking = df.where("op LIKE 'update%' AND size(after_absent) > 0").count()
+        assert lacking > 0, "the stream has partial images"
     path = str(tmp_path / "users")
-    result = cdc_spark.apply_changes(df, path, keys=keys, schema=ddl)
+    result = cdc_spark.apply_changes(df, path, keys=keys, **({} if typed else {"schema": ddl}))
     assert result.errors == 0 and result.unkeyed == 0
     assert result.changes > 20, "the stream has changes to apply"
     assert result.other.get("ddl", 0) == len(result.ddl)
@@ -211,6 +233,52 @@ def test_partial_images_generic_absent_keeps_null_overwrites(delta_spark, tmp_pa
     cdc_spark.apply_changes(delta_spark.createDataFrame(rows[:2], schema), path, schema=ddl)
     cdc_spark.apply_changes(delta_spark.createDataFrame(rows[2:], schema), path, schema=ddl)
     assert _live(delta_spark, path) == {1: ("a4", 3), 2: (None, 2)}
+
+
+TYPED_EVENTS = (
+    f"op string, sequence binary, primary_key array<string>, before struct<{USERS}>, "
+    f"after struct<{USERS}>, after_absent array<string>"
+)
+
+
+@pytest.mark.parametrize("scd_type", [1, 2])
+def test_partial_images_typed_absent_keeps_null_overwrites(delta_spark, tmp_path, scd_type):
+    """Typed events say which columns an image lacks in ``after_absent``: an absent one
+    keeps its value, an explicit null overwrites. Two partial updates of one key in one
+    batch fold; an image whose ``after_absent`` is null carries every column."""
+    path = str(tmp_path / "t")
+    rows = [
+        ("insert", _seq(1), ["id"], None, (1, "a", 1), []),
+        ("insert", _seq(2), ["id"], None, (2, "b", 2), []),
+        ("insert", _seq(3), ["id"], None, (3, "c", 3), []),
+        ("update", _seq(4), ["id"], (1, None, None), (1, None, 4), ["name"]),  # name absent
+        ("update", _seq(5), ["id"], (1, None, None), (1, "a5", None), ["score"]),
+        ("update", _seq(6), ["id"], (2, None, None), (2, None, None), ["score"]),  # null name
+        ("update", _seq(7), ["id"], (3, None, None), (3, None, 7), None),  # made by hand
+    ]
+    first = cdc_spark.apply_changes(
+        delta_spark.createDataFrame(rows[:3], TYPED_EVENTS), path, scd_type=scd_type
+    )
+    assert first.created
+    cdc_spark.apply_changes(delta_spark.createDataFrame(rows[3:], TYPED_EVENTS), path,
+                            scd_type=scd_type)  # fmt: skip
+    assert _live(delta_spark, path) == {1: ("a5", 4), 2: (None, 2), 3: (None, 7)}
+    assert "after_absent" not in cdc_spark.current_rows(delta_spark, path).columns
+
+
+def test_typed_whole_images_take_the_one_aggregate_path(delta_spark, tmp_path):
+    """A typed batch whose images all carry every column (``after_absent`` empty) is
+    exact with the whole-image reduction; a partial one is not (docs/apply.md)."""
+    from cdc_decode.spark.apply import _Images, _partial
+
+    whole = [
+        ("insert", _seq(1), ["id"], None, (1, "a", 1), []),
+        ("delete", _seq(2), ["id"], (1, "a", 1), None, None),
+    ]
+    partial = [*whole, ("update", _seq(3), ["id"], (1, None, None), (1, "x", None), ["score"])]
+    image = _Images([], ["id"], False, absent=True)
+    assert not _partial(delta_spark.createDataFrame(whole, TYPED_EVENTS), image)
+    assert _partial(delta_spark.createDataFrame(partial, TYPED_EVENTS), image)
 
 
 def test_typed_nulls_overwrite_unless_ignore_null_updates(delta_spark, tmp_path):

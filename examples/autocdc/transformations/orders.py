@@ -83,7 +83,8 @@ def messages() -> DataFrame:
 
 def changes(table: str) -> DataFrame:
     """One table's row changes: ``op``, ``sequence``, then the table's columns (the
-    after image, or the before image of a delete)."""
+    after image, or the before image of a delete). Only the image's fields: typed events'
+    ``after_absent`` (docs/typed.md) is not a column of the source table."""
     _, columns = TABLES[table]
     ddl = ", ".join(f"`{name}` {kind}" for name, kind in columns)
     options = {}

@@ -240,6 +240,8 @@ def json_row(row: dict, where: str, ordinal: int | None, tables: list[str] | Non
         out[name] = plain(value)
     if tables:
         out["table"] = row.get("table")
+    if "after_absent" in row:  # typed mode (docs/typed.md)
+        out["after_absent"] = row["after_absent"]
     return out
 
 
@@ -323,7 +325,7 @@ class FileSink(Sink):
             # Typed: the same columns, the image structs null on an error row.
             arrays = [
                 batch.column(f.name)
-                if EVENT_SCHEMA.field(f.name).type == f.type
+                if f.name in EVENT_SCHEMA.names and EVENT_SCHEMA.field(f.name).type == f.type
                 else pa.nulls(1, f.type)
                 for f in self.schema
             ]

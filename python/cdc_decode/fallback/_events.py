@@ -133,7 +133,7 @@ class EventSink:
         """The rows as a record batch of the event schema, and each row's input ordinal."""
         schema = EVENT_SCHEMA if self.typed is None else self.typed.schema
         rows = self.rows
-        if self.typed is not None and self.typed.multi:
+        if self.typed is not None:
             rows = [self.typed.pad(row) for row in rows]
         columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
         arrays = [

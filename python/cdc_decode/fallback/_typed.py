@@ -1,5 +1,5 @@
 """Typed mode in the Python engine: the text row images a format produces, converted into
-structs of the table's columns, by the rules of ``rust/typed.rs`` (docs/typed.md).
+structs of the table's columns, by the rules of ``rust/typed/`` (docs/typed.md).
 
 A format passes its rows through :meth:`Typed.convert` with the message's hints:
 ``Hints(epoch=..., hex=..., columns={name: hint})``, where a column hint is ``"ms"``,
@@ -32,7 +32,7 @@ class Unconvertible(Exception):
 
 
 class Hints(NamedTuple):
-    """What a format knows about one message's values (``rust/typed.rs``'s ``Hints``)."""
+    """What a format knows about one message's values (``rust/typed/mod.rs``'s ``Hints``)."""
 
     epoch: str | None = None
     hex: bool = False
@@ -130,7 +130,7 @@ def parse_float(text: str) -> float | None:
 
 
 def parse_decimal(text: str, precision: int, scale: int) -> int | None:
-    """Decimal text as the unscaled value at ``scale``, exactly (see rust/typed.rs)."""
+    """Decimal text as the unscaled value at ``scale``, exactly (see rust/typed/parse.rs)."""
     parts = _split_number(text)
     if parts is None:
         return None
@@ -178,7 +178,7 @@ def _decimal_bytes(text: str, precision: int, scale: int, source_scale: int) -> 
 
 
 def _variable_scale(text: str) -> tuple[int, bytes] | None:
-    """``{"scale":N,"value":"base64"}``, either order (rust/typed.rs)."""
+    """``{"scale":N,"value":"base64"}``, either order (rust/typed/parse.rs)."""
     if not (text.startswith("{") and text.endswith("}")):
         return None
     first, comma, second = text[1:-1].partition(",")
@@ -210,7 +210,7 @@ def _decimal_from_bytes(raw: bytes, source_scale: int, precision: int, scale: in
     if not 1 <= len(raw) <= 16:
         return None
     unscaled = int.from_bytes(raw, "big", signed=True)
-    # 10**38 is the largest power of ten an i128 holds (rust/typed.rs ``rescale``).
+    # 10**38 is the largest power of ten an i128 holds (rust/typed/parse.rs ``rescale``).
     if scale >= source_scale:
         if scale - source_scale > 38:
             return None
@@ -241,7 +241,7 @@ _ISO = re.compile(
 
 
 def parse_iso(text: str) -> int | None:
-    """ISO-8601 text as microseconds since the epoch (see rust/typed.rs ``parse_iso``)."""
+    """ISO-8601 text as microseconds since the epoch (see rust/typed/parse.rs ``parse_iso``)."""
     m = _ISO.match(text)
     if not m:
         return None
@@ -389,6 +389,14 @@ class _Table:
             out[name] = value
         return out
 
+    def absent(self, image) -> list[str] | None:
+        """``after_absent``: the fields ``image`` has no entry for (a null value is an
+        entry), in schema order; ``None`` without an image."""
+        if image is None:
+            return None
+        keys = {key for key, _ in image}
+        return [name for name, _, _ in self.fields if name not in keys]
+
 
 class Typed:
     """Converts event rows' text images to typed structs.
@@ -448,18 +456,21 @@ class Typed:
                 table = self._tables[0]
                 before = table.convert(row[_BEFORE], "before", row_hints)
                 after = table.convert(row[_AFTER], "after", row_hints)
-                out.append((*row[:_BEFORE], before, after, *row[_AFTER + 1 :]))
+                absent = table.absent(row[_AFTER])
+                out.append((*row[:_BEFORE], before, after, *row[_AFTER + 1 :], absent))
                 continue
-            extra: list = [None] * (1 + 2 * len(self._tables))
+            # table, before_<i>/after_<i> per table, after_absent
+            extra: list = [None] * (2 + 2 * len(self._tables))
             if t is not None:
                 table = self._tables[t]
                 extra[0] = table.name
                 extra[1 + 2 * t] = table.convert(row[_BEFORE], "before", row_hints)
                 extra[2 + 2 * t] = table.convert(row[_AFTER], "after", row_hints)
+                extra[-1] = table.absent(row[_AFTER])
                 row = (*row[:_BEFORE], None, None, *row[_AFTER + 1 :])
             out.append((*row, *extra))
         return out
 
     def pad(self, row: tuple) -> tuple:
-        """An error or tombstone row widened to the multi-table schema."""
-        return row + (None,) * (self.width - len(row)) if self.multi else row
+        """An error or tombstone row widened to the typed schema (its last columns null)."""
+        return row + (None,) * (self.width - len(row))

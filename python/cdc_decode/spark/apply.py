@@ -51,6 +51,9 @@ SCD1_COLUMNS = (SEQUENCE, EVENT_TIME, DELETED)
 SCD2_COLUMNS = (START_SEQUENCE, END_SEQUENCE, START_TIME, END_TIME, CURRENT, DELETED)
 """The bookkeeping columns of a type 2 table, after the source's columns."""
 
+AFTER_ABSENT = "after_absent"
+"""Typed events' column of the fields each ``after`` image lacks (docs/typed.md)."""
+
 _KIND = "_kind"  # "u" upsert, "d" delete
 _LAST_SEQ = "_last_seq"
 _LAST_KIND = "_last_kind"
@@ -166,9 +169,10 @@ def apply_changes(
       applied; deleted rows stay as tombstones (``_cdc_deleted``) so a late, older change
       cannot bring them back. :func:`current_rows` reads the live rows.
     - A column absent from an image keeps the stored value; a null overwrites it. Typed
-      images (``decode(schema=...)``) cannot tell the two apart: every column of the
-      struct is a value (``ignore_null_updates=True`` makes a null keep the stored value
-      instead). Generic images (``map<string, string>``) can: an absent key is absent.
+      events say which columns their ``after`` image lacked in ``after_absent``
+      (docs/typed.md); generic images (``map<string, string>``) by their keys. Typed
+      frames without an ``after_absent`` column are taken as whole images
+      (``ignore_null_updates=True`` makes a null keep the stored value instead).
     - A column of the events that the table lacks is added to it; a column of the table
       that the events lack, or of another type, is a ``ValueError`` naming both.
     - Error rows and non-row events (``begin``, ``commit``, ``ddl`` …) are counted in the
@@ -234,7 +238,9 @@ def apply_changes(
     else:
         raise ValueError(f"'after' must be a struct or a map, not {image_type.simpleString()}")
 
-    optional = [c for c in ("event_time", "primary_key", "ddl", "error") if c in fields]
+    optional = [
+        c for c in ("event_time", "primary_key", "ddl", "error", AFTER_ABSENT) if c in fields
+    ]
     selected = events.select(
         "op",
         F.col(sequence_by).alias("_seq"),
@@ -258,7 +264,7 @@ def apply_changes(
                 f"key column(s) {', '.join(map(repr, missing))} are not columns of the images "
                 f"({', '.join(names)})"
             )
-        image = _Images(columns, keys, generic)
+        image = _Images(columns, keys, generic, absent=not generic and AFTER_ABSENT in fields)
         result, newest = _count(selected, image, "ddl" in fields)
         if result.changes and not keys:
             raise ValueError(
@@ -273,7 +279,7 @@ def apply_changes(
             return result
         entries = _entries(selected, image, ignore_null_updates)
         if scd_type == 1:
-            whole = not generic and not ignore_null_updates
+            whole = not generic and not ignore_null_updates and not _partial(selected, image)
             written = _merge_scd1(table, entries, columns, keys, app_id, batch_id, result, whole)
             if written and tombstone_retention is not None and newest is not None:
                 _expire(table, newest - tombstone_retention)
@@ -331,13 +337,35 @@ def _generic_columns(schema: Any, table: _Target, target: str) -> list[Any]:
 
 
 class _Images:
-    """Reading the key and value columns out of ``before``/``after`` images."""
+    """Reading the key and value columns out of ``before``/``after`` images.
 
-    def __init__(self, columns: list[Any], keys: list[str], generic: bool) -> None:
+    ``absent``: typed events with an ``after_absent`` column (the columns each ``after``
+    image lacks, docs/typed.md).
+    """
+
+    def __init__(
+        self, columns: list[Any], keys: list[str], generic: bool, *, absent: bool = False
+    ) -> None:
         self.types = {f.name: f.dataType for f in columns}
         self.keys = keys
         self.values = [f.name for f in columns if f.name not in keys]
         self.generic = generic
+        self.absent = absent
+
+    def present(self, name: str, ignore_null_updates: bool) -> Column:
+        """The ``after`` image carries a value (maybe null) for column ``name``."""
+        from pyspark.sql import functions as F
+
+        after = F.col("after")
+        if self.generic:
+            return F.coalesce(F.map_contains_key(after, name), F.lit(False))
+        if ignore_null_updates:
+            return after[name].isNotNull()  # an absent column is null too
+        if self.absent:
+            # A null after_absent with an image (a typed frame made by hand): all present.
+            listed = F.coalesce(F.array_contains(F.col(AFTER_ABSENT), name), F.lit(False))
+            return after.isNotNull() & ~listed
+        return after.isNotNull()
 
     def get(self, image: str, name: str) -> Column:
         """A column of an image (generic: the map value cast to the column's type)."""
@@ -488,11 +516,7 @@ def _entries(selected: DataFrame, image: _Images, ignore_null_updates: bool) -> 
     keys, values, types, get = image.keys, image.values, image.types, image.get
 
     def present(name: str) -> Column:
-        if image.generic:
-            return F.coalesce(F.map_contains_key(F.col("after"), name), F.lit(False))
-        if ignore_null_updates:
-            return F.col("after")[name].isNotNull()
-        return F.col("after").isNotNull()
+        return image.present(name, ignore_null_updates)
 
     rows = selected.where(F.col("op").isin(*ROW_OPS))
     after_keyed = image.keyed("after")
@@ -527,14 +551,31 @@ def _entries(selected: DataFrame, image: _Images, ignore_null_updates: bool) -> 
     return entries.where(keyed & F.col("_seq").isNotNull())
 
 
+def _partial(selected: DataFrame, image: _Images) -> bool:
+    """Some upsert of typed events lacks a column (``after_absent`` not empty): the batch
+    needs :func:`_reduced`'s per-column fold. One short scan of the (cached) batch, which
+    stops at the first such row; none without an ``after_absent`` column."""
+    from pyspark.sql import functions as F
+
+    if not image.absent:
+        return False
+    lacking = (
+        F.col("op").isin(*UPSERT_OPS)
+        & F.col("after").isNotNull()
+        & F.coalesce(F.size(AFTER_ABSENT) > 0, F.lit(False))
+    )
+    return len(selected.where(lacking).select("op").take(1)) > 0
+
+
 def _reduced(
     entries: DataFrame, columns: list[Any], keys: list[str], whole: bool = False
 ) -> DataFrame:
     """One row per key: the last change, each column's newest present value (and its
     sequence, ``_s_<i>``) since the batch's last delete of the key.
 
-    ``whole``: every upsert carries every column (typed images), so the last change's
-    image is the row: one aggregate, and no ``_s_<i>`` or ``_del_seq`` columns.
+    ``whole``: every upsert carries every column (typed images whose ``after_absent`` is
+    empty or missing, :func:`_partial`), so the last change's image is the row: one
+    aggregate, and no ``_s_<i>`` or ``_del_seq`` columns.
     """
     from pyspark.sql import functions as F
 

@@ -661,7 +661,7 @@ class _Typed:
             raise ValueError(
                 "event_columns does not combine with tables= (its split needs every column)"
             )
-        known = event_schema().names
+        known = (event_schema() if self.arrow_schema is None else self.arrow_schema).names
         unknown = [n for n in names if n not in known]
         if unknown:
             raise ValueError(
@@ -681,12 +681,14 @@ class _Typed:
             return combined
         from pyspark.sql import functions as F
 
+        from .._typed import AFTER_ABSENT
+
         base = [f.name for f in event_schema()]
         out: dict[str | None, DataFrame] = {"*": combined}
         for i, (name, _) in enumerate(self.tables):
             images = {"before": f"before_{i}", "after": f"after_{i}"}
             columns = [*keep, *(F.col(images[c]).alias(c) if c in images else c for c in base)]
-            out[name] = combined.where(F.col("table") == name).select(*columns)
+            out[name] = combined.where(F.col("table") == name).select(*columns, AFTER_ABSENT)
         out[None] = combined.where(F.col("table").isNull()).select(*keep, *base)
         return out
 
