@@ -24,6 +24,26 @@ MODES: tuple[str, ...] = ("permissive", "dropmalformed", "failfast")
 ENGINES: tuple[str, ...] = ("native", "python")
 """The engines: the Rust core and the pure-Python fallback, equal in output."""
 
+OPS: tuple[str, ...] = (
+    "insert",
+    "update",
+    "update_before",
+    "update_after",
+    "delete",
+    "read",
+    "truncate",
+    "ddl",
+    "begin",
+    "commit",
+    "rollback",
+    "heartbeat",
+    "checkpoint",
+    "tombstone",
+    "error",
+    "other",
+)
+"""The ``op`` vocabulary (docs/events.md): every op a decoder writes."""
+
 _TEXT_MAP = pa.map_(pa.string(), pa.string())
 _TIMESTAMP = pa.timestamp("us", tz="UTC")
 

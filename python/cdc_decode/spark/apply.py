@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._schema import OPS
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
 
@@ -251,43 +253,45 @@ def apply_changes(
         "before",
         "after",
     )
-    # Cached input (a foreachBatch frame persisted for many tables) is read as it is.
-    cached = events.is_cached
-    if not cached:
-        selected = selected.persist()
-    try:
-        names = [f.name for f in columns]
-        keys = _resolve_keys(selected, keys, "primary_key" in fields)
-        missing = [k for k in keys if k not in names]
-        if missing:
-            raise ValueError(
-                f"key column(s) {', '.join(map(repr, missing))} are not columns of the images "
-                f"({', '.join(names)})"
-            )
-        image = _Images(columns, keys, generic, absent=not generic and AFTER_ABSENT in fields)
-        result, newest = _count(selected, image, "ddl" in fields)
-        if result.changes and not keys:
+    names = [f.name for f in columns]
+    keys = _resolve_keys(selected, keys, "primary_key" in fields)
+    missing = [k for k in keys if k not in names]
+    if missing:
+        raise ValueError(
+            f"key column(s) {', '.join(map(repr, missing))} are not columns of the images "
+            f"({', '.join(names)})"
+        )
+    image = _Images(columns, keys, generic, absent=not generic and AFTER_ABSENT in fields)
+    bookkeeping = SCD1_COLUMNS if scd_type == 1 else SCD2_COLUMNS
+    clash = [n for n in names if n in bookkeeping]
+    if clash:
+        raise ValueError(f"column(s) {', '.join(clash)} clash with the table's own columns")
+    if not keys:
+        # No row change names a key (none given): count, and write nothing.
+        counts = _Counts(selected, image, "ddl" in fields)
+        result = counts.result()
+        if result.changes:
             raise ValueError(
                 "the events name no primary key (primary_key is null): give keys=[...]"
             )
-        bookkeeping = SCD1_COLUMNS if scd_type == 1 else SCD2_COLUMNS
-        clash = [n for n in names if n in bookkeeping]
-        if clash:
-            raise ValueError(f"column(s) {', '.join(clash)} clash with the table's own columns")
         result.created, result.added_columns = _evolve(table, columns, bookkeeping, scd_type)
-        if not keys:  # no row changes and no key named: nothing to write
-            return result
-        entries = _entries(selected, image, ignore_null_updates)
-        if scd_type == 1:
-            whole = not generic and not ignore_null_updates and not _partial(selected, image)
-            written = _merge_scd1(table, entries, columns, keys, app_id, batch_id, result, whole)
-            if written and tombstone_retention is not None and newest is not None:
+        return result
+    # The counts are observed as the batch is read once, by the reduction's action.
+    counts = _Counts(selected, image, "ddl" in fields, observe=True)
+    created, added = _evolve(table, columns, bookkeeping, scd_type)
+    entries = _entries(counts.frame, image, ignore_null_updates)
+    if scd_type == 1:
+        whole = not generic and not ignore_null_updates and not _partial(selected, image)
+        result, written = _merge_scd1(
+            table, entries, columns, keys, app_id, batch_id, counts, whole
+        )
+        if written and tombstone_retention is not None:
+            newest = counts.newest()
+            if newest is not None:
                 _expire(table, newest - tombstone_retention)
-        else:
-            _merge_scd2(table, entries, columns, keys, app_id, batch_id, result)
-    finally:
-        if not cached:
-            selected.unpersist()
+    else:
+        result = _merge_scd2(table, entries, columns, keys, app_id, batch_id, counts)
+    result.created, result.added_columns = created, added
     return result
 
 
@@ -411,44 +415,84 @@ def _resolve_keys(selected: DataFrame, keys: Sequence[str] | str | None, has_pk:
     return list(row[0]) if row is not None and row[0] else []
 
 
-def _count(
-    selected: DataFrame, image: _Images, has_ddl: bool
-) -> tuple[ApplyResult, dt.datetime | None]:
-    """One aggregate over the batch: events per op, the row changes without a key, the
-    newest event time; then the ddl statements (when there are any)."""
-    from pyspark.sql import functions as F
+class _Counts:
+    """What the batch holds: events per op, the row changes without a key, the newest
+    event time, the ``ddl`` statements.
 
-    aggs = [F.count(F.lit(1)).alias("n"), F.max("_time").alias("newest")]
-    if image.keys:
-        # The entries _entries makes: one per row change, one more per moved key.
-        no_seq = F.col("_seq").isNull()
-        unkeyed = ~(image.keyed("after") | image.keyed("before")) | no_seq
-        aggs.append(
-            (
-                F.count(F.when(F.col("op").isin(*ROW_OPS) & unkeyed, 1))
-                + F.count(F.when(image.moved() & no_seq, 1))
-            ).alias("unkeyed")
-        )
-    rows = selected.groupBy("op").agg(*aggs).collect()
-    result = ApplyResult()
-    newest = None
-    for row in rows:
-        result.events += row["n"]
-        if row["op"] in ROW_OPS:
-            result.changes += row["n"]
-            if image.keys:
-                result.unkeyed += row["unkeyed"]
-        elif row["op"] == "error":
-            result.errors += row["n"]
+    ``observe=True``: the counts are taken by ``DataFrame.observe`` on :attr:`frame` while
+    the first action over it (the reduction's) reads the batch, so the batch is read once
+    and never cached; else by one aggregate when asked.
+    """
+
+    def __init__(
+        self, selected: DataFrame, image: _Images, has_ddl: bool, *, observe: bool = False
+    ) -> None:
+        from pyspark.sql import functions as F
+
+        self.selected = selected
+        self.has_ddl = has_ddl
+        op = F.col("op")
+        aggs = [F.count(F.lit(1)).alias("events"), F.max("_time").alias("newest")]
+        aggs += [F.count(F.when(op == name, 1)).alias(f"op_{name}") for name in OPS]
+        aggs.append(F.count(F.when(~op.isin(*OPS), 1)).alias("unknown"))
+        if image.keys:
+            # The entries _entries makes: one per row change, one more per moved key.
+            no_seq = F.col("_seq").isNull()
+            unkeyed = ~(image.keyed("after") | image.keyed("before")) | no_seq
+            aggs.append(
+                (
+                    F.count(F.when(op.isin(*ROW_OPS) & unkeyed, 1))
+                    + F.count(F.when(image.moved() & no_seq, 1))
+                ).alias("unkeyed")
+            )
+        self.observation = None
+        if observe:
+            import uuid
+
+            from pyspark.sql import Observation
+
+            self.observation = Observation(f"cdc_apply_{uuid.uuid4().hex}")
+            self.frame = selected.observe(self.observation, *aggs)
         else:
-            result.other[row["op"]] = row["n"]
-        if row["newest"] is not None and (newest is None or row["newest"] > newest):
-            newest = row["newest"]
-    if has_ddl and result.other.get("ddl"):
-        result.ddl = [
-            r["ddl"] for r in selected.where(F.col("op") == "ddl").orderBy("_seq").collect()
-        ]
-    return result, newest
+            self.frame = selected
+            self._row = selected.agg(*aggs).first().asDict()
+
+    def _values(self) -> dict[str, Any]:
+        if self.observation is None:
+            return self._row
+        return self.observation.get
+
+    def newest(self) -> dt.datetime | None:
+        """The newest event time of the batch."""
+        return self._values()["newest"]
+
+    def result(self) -> ApplyResult:
+        """A new :class:`ApplyResult` with the counts (after the first action over
+        :attr:`frame`, when observed)."""
+        from pyspark.sql import functions as F
+
+        values = self._values()
+        result = ApplyResult(events=values["events"], unkeyed=values.get("unkeyed") or 0)
+        for name in OPS:
+            n = values[f"op_{name}"]
+            if not n:
+                continue
+            if name in ROW_OPS:
+                result.changes += n
+            elif name == "error":
+                result.errors += n
+            else:
+                result.other[name] = n
+        if values["unknown"]:  # ops outside the vocabulary: hand-made events
+            known = ~F.col("op").isin(*OPS)
+            for row in self.selected.where(known).groupBy("op").count().collect():
+                result.other[row["op"]] = row["count"]
+        if self.has_ddl and result.other.get("ddl"):
+            result.ddl = [
+                r["ddl"]
+                for r in self.selected.where(F.col("op") == "ddl").orderBy("_seq").collect()
+            ]
+        return result
 
 
 def _evolve(
@@ -508,7 +552,7 @@ def _evolve(
 def _entries(selected: DataFrame, image: _Images, ignore_null_updates: bool) -> DataFrame:
     """The keyed row changes as entries: the key, ``_kind`` (``u`` upsert, ``d`` delete),
     ``_seq``, ``_time``, every other column's value and ``_p_<i>`` (present). The unkeyed
-    ones (counted by :func:`_count`) are left out."""
+    ones (counted by :class:`_Counts`) are left out."""
     from functools import reduce
 
     from pyspark.sql import functions as F
@@ -518,7 +562,6 @@ def _entries(selected: DataFrame, image: _Images, ignore_null_updates: bool) -> 
     def present(name: str) -> Column:
         return image.present(name, ignore_null_updates)
 
-    rows = selected.where(F.col("op").isin(*ROW_OPS))
     after_keyed = image.keyed("after")
     before_keyed = image.keyed("before")
     new_key = [
@@ -533,28 +576,33 @@ def _entries(selected: DataFrame, image: _Images, ignore_null_updates: bool) -> 
     absent = [F.lit(False).alias(f"_p_{i}") for i in range(len(values))]
     common = [F.col("_seq"), F.col("_time")]
 
-    upserts = rows.where(F.col("op").isin(*UPSERT_OPS)).select(
-        *new_key, F.lit("u").alias(_KIND), *common, *payload, *presence
-    )
-    removes = rows.where(F.col("op").isin(*REMOVE_OPS)).select(
-        *old_key, F.lit("d").alias(_KIND), *common, *nothing, *absent
-    )
-    key_changes = rows.where(image.moved()).select(
+    upsert = F.struct(*new_key, F.lit("u").alias(_KIND), *common, *payload, *presence)
+    remove = F.struct(*old_key, F.lit("d").alias(_KIND), *common, *nothing, *absent)
+    moved_from = F.struct(
         *[get("before", k).alias(k) for k in keys],
         F.lit("d").alias(_KIND),
         *common,
         *nothing,
         *absent,
     )
-    entries = upserts.unionByName(removes).unionByName(key_changes)
+    # Each row change gives one entry, a key-changing update two (the old key's delete
+    # first); other events none. One pass over the batch, however many kinds it holds.
+    op = F.col("op")
+    changes = (
+        F.when(op.isin(*UPSERT_OPS) & image.moved(), F.array(moved_from, upsert))
+        .when(op.isin(*UPSERT_OPS), F.array(upsert))
+        .when(op.isin(*REMOVE_OPS), F.array(remove))
+    )
+    entries = selected.select(F.inline(changes))
     keyed = reduce(lambda a, b: a & b, [F.col(k).isNotNull() for k in keys])
     return entries.where(keyed & F.col("_seq").isNotNull())
 
 
 def _partial(selected: DataFrame, image: _Images) -> bool:
     """Some upsert of typed events lacks a column (``after_absent`` not empty): the batch
-    needs :func:`_reduced`'s per-column fold. One short scan of the (cached) batch, which
-    stops at the first such row; none without an ``after_absent`` column."""
+    needs :func:`_reduced`'s per-column fold. One scan of the batch's ``op`` and
+    ``after_absent``, which stops at the first such row; none without an ``after_absent``
+    column."""
     from pyspark.sql import functions as F
 
     if not image.absent:
@@ -574,22 +622,28 @@ def _reduced(
     sequence, ``_s_<i>``) since the batch's last delete of the key.
 
     ``whole``: every upsert carries every column (typed images whose ``after_absent`` is
-    empty or missing, :func:`_partial`), so the last change's image is the row: one
-    aggregate, and no ``_s_<i>`` or ``_del_seq`` columns.
+    empty or missing, :func:`_partial`), so the last change's image is the row: the
+    newest entry of each key, and no ``_s_<i>`` or ``_del_seq`` columns.
     """
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     values = [f.name for f in columns if f.name not in keys]
     if whole:
-        # A delete's entry carries nulls, so the last change's image is the row.
-        last = F.max(F.struct("_seq", _KIND, "_time", *[F.col(c) for c in values]))
-        reduced = entries.groupBy(*keys).agg(last.alias("_last"))
-        return reduced.select(
-            *[F.col(k) for k in keys],
-            F.col("_last._seq").alias(_LAST_SEQ),
-            F.col(f"_last.{_KIND}").alias(_LAST_KIND),
-            F.col("_last._time").alias(_LAST_TIME),
-            *[F.col("_last")[c].alias(c) for c in values],
+        # A delete's entry carries nulls, so the last change's image is the row: the
+        # newest entry of each key. A window sorts once, after the shuffle; an aggregate
+        # of a struct holding the binary sequence would sort twice (no hash buffer for it).
+        newest = Window.partitionBy(*keys).orderBy(F.col("_seq").desc(), F.col(_KIND).desc())
+        return (
+            entries.withColumn("_rank", F.row_number().over(newest))
+            .where(F.col("_rank") == 1)
+            .select(
+                *[F.col(k) for k in keys],
+                F.col("_seq").alias(_LAST_SEQ),
+                F.col(_KIND).alias(_LAST_KIND),
+                F.col("_time").alias(_LAST_TIME),
+                *[F.col(c) for c in values],
+            )
         )
     upsert = F.col(_KIND) == "u"
     aggs = [
@@ -649,62 +703,71 @@ def _merge_scd1(
     keys: list[str],
     app_id: str | None,
     batch_id: int | None,
-    result: ApplyResult,
+    counts: _Counts,
     whole: bool = False,
-) -> bool:
-    """One MERGE of the reduced changes; ``False`` when there was nothing to write."""
+) -> tuple[ApplyResult, bool]:
+    """The reduced changes, persisted (the one read of the batch, which also counts it),
+    then one MERGE; the counts, and whether the MERGE wrote."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     values = [f.name for f in columns if f.name not in keys]
-    source = _reduced(entries, columns, keys, whole)
-    q = _quote
-    t_seq, t_del = f"t.{SEQUENCE}", f"t.{DELETED}"
-    reset = f"({t_del} OR s.{_DEL_SEQ} > {t_seq})"
-    if whole:
-        # The last change is newer than the row (the MERGE's condition) and holds every
-        # column: the row becomes its image (nulls for a delete).
-        update = {f"t.{q(c)}": F.col(f"s.{q(c)}") for c in values}
-    else:
-        update = {
-            f"t.{q(c)}": F.expr(
-                f"CASE WHEN s._s_{i} > {t_seq} THEN s.{q(c)} WHEN {reset} THEN NULL "
-                f"ELSE t.{q(c)} END"
+    source = _reduced(entries, columns, keys, whole).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        reduced = source.count()
+        result = counts.result()
+        result.keys = reduced
+        if not reduced:
+            return result, False
+        q = _quote
+        t_seq, t_del = f"t.{SEQUENCE}", f"t.{DELETED}"
+        reset = f"({t_del} OR s.{_DEL_SEQ} > {t_seq})"
+        if whole:
+            # The last change is newer than the row (the MERGE's condition) and holds
+            # every column: the row becomes its image (nulls for a delete).
+            update = {f"t.{q(c)}": F.col(f"s.{q(c)}") for c in values}
+        else:
+            update = {
+                f"t.{q(c)}": F.expr(
+                    f"CASE WHEN s._s_{i} > {t_seq} THEN s.{q(c)} WHEN {reset} THEN NULL "
+                    f"ELSE t.{q(c)} END"
+                )
+                for i, c in enumerate(values)
+            }
+        update[f"t.{SEQUENCE}"] = F.col(f"s.{_LAST_SEQ}")
+        update[f"t.{EVENT_TIME}"] = F.col(f"s.{_LAST_TIME}")
+        update[f"t.{DELETED}"] = F.expr(f"s.{_LAST_KIND} = 'd'")
+        insert = {f"t.{q(c)}": F.col(f"s.{q(c)}") for c in [*keys, *values]}
+        insert[f"t.{SEQUENCE}"] = F.col(f"s.{_LAST_SEQ}")
+        insert[f"t.{EVENT_TIME}"] = F.col(f"s.{_LAST_TIME}")
+        insert[f"t.{DELETED}"] = F.expr(f"s.{_LAST_KIND} = 'd'")
+        on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in keys)
+        # Delta skips an (app_id, batch_id) it already holds: compare versions only then.
+        before_version = _last_commit(table)[0] if app_id is not None else None
+        with _Txn(table.spark, app_id, batch_id):
+            out = (
+                table.table()
+                .alias("t")
+                .merge(source.alias("s"), on)
+                .whenMatchedUpdate(condition=f"s.{_LAST_SEQ} > {t_seq}", set=update)
+                .whenNotMatchedInsert(values=insert)
+                .execute()
             )
-            for i, c in enumerate(values)
-        }
-    update[f"t.{SEQUENCE}"] = F.col(f"s.{_LAST_SEQ}")
-    update[f"t.{EVENT_TIME}"] = F.col(f"s.{_LAST_TIME}")
-    update[f"t.{DELETED}"] = F.expr(f"s.{_LAST_KIND} = 'd'")
-    insert = {f"t.{q(c)}": F.col(f"s.{q(c)}") for c in [*keys, *values]}
-    insert[f"t.{SEQUENCE}"] = F.col(f"s.{_LAST_SEQ}")
-    insert[f"t.{EVENT_TIME}"] = F.col(f"s.{_LAST_TIME}")
-    insert[f"t.{DELETED}"] = F.expr(f"s.{_LAST_KIND} = 'd'")
-    on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in keys)
-    # Delta skips an (app_id, batch_id) it already holds: compare versions only then.
-    before_version = _last_commit(table)[0] if app_id is not None else None
-    with _Txn(table.spark, app_id, batch_id):
-        out = (
-            table.table()
-            .alias("t")
-            .merge(source.alias("s"), on)
-            .whenMatchedUpdate(condition=f"s.{_LAST_SEQ} > {t_seq}", set=update)
-            .whenNotMatchedInsert(values=insert)
-            .execute()
-        )
+    finally:
+        source.unpersist()
     # MERGE returns its row counts; one that changed nothing (a replay without txn
     # markers) may commit nothing, so the history's last commit would be an older one.
     first = out.first() if out is not None else None  # none when Delta skipped the batch
-    counts = first.asDict() if first is not None else {}
+    affected = first.asDict().get("num_affected_rows") if first is not None else None
     version, operation, metrics = _last_commit(table)
     result.version = version
     if app_id is not None and version == before_version:
         result.skipped = True
-        return False
-    if operation != "MERGE" or (app_id is None and counts.get("num_affected_rows") == 0):
-        return False
+        return result, False
+    if operation != "MERGE" or (app_id is None and affected == 0):
+        return result, False
     result.metrics = metrics
-    result.keys = int(metrics.get("numSourceRows", 0))
-    return True
+    return result, True
 
 
 def _expire(table: _Target, cutoff: dt.datetime) -> None:
@@ -721,17 +784,16 @@ def _merge_scd2(
     keys: list[str],
     app_id: str | None,
     batch_id: int | None,
-    result: ApplyResult,
-) -> None:
+    counts: _Counts,
+) -> ApplyResult:
     """History: one row per change (a delete is a tombstone version). The batch's
     versions join the stored versions of the keys they touch; each key's versions are
     re-chained in sequence order (end = the next version's start) and merged back by
     (key, start sequence)."""
-    from pyspark.sql import Window
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
     values = [f.name for f in columns if f.name not in keys]
-    q = _quote
     # One entry per (key, sequence): duplicates collapse.
     new = (
         entries.dropDuplicates([*keys, "_seq"])
@@ -753,7 +815,32 @@ def _merge_scd2(
             *[f"_p_{i}" for i in range(len(values))],
             "_new",
         )
-    )
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return _write_scd2(table, new, values, keys, app_id, batch_id, counts)
+    finally:
+        new.unpersist()
+
+
+def _write_scd2(
+    table: _Target,
+    new: DataFrame,
+    values: list[str],
+    keys: list[str],
+    app_id: str | None,
+    batch_id: int | None,
+    counts: _Counts,
+) -> ApplyResult:
+    """:func:`_merge_scd2`'s MERGE of the batch's versions (``new``, persisted)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    q = _quote
+    new.count()  # the one read of the batch, which also takes the counts
+    result = counts.result()
+    result.keys = new.select(*keys).distinct().count()
+    if not result.keys:
+        return result
     stored = table.table().toDF()
     touched = new.select(*keys).distinct()
     old = stored.join(touched, on=keys, how="left_semi").select(
@@ -808,6 +895,6 @@ def _merge_scd2(
     result.version = version
     if version == before_version or operation != "MERGE":
         result.skipped = app_id is not None
-        return
+        return result
     result.metrics = metrics
-    result.keys = new.select(*keys).distinct().count() if result.changes else 0
+    return result
