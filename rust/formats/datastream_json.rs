@@ -9,6 +9,7 @@ use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
+use crate::render;
 use crate::sequence::OrderKey;
 use crate::sink::Sink;
 
@@ -335,13 +336,13 @@ impl<'a> Event<'a> {
             typed.hints.hex = method.is_some_and(|m| m.text().starts_with("mysql"));
         }
         rows.op.push_str(self.op);
-        json::push_text(&mut rows.source_op, self.change);
-        json::push_text(&mut rows.source_db, self.db);
-        json::push_text(&mut rows.source_schema, self.schema);
-        json::push_text(&mut rows.source_table, self.table);
+        render::push_text(&mut rows.source_op, self.change);
+        render::push_text(&mut rows.source_db, self.db);
+        render::push_text(&mut rows.source_schema, self.schema);
+        render::push_text(&mut rows.source_table, self.table);
         rows.event_time.push(self.event_time);
         rows.capture_time.push(self.capture_time);
-        json::push_text(&mut rows.tx_id, self.tx_id);
+        render::push_text(&mut rows.tx_id, self.tx_id);
         match &self.position {
             Some(p) => rows.position.push_str(p),
             None => rows.position.push_null(),
@@ -350,7 +351,7 @@ impl<'a> Event<'a> {
             Some(s) => rows.sequence.push_bytes(s),
             None => rows.sequence.push_null(),
         }
-        json::push_text(&mut rows.event_id, self.uuid);
+        render::push_text(&mut rows.event_id, self.uuid);
         match self.primary_key {
             Some(keys) => {
                 for key in keys.items() {
@@ -368,7 +369,7 @@ impl<'a> Event<'a> {
         } else {
             (None, self.payload)
         };
-        json::write_images(rows, before, after);
+        render::write_images(rows, before, after);
         rows.ddl.push_null();
         self.write_metadata(&mut rows.metadata);
         rows.error.push_null();
@@ -386,12 +387,12 @@ impl<'a> Event<'a> {
         }
         for (key, value) in self.meta.iter().flat_map(|m| m.members()) {
             if !META[..8].iter().any(|name| key.is(name)) {
-                json::add_metadata(map, &key.text(), value);
+                render::add_metadata(map, &key.text(), value);
             }
         }
         for (key, value) in self.message.members() {
             if !TOP[..5].iter().any(|name| key.is(name)) {
-                json::add_metadata(map, &key.text(), value);
+                render::add_metadata(map, &key.text(), value);
             }
         }
         map.close_or_null();
