@@ -4,9 +4,8 @@
 use crate::avro::{array_items, branch, deeper, resolve, Cursor, Logical, Node, Schema};
 use crate::error::{Error, Result};
 use crate::events::EventBuilder;
-use crate::formats::datastream_json::lsn_halves;
+use crate::formats::datastream::{self, LogPlace};
 use crate::render::avro::{json_array, json_value, text_value, within_limit};
-use crate::sequence::OrderKey;
 use crate::text;
 
 use super::plan::{Meta, Plan, Top};
@@ -238,20 +237,8 @@ impl Record {
             // MySQL BLOB/BINARY values are hex text in Datastream's files (docs/typed.md).
             typed.hints.hex = method.starts_with("mysql");
         }
-        let backfill = method.contains("backfill") || method == "oracle_dump";
         let change = text(&self.change);
-        let op = if backfill {
-            "read"
-        } else {
-            match change {
-                Some("INSERT") => "insert",
-                Some("UPDATE") => "update",
-                Some("UPDATE-INSERT") => "update_after",
-                Some("UPDATE-DELETE") => "update_before",
-                Some("DELETE") => "delete",
-                _ => "other",
-            }
-        };
+        let op = datastream::op(method, change);
         rows.op.push_str(op);
         push(&mut rows.source_op, change);
         push(&mut rows.source_db, text(&self.database));
@@ -264,81 +251,19 @@ impl Record {
         rows.capture_time.push(self.read_timestamp);
         push(&mut rows.tx_id, text(&self.tx_id));
 
-        let event_time = self.source_timestamp;
-        let mut key = Vec::new();
-        let mut sequence = false;
-        match method.split('-').next().unwrap_or("") {
-            "mysql" => {
-                let file = text(&self.log_file);
-                if file.is_some() || self.log_position.is_some() {
-                    let position = self.log_position.unwrap_or(0);
-                    rows.position.push_with(|out| {
-                        out.extend_from_slice(file.unwrap_or("").as_bytes());
-                        out.push(b':');
-                        out.extend_from_slice(itoa::Buffer::new().format(position).as_bytes());
-                    });
-                } else {
-                    rows.position.push_null();
-                }
-                if let Some(ts) = event_time {
-                    OrderKey(&mut key)
-                        .u64(u64::from(!backfill))
-                        .str(file.unwrap_or("").as_bytes())
-                        .u64(self.log_position.unwrap_or(0))
-                        .i64(ts);
-                    sequence = true;
-                }
-            }
-            "oracle" => {
-                match self.scn {
-                    Some(scn) => rows.position.push_str(itoa::Buffer::new().format(scn)),
-                    None => rows.position.push_null(),
-                }
-                if let Some(ts) = event_time {
-                    OrderKey(&mut key)
-                        .i64(ts)
-                        .u64(self.scn.unwrap_or(0))
-                        .str(text(&self.rs_id).unwrap_or("").as_bytes())
-                        .u64(self.ssn.unwrap_or(0));
-                    sequence = true;
-                }
-            }
-            "postgres" | "postgresql" => {
-                let lsn = text(&self.lsn);
-                push(&mut rows.position, lsn);
-                if let Some(ts) = event_time {
-                    let (hi, lo) = lsn.and_then(lsn_halves).unwrap_or((0, 0));
-                    OrderKey(&mut key).i64(ts).u64(hi).u64(lo);
-                    sequence = true;
-                }
-            }
-            "sqlserver" => {
-                let lsn = text(&self.lsn);
-                push(&mut rows.position, lsn);
-                if let Some(ts) = event_time {
-                    OrderKey(&mut key).i64(ts).str(lsn.unwrap_or("").as_bytes());
-                    sequence = true;
-                }
-            }
-            _ => {
-                rows.position.push_null();
-                if let Some(numbers) = &self.sort_numbers {
-                    let mut order = OrderKey(&mut key);
-                    for &n in numbers {
-                        order.u64(n);
-                    }
-                    sequence = true;
-                } else if let Some(ts) = event_time {
-                    OrderKey(&mut key).i64(ts);
-                    sequence = true;
-                }
-            }
-        }
-        if sequence {
-            rows.sequence.push_bytes(&key);
-        } else {
-            rows.sequence.push_null();
-        }
+        let place = LogPlace {
+            method,
+            event_time: self.source_timestamp,
+            log_file: text(&self.log_file),
+            log_position: self.log_position,
+            scn: self.scn,
+            rs_id: text(&self.rs_id),
+            ssn: self.ssn,
+            lsn: text(&self.lsn),
+            sort_numbers: self.sort_numbers.as_deref(),
+        };
+        place.write_position(&mut rows.position);
+        place.write_sequence(&mut rows.sequence, &mut Vec::new());
         push(&mut rows.event_id, text(&self.uuid));
         if self.keys.is_empty() {
             rows.primary_key.push_null();
