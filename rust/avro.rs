@@ -220,6 +220,14 @@ impl Schema {
         &self.nodes[index]
     }
 
+    /// The fields of record node `record` (compiled as a record: anything else is a bug).
+    pub fn fields(&self, record: usize) -> &[Field] {
+        let Node::Record { fields, .. } = &self.nodes[record] else {
+            unreachable!("node {record} is not a record")
+        };
+        fields
+    }
+
     /// Refuses arrays whose items can encode in no bytes: their block counts could not be
     /// checked against the bytes left. A record encodes in no bytes when all of its fields
     /// do (the greatest fixed point, so a record made only of itself counts as empty).

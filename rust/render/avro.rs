@@ -424,7 +424,7 @@ fn integer_text(v: i64, logical: Logical, out: &mut Vec<u8>) {
 
 fn bytes_text(b: &[u8], logical: Logical, out: &mut Vec<u8>) {
     match logical {
-        Logical::Decimal { scale } => text::decimal_bytes_into(b, scale.into(), out),
+        Logical::Decimal { scale } => text::decimal_bytes_into(b, scale, out),
         _ => text::base64_into(b, out),
     }
 }

@@ -89,9 +89,7 @@ impl Plan {
                         payload_record = Some(record);
                     } else {
                         meta_record = Some(record);
-                        let Node::Record { fields, .. } = schema.node(record) else {
-                            unreachable!("a record")
-                        };
+                        let fields = schema.fields(record);
                         for f in fields {
                             let role = meta_role(&f.name);
                             let path = format!("source_metadata.{}", f.name);

@@ -132,9 +132,7 @@ impl Record {
     fn read_meta(&mut self, plan: &Plan, cur: &mut Cursor) -> Result<()> {
         let schema = &plan.schema;
         let record = plan.meta_record.expect("a source_metadata record");
-        let Node::Record { fields, .. } = schema.node(record) else {
-            unreachable!("a record")
-        };
+        let fields = schema.fields(record);
         let top = plan
             .top
             .iter()
@@ -212,9 +210,7 @@ impl Record {
     fn read_payload(&mut self, plan: &Plan, cur: &mut Cursor) -> Result<()> {
         let schema = &plan.schema;
         let record = plan.payload_record.expect("a payload record");
-        let Node::Record { fields, .. } = schema.node(record) else {
-            unreachable!("a record")
-        };
+        let fields = schema.fields(record);
         let mut image = self.image.take().unwrap_or_default();
         image.clear();
         for (j, field) in fields.iter().enumerate() {
@@ -323,9 +319,7 @@ impl Record {
     }
 
     fn write_metadata(&self, plan: &Plan, rows: &mut EventBuilder) {
-        let Node::Record { fields: top, .. } = plan.schema.node(plan.schema.root) else {
-            unreachable!("a record")
-        };
+        let top = plan.schema.fields(plan.schema.root);
         let meta_fields = match plan.meta_record.map(|r| plan.schema.node(r)) {
             Some(Node::Record { fields, .. }) => &fields[..],
             _ => &[],
