@@ -48,6 +48,15 @@ impl LogPlace<'_> {
         self.method.split('-').next().unwrap_or("")
     }
 
+    /// True when `sort_keys` may order the event: its source is none of those whose log
+    /// fields do.
+    pub fn takes_sort_keys(&self) -> bool {
+        !matches!(
+            self.source(),
+            "mysql" | "oracle" | "postgres" | "postgresql" | "sqlserver"
+        )
+    }
+
     /// Appends the event's `position`: `file:offset` (MySQL), the SCN (Oracle), the LSN
     /// (PostgreSQL, SQL Server), else null.
     pub fn write_position(&self, column: &mut BytesColumn) {
@@ -103,8 +112,7 @@ impl LogPlace<'_> {
                 OrderKey(key).i64(ts).str(self.lsn.unwrap_or("").as_bytes());
                 true
             }
-            ("mysql" | "oracle" | "postgres" | "postgresql" | "sqlserver", None) => false,
-            (_, event_time) => {
+            (_, event_time) if self.takes_sort_keys() => {
                 if let Some(numbers) = self.sort_numbers {
                     let mut order = OrderKey(key);
                     for &n in numbers {
@@ -118,6 +126,7 @@ impl LogPlace<'_> {
                     false
                 }
             }
+            _ => false,
         };
         if present {
             column.push_bytes(key);

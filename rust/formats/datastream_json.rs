@@ -192,7 +192,7 @@ struct Event<'a> {
     rs_id: Option<Cow<'a, str>>,
     ssn: Option<u64>,
     lsn: Option<Cow<'a, str>>,
-    sort_numbers: Option<Vec<u64>>,
+    sort_keys: Option<Value<'a>>,
 }
 
 impl<'a> Event<'a> {
@@ -254,7 +254,7 @@ impl<'a> Event<'a> {
             rs_id: text(rs_id),
             ssn,
             lsn: text(lsn),
-            sort_numbers: sort_key_numbers(sort_keys),
+            sort_keys,
         })
     }
 
@@ -272,7 +272,7 @@ impl<'a> Event<'a> {
         rows.event_time.push(self.event_time);
         rows.capture_time.push(self.capture_time);
         render::push_text(&mut rows.tx_id, self.tx_id);
-        let place = LogPlace {
+        let mut place = LogPlace {
             method: &self.method,
             event_time: self.event_time,
             log_file: self.log_file.as_deref(),
@@ -281,8 +281,13 @@ impl<'a> Event<'a> {
             rs_id: self.rs_id.as_deref(),
             ssn: self.ssn,
             lsn: self.lsn.as_deref(),
-            sort_numbers: self.sort_numbers.as_deref(),
+            sort_numbers: None,
         };
+        let numbers = place
+            .takes_sort_keys()
+            .then(|| sort_key_numbers(self.sort_keys))
+            .flatten();
+        place.sort_numbers = numbers.as_deref();
         place.write_position(&mut rows.position);
         place.write_sequence(&mut rows.sequence, &mut Vec::new());
         render::push_text(&mut rows.event_id, self.uuid);
