@@ -5,11 +5,25 @@
 use crate::columns::BytesColumn;
 use crate::sequence::OrderKey;
 
-/// The fields of one Datastream event that place it in its source's log.
+/// The source database kind, the first word of `read_method`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Source {
+    Mysql,
+    Oracle,
+    Postgres,
+    SqlServer,
+    /// Any other: ordered by `sort_keys` when they are integers.
+    #[default]
+    Other,
+}
+
+/// The fields of one Datastream event that place it in its source's log; its kind and
+/// backfill flag are read from `read_method` once ([`LogPlace::new`]).
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct LogPlace<'a> {
-    /// `read_method` (`mysql-cdc-binlog`, `oracle-backfill`, ...), `""` when absent.
-    pub method: &'a str,
+    pub source: Source,
+    /// True for an event read by a backfill rather than from the log.
+    pub backfill: bool,
     /// `source_timestamp`, in microseconds.
     pub event_time: Option<i64>,
     pub log_file: Option<&'a str>,
@@ -22,46 +36,50 @@ pub(crate) struct LogPlace<'a> {
     pub sort_numbers: Option<&'a [u64]>,
 }
 
-/// True for an event read by a backfill (its `read_method`) rather than from the log.
-pub(crate) fn backfill(method: &str) -> bool {
-    method.contains("backfill") || method == "oracle_dump"
-}
-
-/// An event's `op`: `read` for a backfill, else its `change_type`'s.
-pub(crate) fn op(method: &str, change: Option<&str>) -> &'static str {
-    if backfill(method) {
-        return "read";
-    }
-    match change {
-        Some("INSERT") => "insert",
-        Some("UPDATE") => "update",
-        Some("UPDATE-INSERT") => "update_after",
-        Some("UPDATE-DELETE") => "update_before",
-        Some("DELETE") => "delete",
-        _ => "other",
-    }
-}
-
 impl LogPlace<'_> {
-    /// The source database kind, the first word of `read_method`.
-    fn source(&self) -> &str {
-        self.method.split('-').next().unwrap_or("")
+    /// The place of an event read by `method` (`read_method`: `mysql-cdc-binlog`,
+    /// `oracle-backfill`, ...; `""` when absent), its log fields not yet set.
+    pub fn new(method: &str) -> Self {
+        let source = match method.split('-').next().unwrap_or("") {
+            "mysql" => Source::Mysql,
+            "oracle" => Source::Oracle,
+            "postgres" | "postgresql" => Source::Postgres,
+            "sqlserver" => Source::SqlServer,
+            _ => Source::Other,
+        };
+        Self {
+            source,
+            backfill: method.contains("backfill") || method == "oracle_dump",
+            ..Self::default()
+        }
+    }
+
+    /// The event's `op`: `read` for a backfill, else its `change_type`'s.
+    pub fn op(&self, change: Option<&str>) -> &'static str {
+        if self.backfill {
+            return "read";
+        }
+        match change {
+            Some("INSERT") => "insert",
+            Some("UPDATE") => "update",
+            Some("UPDATE-INSERT") => "update_after",
+            Some("UPDATE-DELETE") => "update_before",
+            Some("DELETE") => "delete",
+            _ => "other",
+        }
     }
 
     /// True when `sort_keys` may order the event: its source is none of those whose log
     /// fields do.
     pub fn takes_sort_keys(&self) -> bool {
-        !matches!(
-            self.source(),
-            "mysql" | "oracle" | "postgres" | "postgresql" | "sqlserver"
-        )
+        self.source == Source::Other
     }
 
     /// Appends the event's `position`: `file:offset` (MySQL), the SCN (Oracle), the LSN
     /// (PostgreSQL, SQL Server), else null.
     pub fn write_position(&self, column: &mut BytesColumn) {
-        match self.source() {
-            "mysql" if self.log_file.is_some() || self.log_position.is_some() => {
+        match self.source {
+            Source::Mysql if self.log_file.is_some() || self.log_position.is_some() => {
                 let (file, position) = (self.log_file.unwrap_or(""), self.log_position);
                 column.push_with(|out| {
                     out.extend_from_slice(file.as_bytes());
@@ -70,11 +88,11 @@ impl LogPlace<'_> {
                     out.extend_from_slice(itoa::Buffer::new().format(position).as_bytes());
                 });
             }
-            "oracle" => match self.scn {
+            Source::Oracle => match self.scn {
                 Some(scn) => column.push_str(itoa::Buffer::new().format(scn)),
                 None => column.push_null(),
             },
-            "postgres" | "postgresql" | "sqlserver" => match self.lsn {
+            Source::Postgres | Source::SqlServer => match self.lsn {
                 Some(lsn) => column.push_str(lsn),
                 None => column.push_null(),
             },
@@ -86,16 +104,16 @@ impl LogPlace<'_> {
     /// event has no `source_timestamp` (and, for other sources, no numeric `sort_keys`).
     pub fn write_sequence(&self, column: &mut BytesColumn, key: &mut Vec<u8>) {
         key.clear();
-        let present = match (self.source(), self.event_time) {
-            ("mysql", Some(ts)) => {
+        let present = match (self.source, self.event_time) {
+            (Source::Mysql, Some(ts)) => {
                 OrderKey(key)
-                    .u64(u64::from(!backfill(self.method)))
+                    .u64(u64::from(!self.backfill))
                     .str(self.log_file.unwrap_or("").as_bytes())
                     .u64(self.log_position.unwrap_or(0))
                     .i64(ts);
                 true
             }
-            ("oracle", Some(ts)) => {
+            (Source::Oracle, Some(ts)) => {
                 OrderKey(key)
                     .i64(ts)
                     .u64(self.scn.unwrap_or(0))
@@ -103,16 +121,16 @@ impl LogPlace<'_> {
                     .u64(self.ssn.unwrap_or(0));
                 true
             }
-            ("postgres" | "postgresql", Some(ts)) => {
+            (Source::Postgres, Some(ts)) => {
                 let (hi, lo) = self.lsn.and_then(lsn_halves).unwrap_or((0, 0));
                 OrderKey(key).i64(ts).u64(hi).u64(lo);
                 true
             }
-            ("sqlserver", Some(ts)) => {
+            (Source::SqlServer, Some(ts)) => {
                 OrderKey(key).i64(ts).str(self.lsn.unwrap_or("").as_bytes());
                 true
             }
-            (_, event_time) if self.takes_sort_keys() => {
+            (Source::Other, event_time) => {
                 if let Some(numbers) = self.sort_numbers {
                     let mut order = OrderKey(key);
                     for &n in numbers {
@@ -126,7 +144,7 @@ impl LogPlace<'_> {
                     false
                 }
             }
-            _ => false,
+            (_, None) => false,
         };
         if present {
             column.push_bytes(key);

@@ -8,7 +8,7 @@ use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
-use crate::formats::datastream::{self, LogPlace};
+use crate::formats::datastream::LogPlace;
 use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
@@ -185,7 +185,8 @@ struct Event<'a> {
     capture_time: Option<i64>,
     uuid: Option<Str<'a>>,
     payload: Option<Value<'a>>,
-    method: Cow<'a, str>,
+    /// The event's source and backfill flag, from `read_method`.
+    place: LogPlace<'static>,
     log_file: Option<Cow<'a, str>>,
     log_position: Option<u64>,
     scn: Option<u64>,
@@ -230,7 +231,8 @@ impl<'a> Event<'a> {
         let lsn = field::string(lsn, "source_metadata.lsn")?;
 
         let method = read_method.map(|m| m.text()).unwrap_or_default();
-        let op = datastream::op(&method, change.map(|c| c.text()).as_deref());
+        let place = LogPlace::new(&method);
+        let op = place.op(change.map(|c| c.text()).as_deref());
         let text = |s: Option<Str<'a>>| s.map(|s| s.text());
         Ok(Self {
             message,
@@ -247,7 +249,7 @@ impl<'a> Event<'a> {
             capture_time,
             uuid,
             payload,
-            method,
+            place,
             log_file: text(log_file),
             log_position,
             scn,
@@ -273,7 +275,6 @@ impl<'a> Event<'a> {
         rows.capture_time.push(self.capture_time);
         render::push_text(&mut rows.tx_id, self.tx_id);
         let mut place = LogPlace {
-            method: &self.method,
             event_time: self.event_time,
             log_file: self.log_file.as_deref(),
             log_position: self.log_position,
@@ -282,6 +283,7 @@ impl<'a> Event<'a> {
             ssn: self.ssn,
             lsn: self.lsn.as_deref(),
             sort_numbers: None,
+            ..self.place
         };
         let numbers = place
             .takes_sort_keys()

@@ -4,7 +4,7 @@
 use crate::avro::{array_items, branch, deeper, resolve, Cursor, Logical, Node, Schema};
 use crate::error::{Error, Result};
 use crate::events::EventBuilder;
-use crate::formats::datastream::{self, LogPlace};
+use crate::formats::datastream::LogPlace;
 use crate::render::avro::{json_array, json_value, text_value, within_limit};
 use crate::text;
 
@@ -234,7 +234,18 @@ impl Record {
             typed.hints.hex = method.starts_with("mysql");
         }
         let change = text(&self.change);
-        let op = datastream::op(method, change);
+        let place = LogPlace {
+            event_time: self.source_timestamp,
+            log_file: text(&self.log_file),
+            log_position: self.log_position,
+            scn: self.scn,
+            rs_id: text(&self.rs_id),
+            ssn: self.ssn,
+            lsn: text(&self.lsn),
+            sort_numbers: self.sort_numbers.as_deref(),
+            ..LogPlace::new(method)
+        };
+        let op = place.op(change);
         rows.op.push_str(op);
         push(&mut rows.source_op, change);
         push(&mut rows.source_db, text(&self.database));
@@ -247,17 +258,6 @@ impl Record {
         rows.capture_time.push(self.read_timestamp);
         push(&mut rows.tx_id, text(&self.tx_id));
 
-        let place = LogPlace {
-            method,
-            event_time: self.source_timestamp,
-            log_file: text(&self.log_file),
-            log_position: self.log_position,
-            scn: self.scn,
-            rs_id: text(&self.rs_id),
-            ssn: self.ssn,
-            lsn: text(&self.lsn),
-            sort_numbers: self.sort_numbers.as_deref(),
-        };
         place.write_position(&mut rows.position);
         place.write_sequence(&mut rows.sequence, &mut Vec::new());
         push(&mut rows.event_id, text(&self.uuid));
