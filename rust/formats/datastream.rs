@@ -39,6 +39,7 @@ pub(crate) struct LogPlace<'a> {
 impl LogPlace<'_> {
     /// The place of an event read by `method` (`read_method`: `mysql-cdc-binlog`,
     /// `oracle-backfill`, ...; `""` when absent), its log fields not yet set.
+    #[inline]
     pub fn new(method: &str) -> Self {
         let source = match method.split('-').next().unwrap_or("") {
             "mysql" => Source::Mysql,
@@ -55,6 +56,7 @@ impl LogPlace<'_> {
     }
 
     /// The event's `op`: `read` for a backfill, else its `change_type`'s.
+    #[inline]
     pub fn op(&self, change: Option<&str>) -> &'static str {
         if self.backfill {
             return "read";
@@ -77,6 +79,7 @@ impl LogPlace<'_> {
 
     /// Appends the event's `position`: `file:offset` (MySQL), the SCN (Oracle), the LSN
     /// (PostgreSQL, SQL Server), else null.
+    #[inline]
     pub fn write_position(&self, column: &mut BytesColumn) {
         match self.source {
             Source::Mysql if self.log_file.is_some() || self.log_position.is_some() => {
@@ -102,6 +105,7 @@ impl LogPlace<'_> {
 
     /// Appends the event's `sequence` ordering key (built in `key`), or a null when the
     /// event has no `source_timestamp` (and, for other sources, no numeric `sort_keys`).
+    #[inline]
     pub fn write_sequence(&self, column: &mut BytesColumn, key: &mut Vec<u8>) {
         key.clear();
         let present = match (self.source, self.event_time) {
