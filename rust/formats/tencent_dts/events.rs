@@ -14,16 +14,16 @@ use super::Kv;
 
 /// What the events of one `Entries` may take: `Limits::max_items` per collection, and
 /// output bytes (`before`, `after`, `metadata`) as `Limits::output_limit` of its size.
-pub(super) struct Bounds {
-    pub(super) max_items: usize,
-    pub(super) max_output_ratio: usize,
-    pub(super) output_start: usize,
-    pub(super) output_limit: usize,
+struct Bounds {
+    max_items: usize,
+    max_output_ratio: usize,
+    output_start: usize,
+    output_limit: usize,
 }
 
 impl Bounds {
     /// Fails when the rows written since these bounds were made take too many bytes.
-    pub(super) fn check_output(&self, rows: &EventBuilder) -> Result<()> {
+    fn check_output(&self, rows: &EventBuilder) -> Result<()> {
         if rows.output_bytes() - self.output_start > self.output_limit {
             let what = format!(
                 "the message's events take more than {} bytes (max_output_ratio times its \
@@ -72,7 +72,7 @@ pub(super) fn write_entries(
     Ok(())
 }
 
-pub(super) fn write_entry(
+fn write_entry(
     rows: &mut EventBuilder,
     bytes: &[u8],
     envelope: &[Kv],
@@ -139,7 +139,7 @@ pub(super) fn write_entry(
 
 /// The rows of a `dmlEvent` on a non-DML entry are not written, but must parse (as they
 /// must for Google's decoder).
-pub(super) fn check_rows(dml: &DmlView) -> Result<()> {
+fn check_rows(dml: &DmlView) -> Result<()> {
     let on_error = invalid("RowChange");
     let depth = dml.depth + 1;
     for row in &dml.rows {
@@ -156,22 +156,22 @@ pub(super) fn check_rows(dml: &DmlView) -> Result<()> {
 }
 
 /// What every event of one entry shares; `'a` is the message's bytes.
-pub(super) struct Context<'c, 'a> {
+struct Context<'c, 'a> {
     /// Header numbers as decimal text, formatted once per entry (a DML entry gives an event
     /// per row).
-    pub(super) seq_id: &'c str,
-    pub(super) position: &'c str,
-    pub(super) version: &'c str,
-    pub(super) server_id: &'c str,
-    pub(super) event_index: &'c str,
-    pub(super) header: &'c HeaderView<'a>,
-    pub(super) event: &'c EventView<'a>,
-    pub(super) envelope: &'c [Kv<'c>],
+    seq_id: &'c str,
+    position: &'c str,
+    version: &'c str,
+    server_id: &'c str,
+    event_index: &'c str,
+    header: &'c HeaderView<'a>,
+    event: &'c EventView<'a>,
+    envelope: &'c [Kv<'c>],
 }
 
 impl Context<'_, '_> {
     /// The columns from `format` to `event_id`.
-    pub(super) fn common(
+    fn common(
         &self,
         rows: &mut EventBuilder,
         op: &str,
@@ -220,7 +220,7 @@ impl Context<'_, '_> {
     }
 
     /// `metadata`: header fields, the event's own fields, then properties (first key wins).
-    pub(super) fn metadata(&self, map: &mut MapColumn, row_properties: &[Kv]) {
+    fn metadata(&self, map: &mut MapColumn, row_properties: &[Kv]) {
         let h = self.header;
         if h.version != 0 {
             map.entry("version", Some(self.version));
@@ -281,7 +281,7 @@ impl Context<'_, '_> {
 }
 
 /// BEGIN, COMMIT, DDL, ROLLBACK, HEARTBEAT, CHECKPOINT, or an undefined message type.
-pub(super) fn write_control(rows: &mut EventBuilder, context: &Context, op: &str, source_op: &str) {
+fn write_control(rows: &mut EventBuilder, context: &Context, op: &str, source_op: &str) {
     let is_ddl = op == "ddl";
     let mut source_db = context.header.schema_name;
     if source_db.is_empty() && is_ddl {
@@ -300,7 +300,7 @@ pub(super) fn write_control(rows: &mut EventBuilder, context: &Context, op: &str
 }
 
 /// One event per `RowChange`.
-pub(super) fn write_dml(rows: &mut EventBuilder, context: &Context, bounds: &Bounds) -> Result<()> {
+fn write_dml(rows: &mut EventBuilder, context: &Context, bounds: &Bounds) -> Result<()> {
     let dml = &context.event.dml;
     let (op, source_op) = match DmlType::try_from(dml.dml_event_type) {
         Ok(DmlType::Insert) => ("insert", "INSERT"),
@@ -348,7 +348,7 @@ pub(super) fn write_dml(rows: &mut EventBuilder, context: &Context, bounds: &Bou
 }
 
 /// One `Data` into an image: NA left out, NIL a null value.
-pub(super) fn write_value(map: &mut MapColumn, name: &str, data: &DataView) -> Result<()> {
+fn write_value(map: &mut MapColumn, name: &str, data: &DataView) -> Result<()> {
     use DataType::*;
     match DataType::try_from(data.data_type) {
         Ok(Nil) => map.entry(name, None),
@@ -390,7 +390,7 @@ pub(super) fn write_value(map: &mut MapColumn, name: &str, data: &DataView) -> R
 
 /// The two images of one `RowChange` into `before` and `after` (both open at once: a row
 /// may interleave its two lists), named by `columns`; returns the row's properties.
-pub(super) fn write_images<'a>(
+fn write_images<'a>(
     rows: &mut EventBuilder,
     columns: &[ColumnView],
     depth: u32,
