@@ -220,6 +220,14 @@ impl Schema {
         &self.nodes[index]
     }
 
+    /// The fields of record node `record` (compiled as a record: anything else is a bug).
+    pub fn fields(&self, record: usize) -> &[Field] {
+        let Node::Record { fields, .. } = &self.nodes[record] else {
+            unreachable!("node {record} is not a record")
+        };
+        fields
+    }
+
     /// Refuses arrays whose items can encode in no bytes: their block counts could not be
     /// checked against the bytes left. A record encodes in no bytes when all of its fields
     /// do (the greatest fixed point, so a record made only of itself counts as empty).
@@ -812,6 +820,81 @@ pub fn snappy_len(body: &[u8]) -> Result<usize> {
         }
     }
     Err(err("snappy: bad length"))
+}
+
+/// Resolves a union (Python's negative indexing included, as fastavro reads one): the
+/// branch taken, or `None` for null. A node that is not a union is itself.
+pub fn resolve(schema: &Schema, cur: &mut Cursor, node: usize) -> Result<Option<usize>> {
+    let node = branch(schema, cur, node)?;
+    Ok((!matches!(schema.node(node), Node::Null)).then_some(node))
+}
+
+/// The node of the union branch a datum takes (fastavro's negative indexing included); a
+/// node that is not a union is itself.
+#[inline(always)]
+pub fn branch(schema: &Schema, cur: &mut Cursor, node: usize) -> Result<usize> {
+    let Node::Union(branches) = schema.node(node) else {
+        return Ok(node);
+    };
+    let at = cur.position();
+    let index = cur.long()?;
+    let n = branches.len() as i64;
+    // fastavro indexes a Python list: -1 is the last branch.
+    let i = if index < 0 { index + n } else { index };
+    if !(0..n).contains(&i) {
+        return Err(Error::Avro(format!(
+            "union index {index} at byte {at}: the union has {n} branches"
+        )));
+    }
+    Ok(branches[i as usize])
+}
+
+/// Reads an array's blocks, calling `item` for each item. A negative count (the block's
+/// byte size follows, and is not needed) counts as its absolute value; a count beyond the
+/// bytes left is an error (every item takes a byte or more: [`Schema::compile`]).
+pub fn array_items(
+    cur: &mut Cursor,
+    mut item: impl FnMut(&mut Cursor) -> Result<()>,
+) -> Result<()> {
+    loop {
+        let at = cur.position();
+        let mut count = cur.long()?;
+        if count == 0 {
+            return Ok(());
+        }
+        if count < 0 {
+            count = count
+                .checked_neg()
+                .ok_or_else(|| Error::Avro(format!("bad array block count at byte {at}")))?;
+            cur.long()?;
+        }
+        if count as u64 > cur.remaining() as u64 {
+            return Err(Error::Avro(format!(
+                "array block of {count} items at byte {at} in {} bytes",
+                cur.remaining()
+            )));
+        }
+        for _ in 0..count {
+            item(cur)?;
+        }
+    }
+}
+
+/// `depth` plus one for a record or array read at byte `at`; an error past the schema's
+/// `max_depth` (`Limits::max_avro_depth`).
+pub fn deeper(schema: &Schema, depth: usize, at: usize) -> Result<usize> {
+    if depth >= schema.max_depth {
+        return Err(OverLimit::new(
+            format!(
+                "values nested more than {} records and arrays deep at byte {at}",
+                schema.max_depth
+            ),
+            "max_avro_depth",
+            schema.max_depth,
+        )
+        .into());
+    }
+    Ok(depth + 1)
 }
 
 #[cfg(test)]

@@ -5,7 +5,9 @@
 //! - [`sink`]: where a format writes its rows, the modes ([`sink::Sink`], [`sink::Mode`]);
 //! - [`formats`]: one module per input format;
 //! - [`events`]: the Arrow builder for the event columns; [`columns`]: its column builders;
-//! - [`text`]: value rendering (charsets, base64); [`sequence`]: ordering keys;
+//! - [`render`]: the readers' values written into the event columns (JSON, Avro), the one
+//!   way for every format; [`text`]: the scalar texts under it (charsets, base64, floats,
+//!   decimals, dates, times, JSON strings); [`sequence`]: ordering keys;
 //! - [`typed`]: typed mode, the text images converted to structs of a table's columns;
 //! - [`error`]: the one error type; [`input`]: reading the input array;
 //! - [`limits`]: the resource limits ([`limits::Limits`]) every decoder enforces;
@@ -29,6 +31,7 @@ pub mod limits;
 pub mod proto;
 #[cfg(feature = "python")]
 mod python;
+pub mod render;
 pub mod sequence;
 pub mod sink;
 pub mod text;

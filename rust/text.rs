@@ -1,12 +1,10 @@
-//! Value rendering shared by the formats, written straight into a column's bytes: charset
-//! decoding, base64, and the text of binary values (floats, decimals, dates, timestamps)
-//! and JSON strings.
-//!
-//! The float, decimal and time renderers are the one definition of those texts for every
-//! format that carries binary values: `datahub-tuple` (Arrow columns) now, Datastream Avro
-//! (issue 4) next. Their rules are written down in `docs/formats/datahub-tuple.md`
-//! ("Rendering values as text"); the Python engine has the same functions in
-//! `python/cdc_decode/fallback/_values.py`.
+//! Scalar values as text, written straight into a column's bytes: charset decoding,
+//! base64, floats, decimals, dates, times and timestamps, and JSON strings. The one
+//! definition of those texts for every format: the binary formats and typed mode call it
+//! directly, and `render/` (the JSON and Avro values of the event columns) on top of
+//! it. Their rules are written down in `docs/formats/datahub-tuple.md` ("Rendering values
+//! as text") and `docs/formats/datastream-avro.md` ("Values"); the Python engine has the
+//! same functions in `python/cdc_decode/fallback/_values.py`.
 
 use std::fmt::Write as _;
 
@@ -287,7 +285,14 @@ fn decimal_text_into(text: &[u8], scale: i8, out: &mut Vec<u8>) {
         Some((b'-', rest)) => (true, rest),
         _ => (false, text),
     };
-    if negative {
+    point_into(negative, digits, i64::from(scale), out);
+}
+
+/// Appends a decimal of magnitude `digits` (decimal digits, `0` for zero) and sign
+/// `negative` with exactly `scale` fraction digits; a negative scale appends `-scale` zeros
+/// (zero stays `0`). The one placing of a decimal point for every format's decimals.
+fn point_into(negative: bool, digits: &[u8], scale: i64, out: &mut Vec<u8>) {
+    if negative && digits != b"0" {
         out.push(b'-');
     }
     if scale <= 0 {
@@ -308,6 +313,64 @@ fn decimal_text_into(text: &[u8], scale: i8, out: &mut Vec<u8>) {
         out.resize(out.len() + scale - digits.len(), b'0');
         out.extend_from_slice(digits);
     }
+}
+
+/// A big-endian two's complement unscaled value (any length) as plain decimal text with
+/// exactly `scale` fraction digits (Avro's `decimal` on `bytes` and `fixed`).
+pub fn decimal_bytes_into(bytes: &[u8], scale: u32, out: &mut Vec<u8>) {
+    let negative = bytes.first().is_some_and(|b| b & 0x80 != 0);
+    let mut digits = Vec::new();
+    if bytes.len() <= 16 {
+        let mut v: i128 = if negative { -1 } else { 0 };
+        for &b in bytes {
+            v = (v << 8) | i128::from(b);
+        }
+        digits.extend_from_slice(itoa::Buffer::new().format(v.unsigned_abs()).as_bytes());
+    } else {
+        // Magnitude in base 2^32 limbs, divided down by 10^9.
+        let mut magnitude: Vec<u8> = bytes.to_vec();
+        if negative {
+            for b in magnitude.iter_mut() {
+                *b = !*b;
+            }
+            for b in magnitude.iter_mut().rev() {
+                let (v, carry) = b.overflowing_add(1);
+                *b = v;
+                if !carry {
+                    break;
+                }
+            }
+        }
+        let mut limbs: Vec<u32> = Vec::new();
+        let pad = (4 - magnitude.len() % 4) % 4;
+        let mut padded = vec![0u8; pad];
+        padded.extend_from_slice(&magnitude);
+        for chunk in padded.chunks(4) {
+            limbs.push(u32::from_be_bytes([chunk[0], chunk[1], chunk[2], chunk[3]]));
+        }
+        let mut groups = Vec::new();
+        while limbs.iter().any(|&l| l != 0) {
+            let mut rem: u64 = 0;
+            for limb in limbs.iter_mut() {
+                let cur = (rem << 32) | u64::from(*limb);
+                *limb = (cur / 1_000_000_000) as u32;
+                rem = cur % 1_000_000_000;
+            }
+            groups.push(rem as u32);
+        }
+        match groups.split_last() {
+            None => digits.push(b'0'),
+            Some((top, rest)) => {
+                digits.extend_from_slice(itoa::Buffer::new().format(*top).as_bytes());
+                for g in rest.iter().rev() {
+                    let mut text = Vec::new();
+                    padded_into(u64::from(*g), 9, &mut text);
+                    digits.extend_from_slice(&text);
+                }
+            }
+        }
+    }
+    point_into(negative, &digits, i64::from(scale), out);
 }
 
 /// Days from 1970-01-01 to a proleptic Gregorian date, the inverse of [`date_into`]
@@ -372,6 +435,41 @@ pub fn timestamp_into(value: i64, unit: TimeUnit, zoned: bool, out: &mut Vec<u8>
     }
     if zoned {
         out.push(b'Z');
+    }
+}
+
+/// `[-]HH:MM:SS.f…` of `value` units (`digits` 3: ms, 6: µs), hours as many as needed.
+pub fn time_into(value: i64, digits: u8, out: &mut Vec<u8>) {
+    let per_second: u64 = if digits == 3 { 1_000 } else { 1_000_000 };
+    if value < 0 {
+        out.push(b'-');
+    }
+    let v = value.unsigned_abs();
+    let seconds = v / per_second;
+    padded_into(seconds / 3600, 2, out);
+    out.push(b':');
+    padded_into(seconds / 60 % 60, 2, out);
+    out.push(b':');
+    padded_into(seconds % 60, 2, out);
+    out.push(b'.');
+    padded_into(v % per_second, digits as usize, out);
+}
+
+/// An offset in milliseconds as `±HH:MM`, with `:SS` and `.mmm` when not zero.
+pub fn offset_into(ms: i64, out: &mut Vec<u8>) {
+    out.push(if ms < 0 { b'-' } else { b'+' });
+    let v = ms.unsigned_abs();
+    let seconds = v / 1000;
+    padded_into(seconds / 3600, 2, out);
+    out.push(b':');
+    padded_into(seconds / 60 % 60, 2, out);
+    if v % 60_000 != 0 {
+        out.push(b':');
+        padded_into(seconds % 60, 2, out);
+        if v % 1000 != 0 {
+            out.push(b'.');
+            padded_into(v % 1000, 3, out);
+        }
     }
 }
 
@@ -615,5 +713,49 @@ mod tests {
             base64_into(input, &mut out);
             assert_eq!(out, format!("x{expected}").as_bytes());
         }
+    }
+
+    fn decimal(bytes: &[u8], scale: u32) -> String {
+        let mut out = Vec::new();
+        decimal_bytes_into(bytes, scale, &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn big_endian_decimals() {
+        assert_eq!(decimal(&[0x01, 0x00], 2), "2.56");
+        assert_eq!(decimal(&[0xff], 2), "-0.01");
+        assert_eq!(decimal(&[], 0), "0");
+        assert_eq!(decimal(&[0x00], 3), "0.000");
+        let mut big = vec![0u8; 20];
+        big[19] = 5;
+        assert_eq!(decimal(&big, 1), "0.5");
+        let minus = vec![0xffu8; 20];
+        assert_eq!(decimal(&minus, 0), "-1");
+        let mut large = vec![0u8; 17];
+        large[0] = 1; // 2^128
+        assert_eq!(
+            decimal(&large, 0),
+            "340282366920938463463374607431768211456"
+        );
+    }
+
+    #[test]
+    fn times_and_offsets() {
+        let text = |f: &dyn Fn(&mut Vec<u8>)| {
+            let mut out = Vec::new();
+            f(&mut out);
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(
+            text(&|o| time_into(29_730_000_000, 6, o)),
+            "08:15:30.000000"
+        );
+        assert_eq!(
+            text(&|o| time_into(-3_020_399_000_000, 6, o)),
+            "-838:59:59.000000"
+        );
+        assert_eq!(text(&|o| offset_into(3_600_000, o)), "+01:00");
+        assert_eq!(text(&|o| offset_into(-19_800_000, o)), "-05:30");
     }
 }

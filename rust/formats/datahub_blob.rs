@@ -13,6 +13,7 @@ use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
+use crate::render;
 use crate::sequence::OrderKey;
 use crate::sink::Sink;
 
@@ -472,8 +473,8 @@ impl<'a> Event<'a> {
             }
             None => rows.primary_key.push_null(),
         }
-        json::write_images(rows, self.before, self.after);
-        json::push_text(&mut rows.ddl, self.ddl_text);
+        render::write_images(rows, self.before, self.after);
+        render::push_text(&mut rows.ddl, self.ddl_text);
         self.write_metadata(&mut rows.metadata);
         rows.error.push_null();
         rows.raw.push_null();

@@ -2,14 +2,17 @@
 //! written down in docs/formats/datastream-json.md, which the Python fallback follows too;
 //! the JSON and field rules are datahub-blob's ([`crate::json`]).
 
+use std::borrow::Cow;
+
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
+use crate::formats::datastream::LogPlace;
 use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
-use crate::sequence::OrderKey;
+use crate::render;
 use crate::sink::Sink;
 
 /// The format's name.
@@ -167,17 +170,6 @@ fn utc_text(text: &str) -> Option<i64> {
     Some(((days * 24 + hour) * 60 + minute) * 60_000_000 + second * 1_000_000 + micros)
 }
 
-/// PostgreSQL's `hi/lo` LSN as two integers.
-pub(crate) fn lsn_halves(lsn: &str) -> Option<(u64, u64)> {
-    let (hi, lo) = lsn.split_once('/')?;
-    let hex = |s: &str| {
-        (!s.is_empty() && s.len() <= 8 && s.bytes().all(|b| b.is_ascii_hexdigit()))
-            .then(|| u64::from_str_radix(s, 16).ok())
-            .flatten()
-    };
-    Some((hex(hi)?, hex(lo)?))
-}
-
 struct Event<'a> {
     message: Value<'a>,
     meta: Option<Value<'a>>,
@@ -193,8 +185,15 @@ struct Event<'a> {
     capture_time: Option<i64>,
     uuid: Option<Str<'a>>,
     payload: Option<Value<'a>>,
-    position: Option<String>,
-    sequence: Option<Vec<u8>>,
+    /// The event's source and backfill flag, from `read_method`.
+    place: LogPlace<'static>,
+    log_file: Option<Cow<'a, str>>,
+    log_position: Option<u64>,
+    scn: Option<u64>,
+    rs_id: Option<Cow<'a, str>>,
+    ssn: Option<u64>,
+    lsn: Option<Cow<'a, str>>,
+    sort_keys: Option<Value<'a>>,
 }
 
 impl<'a> Event<'a> {
@@ -232,82 +231,9 @@ impl<'a> Event<'a> {
         let lsn = field::string(lsn, "source_metadata.lsn")?;
 
         let method = read_method.map(|m| m.text()).unwrap_or_default();
-        let backfill = method.contains("backfill") || method == "oracle_dump";
-        let op = if backfill {
-            "read"
-        } else {
-            match change.map(|c| c.text()).as_deref() {
-                Some("INSERT") => "insert",
-                Some("UPDATE") => "update",
-                Some("UPDATE-INSERT") => "update_after",
-                Some("UPDATE-DELETE") => "update_before",
-                Some("DELETE") => "delete",
-                _ => "other",
-            }
-        };
-        let kind = method.split('-').next().unwrap_or("");
-        let mut position = None;
-        let mut sequence = None;
-        let mut key = Vec::new();
-        match kind {
-            "mysql" => {
-                let file = log_file.map(|f| f.text()).unwrap_or_default();
-                if log_file.is_some() || log_position.is_some() {
-                    position = Some(format!("{file}:{}", log_position.unwrap_or(0)));
-                }
-                if let Some(ts) = event_time {
-                    OrderKey(&mut key)
-                        .u64(u64::from(!backfill))
-                        .str(file.as_bytes())
-                        .u64(log_position.unwrap_or(0))
-                        .i64(ts);
-                    sequence = Some(key);
-                }
-            }
-            "oracle" => {
-                position = scn.map(|s| s.to_string());
-                if let Some(ts) = event_time {
-                    let rs = rs_id.map(|r| r.text()).unwrap_or_default();
-                    OrderKey(&mut key)
-                        .i64(ts)
-                        .u64(scn.unwrap_or(0))
-                        .str(rs.as_bytes())
-                        .u64(ssn.unwrap_or(0));
-                    sequence = Some(key);
-                }
-            }
-            "postgres" | "postgresql" => {
-                let text = lsn.map(|l| l.text());
-                position = text.as_deref().map(str::to_string);
-                if let Some(ts) = event_time {
-                    let (hi, lo) = text.as_deref().and_then(lsn_halves).unwrap_or((0, 0));
-                    OrderKey(&mut key).i64(ts).u64(hi).u64(lo);
-                    sequence = Some(key);
-                }
-            }
-            "sqlserver" => {
-                let text = lsn.map(|l| l.text());
-                position = text.as_deref().map(str::to_string);
-                if let Some(ts) = event_time {
-                    OrderKey(&mut key)
-                        .i64(ts)
-                        .str(text.as_deref().unwrap_or("").as_bytes());
-                    sequence = Some(key);
-                }
-            }
-            _ => {
-                if let Some(numbers) = sort_key_numbers(sort_keys) {
-                    let mut order = OrderKey(&mut key);
-                    for n in numbers {
-                        order.u64(n);
-                    }
-                    sequence = Some(key);
-                } else if let Some(ts) = event_time {
-                    OrderKey(&mut key).i64(ts);
-                    sequence = Some(key);
-                }
-            }
-        }
+        let place = LogPlace::new(&method);
+        let op = place.op(change.map(|c| c.text()).as_deref());
+        let text = |s: Option<Str<'a>>| s.map(|s| s.text());
         Ok(Self {
             message,
             meta,
@@ -323,8 +249,14 @@ impl<'a> Event<'a> {
             capture_time,
             uuid,
             payload,
-            position,
-            sequence,
+            place,
+            log_file: text(log_file),
+            log_position,
+            scn,
+            rs_id: text(rs_id),
+            ssn,
+            lsn: text(lsn),
+            sort_keys,
         })
     }
 
@@ -335,22 +267,32 @@ impl<'a> Event<'a> {
             typed.hints.hex = method.is_some_and(|m| m.text().starts_with("mysql"));
         }
         rows.op.push_str(self.op);
-        json::push_text(&mut rows.source_op, self.change);
-        json::push_text(&mut rows.source_db, self.db);
-        json::push_text(&mut rows.source_schema, self.schema);
-        json::push_text(&mut rows.source_table, self.table);
+        render::push_text(&mut rows.source_op, self.change);
+        render::push_text(&mut rows.source_db, self.db);
+        render::push_text(&mut rows.source_schema, self.schema);
+        render::push_text(&mut rows.source_table, self.table);
         rows.event_time.push(self.event_time);
         rows.capture_time.push(self.capture_time);
-        json::push_text(&mut rows.tx_id, self.tx_id);
-        match &self.position {
-            Some(p) => rows.position.push_str(p),
-            None => rows.position.push_null(),
-        }
-        match &self.sequence {
-            Some(s) => rows.sequence.push_bytes(s),
-            None => rows.sequence.push_null(),
-        }
-        json::push_text(&mut rows.event_id, self.uuid);
+        render::push_text(&mut rows.tx_id, self.tx_id);
+        let mut place = LogPlace {
+            event_time: self.event_time,
+            log_file: self.log_file.as_deref(),
+            log_position: self.log_position,
+            scn: self.scn,
+            rs_id: self.rs_id.as_deref(),
+            ssn: self.ssn,
+            lsn: self.lsn.as_deref(),
+            sort_numbers: None,
+            ..self.place
+        };
+        let numbers = place
+            .takes_sort_keys()
+            .then(|| sort_key_numbers(self.sort_keys))
+            .flatten();
+        place.sort_numbers = numbers.as_deref();
+        place.write_position(&mut rows.position);
+        place.write_sequence(&mut rows.sequence, &mut Vec::new());
+        render::push_text(&mut rows.event_id, self.uuid);
         match self.primary_key {
             Some(keys) => {
                 for key in keys.items() {
@@ -368,7 +310,7 @@ impl<'a> Event<'a> {
         } else {
             (None, self.payload)
         };
-        json::write_images(rows, before, after);
+        render::write_images(rows, before, after);
         rows.ddl.push_null();
         self.write_metadata(&mut rows.metadata);
         rows.error.push_null();
@@ -386,12 +328,12 @@ impl<'a> Event<'a> {
         }
         for (key, value) in self.meta.iter().flat_map(|m| m.members()) {
             if !META[..8].iter().any(|name| key.is(name)) {
-                json::add_metadata(map, &key.text(), value);
+                render::add_metadata(map, &key.text(), value);
             }
         }
         for (key, value) in self.message.members() {
             if !TOP[..5].iter().any(|name| key.is(name)) {
-                json::add_metadata(map, &key.text(), value);
+                render::add_metadata(map, &key.text(), value);
             }
         }
         map.close_or_null();

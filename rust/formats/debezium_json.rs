@@ -10,6 +10,7 @@ use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, extended, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
+use crate::render;
 use crate::sequence::OrderKey;
 use crate::sink::Sink;
 use crate::typed::{Hint, Hints, Unit};
@@ -709,14 +710,14 @@ impl<'a> Event<'a> {
 
     fn write(&self, rows: &mut EventBuilder) {
         rows.op.push_str(self.op);
-        json::push_text(&mut rows.source_op, self.source_op);
-        json::push_text(&mut rows.source_db, self.db);
-        json::push_text(&mut rows.source_schema, self.schema);
-        json::push_text(&mut rows.source_table, self.table);
+        render::push_text(&mut rows.source_op, self.source_op);
+        render::push_text(&mut rows.source_db, self.db);
+        render::push_text(&mut rows.source_schema, self.schema);
+        render::push_text(&mut rows.source_table, self.table);
         rows.event_time.push(self.event_time);
         rows.capture_time.push(self.capture_time);
         match (self.tx_id, &self.tx_text) {
-            (Some(tx), _) => json::push_text(&mut rows.tx_id, Some(tx)),
+            (Some(tx), _) => render::push_text(&mut rows.tx_id, Some(tx)),
             (None, Some(text)) => rows.tx_id.push_str(text),
             (None, None) => rows.tx_id.push_null(),
         }
@@ -793,11 +794,11 @@ impl<'a> Event<'a> {
                     Some(Image::Json(value)) => Some(*value),
                     _ => None,
                 };
-                json::write_images(rows, json(&self.before), json(&self.after));
+                render::write_images(rows, json(&self.before), json(&self.after));
             }
             (before, after) => write_images(rows, before, after),
         }
-        json::push_text(&mut rows.ddl, self.ddl);
+        render::push_text(&mut rows.ddl, self.ddl);
         self.write_metadata(&mut rows.metadata);
         rows.error.push_null();
         rows.raw.push_null();
@@ -807,7 +808,7 @@ impl<'a> Event<'a> {
     fn write_metadata(&self, map: &mut MapColumn) {
         for (key, value) in self.source.iter().flat_map(|s| s.members()) {
             if !SOURCE[..5].iter().any(|name| key.is(name)) {
-                json::add_metadata(map, &key.text(), value);
+                render::add_metadata(map, &key.text(), value);
             }
         }
         for (name, value) in TRANSACTION[1..].iter().zip(self.orders) {
@@ -819,7 +820,7 @@ impl<'a> Event<'a> {
         }
         for (key, value) in self.envelope.members() {
             if !ENVELOPE[..COLUMNS].iter().any(|name| key.is(name)) {
-                json::add_metadata(map, &key.text(), value);
+                render::add_metadata(map, &key.text(), value);
             }
         }
         map.close_or_null();
@@ -846,7 +847,9 @@ fn write_images(rows: &mut EventBuilder, before: &Option<Image<'_>>, after: &Opt
             for (is_after, image) in [(false, before), (true, after)] {
                 match image {
                     None => typed.close_image(is_after, false),
-                    Some(Image::Json(value)) => json::convert_image(typed, is_after, Some(*value)),
+                    Some(Image::Json(value)) => {
+                        render::convert_image(typed, is_after, Some(*value))
+                    }
                     Some(Image::Owned(entries)) => {
                         typed.open_image(is_after);
                         for (key, value) in entries {
@@ -863,7 +866,7 @@ fn write_images(rows: &mut EventBuilder, before: &Option<Image<'_>>, after: &Opt
             for (map, image) in [(&mut rows.before, before), (&mut rows.after, after)] {
                 match image {
                     None => map.push_null(),
-                    Some(Image::Json(value)) => json::write_image(map, Some(*value)),
+                    Some(Image::Json(value)) => render::write_image(map, Some(*value)),
                     Some(Image::Owned(entries)) => {
                         for (key, value) in entries {
                             map.entry(key, value.as_deref());

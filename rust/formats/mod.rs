@@ -11,6 +11,7 @@ use crate::sink::Sink;
 
 pub mod datahub_blob;
 pub mod datahub_tuple;
+mod datastream;
 pub mod datastream_avro;
 pub mod datastream_json;
 pub mod debezium_json;

@@ -15,6 +15,7 @@ use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
+use crate::render;
 use crate::sequence::OrderKey;
 use crate::sink::Sink;
 
@@ -236,12 +237,12 @@ impl<'a> Event<'a> {
         let source_op = self.source_op.text();
         rows.op.push_str(op_of(&source_op));
         rows.source_op.push_str(&source_op);
-        json::push_text(&mut rows.source_db, self.db);
+        render::push_text(&mut rows.source_db, self.db);
         rows.source_schema.push_null();
-        json::push_text(&mut rows.source_table, self.table);
+        render::push_text(&mut rows.source_table, self.table);
         rows.event_time.push(self.begin_micros);
         rows.capture_time.push(None);
-        json::push_text(&mut rows.tx_id, self.gtid);
+        render::push_text(&mut rows.tx_id, self.gtid);
         match (self.filename, self.offset) {
             (Some(file), Some(offset)) => rows.position.push_with(|out| {
                 file.write_to(out);
@@ -281,7 +282,7 @@ impl<'a> Event<'a> {
         rows.primary_key.push_null();
         write_image(&mut rows.before, self.before, "where", names)?;
         write_image(&mut rows.after, self.after, "field", names)?;
-        json::push_text(&mut rows.ddl, self.sql);
+        render::push_text(&mut rows.ddl, self.sql);
         self.write_metadata(&mut rows.metadata);
         rows.error.push_null();
         rows.raw.push_null();

@@ -4,7 +4,7 @@
 //! its value's text; anything else renders as [`Value::render_into`] does, with the
 //! wrappers inside nested documents and arrays converted too.
 
-use super::{field, quote_text, Kind, Parser, Value};
+use super::{field, Kind, Parser, Value};
 use crate::error::Result;
 use crate::text;
 use arrow_schema::TimeUnit;
@@ -61,7 +61,7 @@ pub fn compact_into(value: Value<'_>, out: &mut Vec<u8>) {
         if number {
             out.extend_from_slice(text.as_bytes());
         } else {
-            quote_text(text.as_bytes(), out);
+            text::json_string_into(&text, out);
         }
         return;
     }
@@ -72,7 +72,7 @@ pub fn compact_into(value: Value<'_>, out: &mut Vec<u8>) {
                 if n > 0 {
                     out.push(b',');
                 }
-                quote_text(key.text().as_bytes(), out);
+                text::json_string_into(&key.text(), out);
                 out.push(b':');
                 compact_into(value, out);
             }

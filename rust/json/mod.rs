@@ -54,12 +54,10 @@ mod tape;
 #[cfg(test)]
 mod tests;
 mod value;
-mod write;
 
 pub use keys::Name;
 pub use tape::Parser;
 pub use value::{slots, Items, Kind, Members, Str, Value};
-pub use write::{add_metadata, convert_image, push_text, write_image, write_images};
 
 use bytes::*;
 use keys::*;

@@ -1,4 +1,5 @@
-//! Escapes: resolving a string's escapes, and quoting text as serde_json does.
+//! Escapes: resolving a string's escapes, and quoting a string as serde_json does (with
+//! [`crate::text::json_string_into`], the one JSON string writer).
 
 use super::*;
 
@@ -52,32 +53,6 @@ pub(super) fn quote_into(s: Str<'_>, out: &mut Vec<u8>) {
         out.extend_from_slice(s.raw);
         out.push(b'"');
     } else {
-        let mut text = Vec::with_capacity(s.raw.len());
-        unescape_into(s.raw, &mut text);
-        quote_text(&text, out);
+        crate::text::json_string_into(&s.text(), out);
     }
-}
-
-/// Appends UTF-8 `text` as a quoted JSON string (escapes as [`quote_into`]).
-pub(super) fn quote_text(text: &[u8], out: &mut Vec<u8>) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.push(b'"');
-    for &b in text {
-        match b {
-            b'"' => out.extend_from_slice(b"\\\""),
-            b'\\' => out.extend_from_slice(b"\\\\"),
-            0x08 => out.extend_from_slice(b"\\b"),
-            0x0C => out.extend_from_slice(b"\\f"),
-            b'\n' => out.extend_from_slice(b"\\n"),
-            b'\r' => out.extend_from_slice(b"\\r"),
-            b'\t' => out.extend_from_slice(b"\\t"),
-            0..=0x1F => {
-                out.extend_from_slice(b"\\u00");
-                out.push(HEX[(b >> 4) as usize]);
-                out.push(HEX[(b & 15) as usize]);
-            }
-            _ => out.push(b),
-        }
-    }
-    out.push(b'"');
 }

@@ -74,6 +74,13 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// The text of a number or of a string without escapes, exactly as sent (and as
+    /// [`Value::render_into`] would append it); `None` for any other value.
+    #[inline(always)]
+    pub fn verbatim(&self) -> Option<&'a [u8]> {
+        matches!(self.node().tag, Tag::Number | Tag::Plain).then(|| self.span())
+    }
+
     /// True for `null`.
     pub fn is_null(&self) -> bool {
         self.node().tag == Tag::Null
@@ -328,7 +335,7 @@ impl<'a> Value<'a> {
                 let text = self.as_str().expect("a string").text();
                 let head: String = text.chars().take(40).collect();
                 let mut quoted = Vec::new();
-                quote_text(head.as_bytes(), &mut quoted);
+                crate::text::json_string_into(&head, &mut quoted);
                 format!("the string {}", String::from_utf8_lossy(&quoted))
             }
             Tag::Object => "an object".into(),
@@ -418,6 +425,13 @@ impl<'a> Iterator for Items<'a> {
 }
 
 impl<'a> Str<'a> {
+    /// The text of a string or key without escapes, exactly as sent; `None` when it has
+    /// escapes.
+    #[inline(always)]
+    pub fn verbatim(&self) -> Option<&'a [u8]> {
+        (!self.escaped).then_some(self.raw)
+    }
+
     /// The text, escapes resolved (borrowed from the input when it has none).
     pub fn text(&self) -> Cow<'a, str> {
         if !self.escaped {

@@ -1,11 +1,15 @@
-//! Writing JSON values into the event columns: metadata entries, row images as text maps
-//! or, in typed mode, converted straight into typed columns.
+//! JSON values ([`crate::json::Value`]) into the event columns: metadata entries, row
+//! images as text maps or, in typed mode, converted straight into typed columns. Used by
+//! `datahub-blob`, `tdsql-json`, `debezium-json` and `datastream-json`.
 
-use super::*;
+use crate::columns::{BytesColumn, MapColumn};
+use crate::events::EventBuilder;
+use crate::json::{Str, Value};
+use crate::typed::TypedImages;
 
 /// Adds a metadata entry, unless the value is null or the key is there already (the first
 /// wins).
-pub fn add_metadata(map: &mut crate::columns::MapColumn, key: &str, value: Value<'_>) {
+pub fn add_metadata(map: &mut MapColumn, key: &str, value: Value<'_>) {
     if !value.is_null() && !map.has_key(key) {
         map.entry_with(key, |out| {
             value.render_into(out);
@@ -15,14 +19,14 @@ pub fn add_metadata(map: &mut crate::columns::MapColumn, key: &str, value: Value
 
 /// Writes an object's members (first duplicate wins) as a row image, each value rendered
 /// as text ([`Value::render_into`]); a null image for `None`.
-pub fn write_image(map: &mut crate::columns::MapColumn, columns: Option<Value<'_>>) {
+pub fn write_image(map: &mut MapColumn, columns: Option<Value<'_>>) {
     let Some(columns) = columns else {
         map.push_null();
         return;
     };
-    columns.for_each_member(|name, value| match value.node().tag {
+    columns.for_each_member(|name, value| match (name.verbatim(), value.verbatim()) {
         // Most values: copied as they are, with no call per value.
-        Tag::Number | Tag::Plain if !name.escaped => map.entry_utf8(name.raw, value.span()),
+        (Some(key), Some(text)) => map.entry_utf8(key, text),
         _ => map.entry_rendered(&name.text(), |out| value.render_into(out)),
     });
     map.close();
@@ -30,11 +34,7 @@ pub fn write_image(map: &mut crate::columns::MapColumn, columns: Option<Value<'_
 
 /// A row's `before` and `after` images: their text maps, or in typed mode with one schema
 /// their structs, converted straight from the JSON ([`convert_image`]).
-pub fn write_images(
-    rows: &mut crate::events::EventBuilder,
-    before: Option<Value<'_>>,
-    after: Option<Value<'_>>,
-) {
+pub fn write_images(rows: &mut EventBuilder, before: Option<Value<'_>>, after: Option<Value<'_>>) {
     match rows.typed().filter(|typed| typed.direct()) {
         Some(typed) => {
             convert_image(typed, false, before);
@@ -51,25 +51,21 @@ pub fn write_images(
 
 /// Converts a row image straight into typed mode's columns, entry by entry, with the text
 /// [`write_image`] would write for each value, but without writing it
-/// ([`crate::typed::TypedImages::direct`]).
-pub fn convert_image(
-    typed: &mut crate::typed::TypedImages,
-    after: bool,
-    columns: Option<Value<'_>>,
-) {
+/// ([`TypedImages::direct`]).
+pub fn convert_image(typed: &mut TypedImages, after: bool, columns: Option<Value<'_>>) {
     let Some(columns) = columns else {
         typed.close_image(after, false);
         return;
     };
     typed.open_image(after);
     let mut rendered = Vec::new();
-    columns.for_each_member(|name, value| match value.node().tag {
-        Tag::Number | Tag::Plain if !name.escaped => {
+    columns.for_each_member(|name, value| match (name.verbatim(), value.verbatim()) {
+        (Some(key), Some(text)) => {
             // SAFETY: keys and values are checked UTF-8 (as `MapColumn::entry_utf8` has it).
             let (key, text) = unsafe {
                 (
-                    std::str::from_utf8_unchecked(name.raw),
-                    std::str::from_utf8_unchecked(value.span()),
+                    std::str::from_utf8_unchecked(key),
+                    std::str::from_utf8_unchecked(text),
                 )
             };
             typed.image_value(after, key, Some(text));
@@ -87,7 +83,7 @@ pub fn convert_image(
 }
 
 /// Appends a string's text to a `utf8` column, or a null.
-pub fn push_text(column: &mut crate::columns::BytesColumn, value: Option<Str<'_>>) {
+pub fn push_text(column: &mut BytesColumn, value: Option<Str<'_>>) {
     match value {
         Some(text) => column.push_with(|out| text.write_to(out)),
         None => column.push_null(),
