@@ -2,7 +2,7 @@
 input value, many events.
 
 Every rule here is written down in docs/formats/datastream-avro.md, which the Rust core
-(rust/avro.rs, rust/formats/datastream_avro.rs) follows too. fastavro reads the records;
+(rust/avro.rs, rust/formats/datastream_avro/) follows too. fastavro reads the records;
 around it this module reads the container (header, blocks, codecs) with the same bounds as
 the Rust core, and hands fastavro a *canonical* schema: the writer's types without logical
 types (values come raw, and are rendered here), enums as ``long`` (the index), ambiguous
