@@ -8,11 +8,11 @@ hand-made typed events.
 from __future__ import annotations
 
 import datetime as dt
-import random
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from support.apply_truth import final_columns, mangled, table_rows, want_rows
 
 import cdc_decode
 from cdc_decode import spark as cdc_spark
@@ -24,28 +24,6 @@ MESSAGES = 400
 
 def _seq(n: int) -> bytes:
     return n.to_bytes(4, "big")
-
-
-def _final_columns(stream, table: str) -> list[str]:
-    columns: dict[str, None] = dict.fromkeys(stream.primary_keys[table])
-    for row in stream.final_state.get(table, {}).values():
-        columns.update(dict.fromkeys(row))
-    return list(columns)
-
-
-def _mangled(rows: int, seed: int) -> list[int]:
-    """Row indexes in a shuffled order, with about one in ten delivered twice: what an
-    at-least-once transport with parallel writers hands out."""
-    rng = random.Random(seed)
-    order = list(range(rows))
-    order += [i for i in order if rng.random() < 0.1]
-    rng.shuffle(order)
-    return order
-
-
-def _table_rows(spark, path: str, columns: list[str]) -> dict[tuple, dict]:
-    rows = cdc_spark.current_rows(spark, path).collect()
-    return {tuple(r[c] for c in columns): r.asDict() for r in rows}
 
 
 CASES = [(fmt, None) for fmt in FORMATS] + [
@@ -66,7 +44,7 @@ def test_every_format_applied_equals_the_source(delta_spark, tmp_path, fmt, conn
     (name,) = stream.final_state  # ORCLPDB1.shop.users for the Oracle connector
     table = TABLE.split(".")[1]
     if fmt == "debezium-json":
-        values = [(stream.values[i],) for i in _mangled(len(stream.values), seed=3)]
+        values = [(stream.values[i],) for i in mangled(len(stream.values), seed=3)]
         messages = delta_spark.createDataFrame(values, "value binary").repartition(1)
         df = cdc_spark.decode(messages, fmt).where(
             f"source_table = '{table}' OR source_table IS NULL"
@@ -76,20 +54,17 @@ def test_every_format_applied_equals_the_source(delta_spark, tmp_path, fmt, conn
         events = pa.Table.from_batches([cdc_decode.decode(stream.values, fmt, **options)])
         mine = pc.fill_null(pc.equal(events["source_table"], table), True)
         events = events.filter(mine)
-        df = delta_spark.createDataFrame(events.take(_mangled(events.num_rows, seed=3)))
+        df = delta_spark.createDataFrame(events.take(mangled(events.num_rows, seed=3)))
     keys = stream.primary_keys[name]
-    columns = _final_columns(stream, name)
+    columns = final_columns(stream, name)
     ddl = ", ".join(f"`{c}` string" for c in columns)
     path = str(tmp_path / "users")
     result = cdc_spark.apply_changes(df, path, keys=keys, schema=ddl)
     assert result.errors == 0 and result.unkeyed == 0
     assert result.changes > 20, "the stream has changes to apply"
     assert result.other.get("ddl", 0) == len(result.ddl)
-    want = {
-        key: {c: row.get(c) for c in columns}
-        for key, row in stream.final_state.get(name, {}).items()
-    }
-    got = _table_rows(delta_spark, path, keys)
+    want = want_rows(stream, name, columns)
+    got = table_rows(delta_spark, path, keys)
     assert got.keys() == want.keys()
     assert got == want
 
