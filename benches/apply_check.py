@@ -224,6 +224,11 @@ def check_format(spark, work: Path, fmt: str, connector: str | None, args) -> di
             )
             if differs:
                 mismatches.append(f"{table} history: {differs}")
+    log(
+        f"{name}: {total:,} events, {len(tables)} tables: decode {decode_s:.1f} s, apply "
+        f"{apply_s:.1f} s, {total / (decode_s + apply_s):,.0f} events/s, SCD2 {scd2_s:.1f} s: "
+        f"{'OK' if not mismatches else f'MISMATCH ({len(mismatches)})'}"
+    )
     return {
         "format": name,
         "messages": stream.messages,
