@@ -85,17 +85,27 @@ def change_log(
         and e["sequence"] is not None
     ]
     events.sort(key=lambda e: e["sequence"])
+    # tdsql-json's expected images are positional ("0", "1", ...): the decoder names them
+    # with columns=stream.options["columns"].
+    names = stream.options.get("columns", {}).get(table)
+
+    def image(value: Any) -> dict | None:
+        if value is None:
+            return None
+        if names is None:
+            return dict(value)
+        return {names[int(k)] if k.isdigit() else k: v for k, v in dict(value).items()}
+
     rows: dict[tuple, dict] = {}
     starts: dict[tuple, list[tuple[bytes, bool, tuple]]] = {}
     values = [c for c in columns if c not in keys]
 
     def version(key: tuple, seq: bytes, row: dict | None) -> None:
-        image = tuple(None if row is None else row.get(c) for c in values)
-        starts.setdefault(key, []).append((seq, row is None, image))
+        got = tuple(None if row is None else row.get(c) for c in values)
+        starts.setdefault(key, []).append((seq, row is None, got))
 
     for e in events:
-        before = None if e["before"] is None else dict(e["before"])
-        after = None if e["after"] is None else dict(e["after"])
+        before, after = image(e["before"]), image(e["after"])
         old_key, new_key = _key(before, keys), _key(after, keys)
         seq = e["sequence"]
         if e["op"] in REMOVE_OPS:
@@ -116,11 +126,11 @@ def change_log(
     log: dict[tuple[tuple, bytes], Version] = {}
     for key, changes in starts.items():
         changes.sort(key=lambda c: c[0])
-        for i, (seq, deleted, image) in enumerate(changes):
+        for i, (seq, deleted, got) in enumerate(changes):
             if (key, seq) in log:  # one version per (key, sequence)
                 continue
             end = changes[i + 1][0] if i + 1 < len(changes) else None
-            log[key, seq] = (end, end is None and not deleted, deleted, image)
+            log[key, seq] = (end, end is None and not deleted, deleted, got)
     return log
 
 
