@@ -39,7 +39,7 @@ MESSAGES_PER_100K = {
     "datahub-blob": 132_000,
     "tdsql-json": 147_000,
     "datahub-tuple": 100_000,
-    "debezium-json": 103_000,
+    "debezium-json": 107_000,
     "datastream-json": 100_500,
     "datastream-avro": 34_500,
 }
