@@ -262,7 +262,7 @@ def report(rows: list[dict], args) -> None:
         )
     print(
         f"\nevents/s: the decoded events over decode + apply (SCD type 1, every table, "
-        f"{args.batches} batches); SCD2: {HISTORY_TABLE}'s history alone. local[{args.cores}]."
+        f"{args.batches} batches); SCD2: the history table alone. local[{args.cores}]."
     )
     for r in rows:
         for m in r["mismatches"]:
