@@ -31,7 +31,7 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
 	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply \
-	demo-delta bench-datastream
+	demo-delta bench-datastream bench-apply-check
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -175,9 +175,20 @@ test-spark42: venv-spark42 jars ## The Spark decode and accounting tests on pysp
 		-o addopts="-ra --strict-markers --strict-config" \
 		tests/test_spark.py tests/test_accounting.py
 
-bench-apply: venv-spark42 delta-jars ## apply_changes vs row_number() + MERGE, 1M events of one table, local[1]
+bench-apply: venv-spark42 delta-jars jars ## apply_changes vs row_number() + MERGE, 1M events of one table, local[1]
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) benches/apply_bench.py
+
+# The ground truth at scale (docs/apply.md, "Checked at 100,000 changes per format"): every
+# format's generated stream, 100,000 row changes, decoded on Spark, applied in 4 batches
+# (shuffled, late duplicates), each Delta table equal to the source, one SCD2 history equal
+# to the change log. Long (about an hour on 2 cores); `make bench` ends with it.
+# APPLY_CHECK_ARGS="--changes 5000 --formats tencent-dts" for a short run.
+APPLY_CHECK_ARGS ?=
+
+bench-apply-check: venv-spark42 delta-jars jars ## Every format, 100,000 changes, decoded + applied to Delta, equal to the source
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) benches/apply_check.py --cores 2 $(APPLY_CHECK_ARGS)
 
 # The long property-test runs (docs/hardening.md): EXAMPLES per format, in CHUNKS with seeds
 # SEED, SEED+1, ... (at least one chunk per 5,000 examples), JOBS chunks at once; `make
@@ -253,7 +264,7 @@ demo: build venv-spark42 delta-jars ## Streams in every format decoded on local 
 
 BENCH_DATA := target/bench-data
 
-bench: build ## Benchmarks on a release build: criterion (Rust), then native vs python in process
+bench: build ## Benchmarks on a release build: criterion (Rust), native vs python in process, the apply check
 	@for f in $$($(PY) -c "import cdc_decode.generate as g; print(*g.FORMATS)"); do \
 		test -f $(BENCH_DATA)/$$f/manifest.json || \
 		$(VENV)/bin/cdc-decode generate $$f --messages 20000 --seed 1 --out $(BENCH_DATA)/$$f; \
@@ -263,6 +274,7 @@ bench: build ## Benchmarks on a release build: criterion (Rust), then native vs 
 		--tables shop.order_items --rows-per-message 500 --out $(BENCH_DATA)/datastream-avro-500
 	cargo bench --bench decode -- --warm-up-time 1 --measurement-time 5
 	$(PY) -m pytest benches/ --benchmark-only -p no:cacheprovider -s -q
+	$(MAKE) --no-print-directory bench-apply-check
 
 # Spark connectors the pyspark wheel does not ship (spark-avro, Kafka), fetched by Maven into
 # the git-ignored .jars/; tools/spark-jars/pom.xml names them and says why their versions.

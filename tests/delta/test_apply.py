@@ -8,11 +8,13 @@ hand-made typed events.
 from __future__ import annotations
 
 import datetime as dt
-import random
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from support.apply_truth import final_columns as _final_columns
+from support.apply_truth import mangled as _mangled
+from support.apply_truth import table_rows as _table_rows
 
 import cdc_decode
 from cdc_decode import spark as cdc_spark
@@ -24,28 +26,6 @@ MESSAGES = 400
 
 def _seq(n: int) -> bytes:
     return n.to_bytes(4, "big")
-
-
-def _final_columns(stream, table: str) -> list[str]:
-    columns: dict[str, None] = dict.fromkeys(stream.primary_keys[table])
-    for row in stream.final_state.get(table, {}).values():
-        columns.update(dict.fromkeys(row))
-    return list(columns)
-
-
-def _mangled(rows: int, seed: int) -> list[int]:
-    """Row indexes in a shuffled order, with about one in ten delivered twice: what an
-    at-least-once transport with parallel writers hands out."""
-    rng = random.Random(seed)
-    order = list(range(rows))
-    order += [i for i in order if rng.random() < 0.1]
-    rng.shuffle(order)
-    return order
-
-
-def _table_rows(spark, path: str, columns: list[str]) -> dict[tuple, dict]:
-    rows = cdc_spark.current_rows(spark, path).collect()
-    return {tuple(r[c] for c in columns): r.asDict() for r in rows}
 
 
 CASES = [(fmt, None) for fmt in FORMATS] + [

@@ -21,9 +21,16 @@ SPARK_JARS = ROOT / ".jars"
 out (that one is for Spark 4.3)."""
 
 
-def delta_session(warehouse: Path, *, app: str = "cdc-decode-delta") -> object:
-    """A ``local[1]`` SparkSession with Delta's SQL extension and catalog and Spark's Kafka
-    source, its Python workers on this interpreter, UTC, two shuffle partitions."""
+def delta_session(
+    warehouse: Path,
+    *,
+    app: str = "cdc-decode-delta",
+    master: str = "local[1]",
+    memory: str = "1g",
+) -> object:
+    """A ``local[1]`` (or ``master``) SparkSession with Delta's SQL extension and catalog
+    and Spark's Kafka source, its Python workers on this interpreter, UTC, two shuffle
+    partitions, ``memory`` for the driver."""
     jars = sorted(JARS.glob("*.jar"))
     if not jars:
         raise RuntimeError(f"no Delta jars in {JARS}: run `make delta-jars`")
@@ -37,13 +44,13 @@ def delta_session(warehouse: Path, *, app: str = "cdc-decode-delta") -> object:
 
     return local_session(
         app,
-        master="local[1]",
+        master=master,
         spark__jars=",".join(str(j) for j in jars),
         spark__sql__extensions="io.delta.sql.DeltaSparkSessionExtension",
         spark__sql__catalog__spark_catalog="org.apache.spark.sql.delta.catalog.DeltaCatalog",
         spark__sql__shuffle__partitions="2",
         spark__default__parallelism="1",
-        spark__driver__memory="1g",
+        spark__driver__memory=memory,
         spark__sql__warehouse__dir=str(warehouse),
         spark__databricks__delta__snapshotPartitions="1",
         spark__sql__sources__parallelPartitionDiscovery__parallelism="1",
