@@ -12,6 +12,7 @@ import datetime as dt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from support.apply_truth import change_log, diff, history_rows
 from support.apply_truth import final_columns as _final_columns
 from support.apply_truth import mangled as _mangled
 from support.apply_truth import table_rows as _table_rows
@@ -54,6 +55,28 @@ def test_typed_events_with_partial_images_equal_the_source(delta_spark, tmp_path
     images, MongoDB's partial updates, rows from before an ADD COLUMN), whose absent
     columns ``after_absent`` names, so they keep the stored values."""
     _applied_equals_the_source(delta_spark, tmp_path, fmt, connector, typed=True)
+
+
+@pytest.mark.parametrize("fmt", ["tencent-dts", "datahub-blob", "debezium-json"])
+def test_scd2_history_equals_the_source_change_log(delta_spark, tmp_path, fmt):
+    """generate -> decode -> shuffle + duplicate -> apply_changes(scd_type=2): one version
+    per change of the source, chained in sequence order, the last one current unless
+    deleted (DTS multi-row events, DataHub's before/after halves, Debezium's updates)."""
+    stream = generate(fmt, messages=MESSAGES, seed=11, tables=[TABLE])
+    keys = stream.primary_keys[TABLE]
+    columns = _final_columns(stream, TABLE)
+    ddl = ", ".join(f"`{c}` string" for c in columns)
+    decoded = pa.Table.from_batches([cdc_decode.decode(stream.values, fmt)])
+    mine = pc.fill_null(pc.equal(decoded["source_table"], TABLE.split(".")[1]), True)
+    events = decoded.filter(mine)
+    df = delta_spark.createDataFrame(events.take(_mangled(events.num_rows, seed=5)))
+    path = str(tmp_path / "history")
+    result = cdc_spark.apply_changes(df, path, keys=keys, schema=ddl, scd_type=2)
+    assert result.changes > 20 and result.errors == 0
+    want = change_log(stream, TABLE, columns)
+    got = history_rows(delta_spark, path, keys, columns)
+    assert not diff(got, want), diff(got, want)
+    assert got == want
 
 
 def _applied_equals_the_source(delta_spark, tmp_path, fmt, connector, *, typed: bool) -> None:
