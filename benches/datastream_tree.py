@@ -42,10 +42,11 @@ sys.path.insert(0, str(ROOT / "benches"))
 
 from spark_race import (  # noqa: E402
     COLUMNS,
+    DATASTREAM_JSON_FIELDS,
     OUTPUT,
     _cpu,
-    _row,
     _string_struct,
+    datastream_json_events,
     read_datastream_avro,
 )
 
@@ -70,28 +71,9 @@ def spark_avro(spark, path: str):
 
 def spark_json(spark, path: str):
     """spark.read.json with the schema given, then the format's logic."""
-    schema = (
-        "read_method string, uuid string, source_timestamp bigint, "
-        "source_metadata struct<table: string, database: string, log_file: string, "
-        f"log_position: bigint, change_type: string>, payload {_string_struct()}"
-    )
+    schema = f"{DATASTREAM_JSON_FIELDS}, payload {_string_struct()}"
     j = spark.read.schema(schema).option("recursiveFileLookup", "true").json(path)
-    row = _row(lambda _, n: f"payload.{n}", "to_timestamp({}, 'yyyy-MM-dd HH:mm:ss[.SSSSSS] XXX')")
-    deleted = "source_metadata.change_type IN ('DELETE', 'UPDATE-DELETE')"
-    return j.selectExpr(
-        """CASE WHEN source_metadata IS NULL THEN 'tombstone'
-             WHEN read_method LIKE '%backfill%' THEN 'read'
-             ELSE CASE source_metadata.change_type WHEN 'INSERT' THEN 'insert'
-               WHEN 'UPDATE-INSERT' THEN 'update_after' WHEN 'UPDATE-DELETE' THEN 'update_before'
-               WHEN 'DELETE' THEN 'delete' WHEN 'UPDATE' THEN 'update' ELSE 'other' END
-           END AS op""",
-        "source_metadata.database AS source_db",
-        "source_metadata.table AS source_table",
-        "timestamp_millis(source_timestamp) AS event_time",
-        "struct(source_metadata.log_file, source_metadata.log_position) AS sequence",
-        f"IF({deleted}, {row}, NULL) AS before",
-        f"IF({deleted} OR source_metadata IS NULL, NULL, {row}) AS after",
-    )
+    return datastream_json_events(j)
 
 
 def in_process(path: str, fmt: str) -> int:

@@ -284,16 +284,26 @@ def spark_debezium_json(df, _source):
     )
 
 
+DATASTREAM_JSON_FIELDS = (
+    "read_method string, uuid string, source_timestamp bigint, "
+    "source_metadata struct<table: string, database: string, log_file: string, "
+    "log_position: bigint, change_type: string>"
+)
+"""The Datastream JSON fields the plain-Spark contenders read, before ``payload``."""
+
+
 def spark_datastream_json(df, _source):
     """Datastream JSON lines: from_json, casts of the payload by change type."""
     from pyspark.sql import functions as F
 
-    schema = (
-        "struct<read_method: string, uuid: string, source_timestamp: bigint, "
-        "source_metadata: struct<table: string, database: string, log_file: string, "
-        f"log_position: bigint, change_type: string>, payload: {_string_struct()}>"
-    )
+    schema = f"struct<{DATASTREAM_JSON_FIELDS}, payload: {_string_struct()}>"
     j = df.select(F.from_json(F.col("value").cast("string"), schema).alias("j")).select("j.*")
+    return datastream_json_events(j)
+
+
+def datastream_json_events(j):
+    """Parsed Datastream JSON records (``DATASTREAM_JSON_FIELDS`` and ``payload``) as
+    change events: the op by change type, the payload cast by column."""
     row = _row(lambda _, n: f"payload.{n}", "to_timestamp({}, 'yyyy-MM-dd HH:mm:ss[.SSSSSS] XXX')")
     deleted = "source_metadata.change_type IN ('DELETE', 'UPDATE-DELETE')"
     return j.selectExpr(
