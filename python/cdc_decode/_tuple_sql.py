@@ -42,6 +42,7 @@ from ._tuple_format import (
     SOURCE_TABLE,
 )
 from ._tuple_format import META_COLUMNS as META
+from ._typed import AFTER_ABSENT
 
 _MIN_I64 = -(2**63)
 # The order key's second half, 8 bytes: 0 for an update's before row, 1 otherwise.
@@ -533,7 +534,7 @@ def plan(
     if images is not None:
         # Typed: the schema's columns the records do not have are absent from every image.
         absent = [F.lit(f.name) for f in images.fields if f.name not in r.data]
-        values["after_absent"] = F.when(~before_side, F.array(*absent).cast("array<string>"))
+        values[AFTER_ABSENT] = F.when(~before_side, F.array(*absent).cast("array<string>"))
     raw = _lower_escapes(
         F.to_json(
             F.struct(*[text(n, r.types[n]).alias(n) for n in r.names]),

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .._schema import EVENT_SCHEMA
-from .._typed import split_tables
+from .._typed import AFTER_ABSENT, split_tables
 from .inputs import InputError
 
 RAW_HEX_BYTES = 64
@@ -240,8 +240,8 @@ def json_row(row: dict, where: str, ordinal: int | None, tables: list[str] | Non
         out[name] = plain(value)
     if tables:
         out["table"] = row.get("table")
-    if "after_absent" in row:  # typed mode (docs/typed.md)
-        out["after_absent"] = row["after_absent"]
+    if AFTER_ABSENT in row:  # typed mode (docs/typed.md)
+        out[AFTER_ABSENT] = row[AFTER_ABSENT]
     return out
 
 

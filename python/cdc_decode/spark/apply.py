@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._schema import OPS
+from .._typed import AFTER_ABSENT
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -52,9 +53,6 @@ SCD1_COLUMNS = (SEQUENCE, EVENT_TIME, DELETED)
 
 SCD2_COLUMNS = (START_SEQUENCE, END_SEQUENCE, START_TIME, END_TIME, CURRENT, DELETED)
 """The bookkeeping columns of a type 2 table, after the source's columns."""
-
-AFTER_ABSENT = "after_absent"
-"""Typed events' column of the fields each ``after`` image lacks (docs/typed.md)."""
 
 _KIND = "_kind"  # "u" upsert, "d" delete
 _LAST_SEQ = "_last_seq"
@@ -558,10 +556,6 @@ def _entries(selected: DataFrame, image: _Images, ignore_null_updates: bool) -> 
     from pyspark.sql import functions as F
 
     keys, values, types, get = image.keys, image.values, image.types, image.get
-
-    def present(name: str) -> Column:
-        return image.present(name, ignore_null_updates)
-
     after_keyed = image.keyed("after")
     before_keyed = image.keyed("before")
     new_key = [
@@ -571,7 +565,9 @@ def _entries(selected: DataFrame, image: _Images, ignore_null_updates: bool) -> 
         F.when(before_keyed, get("before", k)).otherwise(get("after", k)).alias(k) for k in keys
     ]
     payload = [get("after", c).alias(c) for c in values]
-    presence = [present(c).alias(f"_p_{i}") for i, c in enumerate(values)]
+    presence = [
+        image.present(c, ignore_null_updates).alias(f"_p_{i}") for i, c in enumerate(values)
+    ]
     nothing = [F.lit(None).cast(types[c]).alias(c) for c in values]
     absent = [F.lit(False).alias(f"_p_{i}") for i in range(len(values))]
     common = [F.col("_seq"), F.col("_time")]
@@ -836,13 +832,15 @@ def _write_scd2(
     from pyspark.sql import functions as F
 
     q = _quote
-    new.count()  # the one read of the batch, which also takes the counts
+    touched = new.select(*keys).distinct()
+    # The one read of the batch (``new`` is persisted as it counts), which also takes the
+    # counts.
+    keys_touched = touched.count()
     result = counts.result()
-    result.keys = new.select(*keys).distinct().count()
-    if not result.keys:
+    result.keys = keys_touched
+    if not keys_touched:
         return result
     stored = table.table().toDF()
-    touched = new.select(*keys).distinct()
     old = stored.join(touched, on=keys, how="left_semi").select(
         *keys,
         START_SEQUENCE,
