@@ -116,6 +116,56 @@ def test_connector_packages_follow_pyspark():
     assert session.connector_packages() == []
 
 
+def test_local_session_settings(tmp_path):
+    """Connectors among the given jars are not fetched; the others are, through the
+    package's Ivy settings unless the caller names a repository; the caller's settings and
+    packages are kept."""
+    import pyspark
+
+    line = tuple(int(p) for p in pyspark.__version__.split(".")[:2])
+    version = "{}.{}.0".format(*min(line, session.NEWEST_MAVEN_SPARK))
+    folder = tmp_path / "jars"
+    folder.mkdir()
+    names = ["delta-spark_4.2_2.13-4.4.0.jar", "delta-storage-4.4.0.jar",
+             "spark-sql-kafka-0-10_2.13-4.2.0.jar"]  # fmt: skip
+    for name in names:
+        (folder / name).write_bytes(b"")
+    settings, packages, delta_package = session._settings(
+        delta=True, kafka=True, avro=True, jars=[folder], version=None,
+        config={"spark__sql__shuffle__partitions": "2", "spark__jars": "/opt/udf.jar"},
+    )  # fmt: skip
+    assert settings["spark.jars"] == ",".join(["/opt/udf.jar", *(str(folder / n) for n in names)])
+    assert packages == [f"org.apache.spark:spark-avro_2.13:{version}"]
+    assert not delta_package
+    assert settings["spark.jars.ivySettings"] == str(session.IVY_SETTINGS)
+    assert session.IVY_SETTINGS.is_file()
+    assert settings["spark.sql.extensions"] == "io.delta.sql.DeltaSparkSessionExtension"
+    assert settings["spark.sql.shuffle.partitions"] == "2"
+
+    mirror = {
+        "spark__jars__repositories": "https://mirror.example/maven",
+        "spark__jars__packages": "a:b:1",
+    }
+    settings, packages, delta_package = session._settings(
+        delta=True, kafka=True, avro=False, jars=[], version="4.1.1", config=mirror
+    )
+    assert "spark.jars.ivySettings" not in settings
+    assert packages == ["a:b:1", "org.apache.spark:spark-sql-kafka-0-10_2.13:4.1.1"]
+    assert delta_package
+
+    settings, packages, _ = session._settings(
+        delta=False, kafka=False, avro=False, jars=[], version=None,
+        config={"spark__jars__packages": "a:b:1"},
+    )  # fmt: skip
+    assert packages == ["a:b:1"] and "spark.jars.ivySettings" not in settings
+
+
+def test_delta_without_delta_spark_says_what_to_install():
+    """.venv (Spark 4.3) has no delta-spark, by design: Delta 4.4 runs on Spark 4.2."""
+    with pytest.raises(ModuleNotFoundError, match=r"pip install delta-spark"):
+        cdc_decode.spark.local_session(delta=True)
+
+
 def test_local_session_refuses_missing_jars(tmp_path):
     with pytest.raises(FileNotFoundError, match="no jars in"):
         cdc_decode.spark.local_session(jars=[tmp_path])

@@ -110,29 +110,10 @@ def local_session(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    settings = {key.replace("__", "."): value for key, value in config.items()}
-    files = _jar_files(jars)
-    if files:
-        settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars"), *files]))
-    names = [Path(f).name for f in files]
-    given = {c for c, prefix in _JAR_PREFIXES.items() if any(n.startswith(prefix) for n in names)}
-    packages = [
-        *filter(None, [settings.pop("spark.jars.packages", None)]),
-        *connector_packages(
-            kafka=kafka and "kafka" not in given,
-            avro=avro and "avro" not in given,
-            version=connector_version,
-        ),
-    ]
-    delta_package = delta and "delta" not in given
-    if (packages or delta_package) and not (
-        {"spark.jars.ivySettings", "spark.jars.repositories"} & settings.keys()
-    ):
-        settings["spark.jars.ivySettings"] = str(IVY_SETTINGS)
-    if delta:
-        for key, value in _DELTA_SQL.items():
-            settings.setdefault(key, value)
-
+    settings, packages, delta_package = _settings(
+        delta=delta, kafka=kafka, avro=avro, jars=jars, version=connector_version, config=config
+    )
+    configure_delta = _configure_delta() if delta_package else None
     builder = (
         SparkSession.builder.master(master)
         .appName(app)
@@ -142,10 +123,10 @@ def local_session(
     )
     for key, value in settings.items():
         builder = builder.config(key, value)
-    if delta_package:
+    if configure_delta is not None:
         # Delta's own helper names its jar for the installed delta-spark and pyspark, and
         # sets spark.jars.packages to it and the others.
-        builder = _configure_delta()(builder, extra_packages=packages)
+        builder = configure_delta(builder, extra_packages=packages)
     elif packages:
         builder = builder.config("spark.jars.packages", ",".join(packages))
     session = builder.getOrCreate()
@@ -181,15 +162,50 @@ def connector_packages(
     return [f"org.apache.spark:{name}_{scala}:{version}" for name in names]
 
 
+def _settings(
+    *,
+    delta: bool,
+    kafka: bool,
+    avro: bool,
+    jars: Iterable[str | os.PathLike],
+    version: str | None,
+    config: dict[str, str],
+) -> tuple[dict[str, str], list[str], bool]:
+    """What :func:`local_session` sets: the Spark settings, the packages to resolve besides
+    Delta's, and whether Delta's jar comes from Maven Central."""
+    settings = {key.replace("__", "."): value for key, value in config.items()}
+    files = _jar_files(jars)
+    if files:
+        settings["spark.jars"] = ",".join(filter(None, [settings.get("spark.jars"), *files]))
+    names = [Path(f).name for f in files]
+    given = {c for c, prefix in _JAR_PREFIXES.items() if any(n.startswith(prefix) for n in names)}
+    connectors = connector_packages(
+        kafka=kafka and "kafka" not in given,
+        avro=avro and "avro" not in given,
+        version=version,
+    )
+    packages = [*filter(None, [settings.pop("spark.jars.packages", None)]), *connectors]
+    delta_package = delta and "delta" not in given
+    if (connectors or delta_package) and not (
+        {"spark.jars.ivySettings", "spark.jars.repositories"} & settings.keys()
+    ):
+        settings["spark.jars.ivySettings"] = str(IVY_SETTINGS)
+    if delta:
+        for key, value in _DELTA_SQL.items():
+            settings.setdefault(key, value)
+
+    return settings, packages, delta_package
+
+
 def _configure_delta() -> Any:
     """``delta.configure_spark_with_delta_pip``, or a clear error without delta-spark."""
     try:
         from delta import configure_spark_with_delta_pip
-    except ModuleNotFoundError as error:
+    except ImportError as error:  # no delta-spark (or another `delta` on the path)
         raise ModuleNotFoundError(
             "delta=True needs the delta-spark package (pip install delta-spark; Delta 4.4 "
             "runs on pyspark 4.2) or Delta's jars given with jars=",
-            name=error.name,
+            name="delta",
         ) from error
     return configure_spark_with_delta_pip
 
