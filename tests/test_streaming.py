@@ -6,7 +6,6 @@ record). The sink is tests/support/streaming.py's idempotent one (a file per bat
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -318,17 +317,22 @@ def _readme_example() -> str:
 
 
 def test_the_readme_kafka_example_runs(spark, kafka_broker, tmp_path):
+    """examples/kafka_stream.py as a user runs it (its own session, the connector from
+    .jars), against the broker: every event of the topic lands in its Parquet folders."""
     assert _readme_example() in (ROOT / "README.md").read_text()
-    spec = importlib.util.spec_from_file_location("kafka_stream", ROOT / "examples/kafka_stream.py")
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
     stream = _dts(60, 19)
     topic = new_topic(kafka_broker, partitions=2)
     produce(kafka_broker.bootstrap, topic, stream, partitions=2)
-    example.main(spark, kafka_broker.bootstrap, topic, str(tmp_path))
+    example = ROOT / "examples" / "kafka_stream.py"
+    jars = ROOT / ".jars"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    command = [sys.executable, example, kafka_broker.bootstrap, topic, tmp_path, "--jars", jars]
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
     events = spark.read.parquet(str(tmp_path / "events")).drop("batch_id")
     assert events.count() == stream.rows
     assert events.where("op = 'error'").count() == 0
+    assert "Row(op='insert'" in run.stdout
 
 
 def test_dropmalformed_drops_and_counts(spark, kafka_broker, tmp_path):
