@@ -160,6 +160,37 @@ def test_local_session_settings(tmp_path):
     assert packages == ["a:b:1"] and "spark.jars.ivySettings" not in settings
 
 
+def test_local_session_iceberg_settings(tmp_path):
+    """iceberg=True: Iceberg's SQL extension after the caller's, a Hadoop catalog in a
+    folder (an absolute path) or a REST catalog at a URI, the runtime of pyspark's line from
+    Maven unless given in jars; Spark 4.2 and 4.3 have none and say so."""
+    runtime = tmp_path / "iceberg-spark-runtime-4.1_2.13-1.12.0.jar"
+    runtime.write_bytes(b"")
+    hadoop = session._iceberg_catalog("lake", "wh", None)
+    settings, packages, _ = session._settings(
+        delta=False, kafka=False, avro=False, jars=[runtime], version=None,
+        config={"spark__sql__extensions": "my.Ext"}, iceberg=hadoop,
+    )  # fmt: skip
+    assert packages == []
+    assert settings["spark.sql.extensions"] == f"my.Ext,{session.ICEBERG_EXTENSIONS}"
+    assert settings["spark.sql.catalog.lake"] == "org.apache.iceberg.spark.SparkCatalog"
+    assert settings["spark.sql.catalog.lake.type"] == "hadoop"
+    assert settings["spark.sql.catalog.lake.warehouse"] == str((Path.cwd() / "wh").resolve())
+    rest = session._iceberg_catalog("cat", "s3://bucket/wh", "http://127.0.0.1:8181")
+    assert rest == {
+        "spark.sql.catalog.cat": "org.apache.iceberg.spark.SparkCatalog",
+        "spark.sql.catalog.cat.type": "rest",
+        "spark.sql.catalog.cat.uri": "http://127.0.0.1:8181",
+        "spark.sql.catalog.cat.warehouse": "s3://bucket/wh",
+    }
+    assert session.iceberg_package("4.1.4") == (
+        "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"
+    )
+    assert session.iceberg_package("3.5.9").endswith("-3.5_2.12:1.12.0")
+    with pytest.raises(ValueError, match="no Spark runtime for pyspark 4.3.0"):
+        session.iceberg_package("4.3.0")
+
+
 def test_delta_without_delta_spark_says_what_to_install():
     """.venv (Spark 4.3) has no delta-spark, by design: Delta 4.4 runs on Spark 4.2."""
     with pytest.raises(ModuleNotFoundError, match=r"pip install delta-spark"):

@@ -1,9 +1,11 @@
 """A local SparkSession for demos, notebooks and tests on one machine, with the jars the
-pip ``pyspark`` package does not ship: Delta Lake, Spark's Kafka source, spark-avro.
+pip ``pyspark`` package does not ship: Delta Lake, Apache Iceberg, Spark's Kafka source,
+spark-avro.
 
 >>> from cdc_decode import spark as cdc_spark
 >>> spark = cdc_spark.local_session("demo", master="local[2]")            # decode only
 >>> spark = cdc_spark.local_session("lake", delta=True)                    # + Delta Lake
+>>> spark = cdc_spark.local_session("ice", iceberg=True, warehouse="/tmp/lake")  # + Iceberg
 >>> spark = cdc_spark.local_session("stream", kafka=True, jars=[".jars"])  # jars from a folder
 
 Each connector comes from the jars given with ``jars=`` when one of them is that connector,
@@ -20,7 +22,14 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["IVY_SETTINGS", "NEWEST_MAVEN_SPARK", "connector_packages", "local_session"]
+__all__ = [
+    "ICEBERG_RUNTIMES",
+    "IVY_SETTINGS",
+    "NEWEST_MAVEN_SPARK",
+    "connector_packages",
+    "iceberg_package",
+    "local_session",
+]
 
 IVY_SETTINGS = Path(__file__).with_name("ivysettings.xml")
 """Ivy settings with Maven Central as the only resolver. Spark's default chain looks in the
@@ -35,9 +44,15 @@ newest ``spark-sql-kafka-0-10_2.13`` and ``spark-avro_2.13`` are 4.2.0; pyspark 
 PyPI only). A newer pyspark gets this line's connectors, which run on Spark 4.3 (the
 tests here run the 4.2.0 Kafka source on pyspark 4.3.0)."""
 
+ICEBERG_RUNTIMES = {(3, 5): "1.12.0", (4, 0): "1.11.0", (4, 1): "1.12.0"}
+"""The newest Apache Iceberg release whose Spark runtime (``iceberg-spark-runtime-<line>``)
+Maven Central serves, per Spark line (checked 2026-11-27). There is none for Spark 4.2 or
+4.3; the 4.1 runtime does not load on them (``SparkView can not implement ...View``)."""
+
 # A jar of the connector is among the given jars when its file name starts so.
 _JAR_PREFIXES = {
     "delta": "delta-spark_",
+    "iceberg": "iceberg-spark-runtime-",
     "kafka": "spark-sql-kafka-0-10_",
     "avro": "spark-avro_",
 }
@@ -45,6 +60,8 @@ _DELTA_SQL = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+ICEBERG_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
 
 
 def local_session(
@@ -52,14 +69,18 @@ def local_session(
     *,
     master: str = "local[*]",
     delta: bool = False,
+    iceberg: bool = False,
     kafka: bool = False,
     avro: bool = False,
     jars: Iterable[str | os.PathLike] = (),
     connector_version: str | None = None,
+    catalog: str = "lake",
+    warehouse: str | os.PathLike | None = None,
+    catalog_uri: str | None = None,
     **config: str,
 ) -> Any:
     """A local SparkSession whose Python workers run this interpreter, with Delta Lake,
-    Spark's Kafka source or spark-avro when asked.
+    Apache Iceberg, Spark's Kafka source or spark-avro when asked.
 
     Spark starts its workers with ``PYSPARK_PYTHON``; when that is not the interpreter
     that has ``cdc_decode`` and ``pyarrow`` installed, every ``mapInArrow`` task fails with
@@ -67,15 +88,21 @@ def local_session(
     time zone and the UI off, for demos, tests and notebooks on one machine.
 
     The connectors come from ``jars`` when a given jar is the connector (by its file name:
-    ``delta-spark_*``, ``spark-sql-kafka-0-10_*``, ``spark-avro_*``); otherwise from Maven
-    Central as ``spark.jars.packages``, resolved by Spark with its dependencies when the
-    session starts (the first time needs the network; then the Ivy cache in ``~/.ivy2``
-    serves them):
+    ``delta-spark_*``, ``iceberg-spark-runtime-*``, ``spark-sql-kafka-0-10_*``,
+    ``spark-avro_*``); otherwise from Maven Central as ``spark.jars.packages``, resolved by
+    Spark with its dependencies when the session starts (the first time needs the network;
+    then the Ivy cache in ``~/.ivy2`` serves them):
 
     - ``delta=True``: ``io.delta:delta-spark_<spark line>_<scala>:<delta-spark version>``,
       as ``delta.configure_spark_with_delta_pip`` names it from the installed
       ``delta-spark`` package (Delta 4.4 runs on Spark 4.2, not 4.3), and Delta's SQL
       extension and catalog in any case.
+    - ``iceberg=True``: :func:`iceberg_package` (Iceberg's runtime for pyspark's line:
+      Spark 3.5, 4.0 and 4.1 have one, 4.2 and 4.3 none), Iceberg's SQL extension, and an
+      Iceberg catalog named ``catalog`` (``org.apache.iceberg.spark.SparkCatalog``): a REST
+      catalog at ``catalog_uri`` when given, else a Hadoop catalog (tables as folders, no
+      server) in ``warehouse`` (by default ``spark-warehouse/<catalog>`` in the working
+      folder). Tables are then named ``<catalog>.<namespace>.<table>``.
     - ``kafka=True``: ``org.apache.spark:spark-sql-kafka-0-10_<scala>:<connector_version>``.
     - ``avro=True``: ``org.apache.spark:spark-avro_<scala>:<connector_version>``.
 
@@ -86,6 +113,7 @@ def local_session(
         app: the application name.
         master: the Spark master, ``local[*]`` by default.
         delta: Delta Lake's jars, SQL extension and catalog.
+        iceberg: Apache Iceberg's runtime jar, SQL extension and a catalog.
         kafka: Spark's Kafka source and sink (``format("kafka")``).
         avro: spark-avro (``format("avro")``, ``from_avro``).
         jars: jar files, or folders whose ``*.jar`` files are all taken, for
@@ -94,6 +122,10 @@ def local_session(
         connector_version: the version of the Kafka and Avro connectors from Maven
             Central; by default ``x.y.0`` of pyspark's line ``x.y`` (its connectors run
             on every ``x.y.z``), or of :data:`NEWEST_MAVEN_SPARK` when pyspark is newer.
+        catalog: ``iceberg=True``: the Iceberg catalog's name in Spark.
+        warehouse: ``iceberg=True``: the Hadoop catalog's folder (or, with
+            ``catalog_uri``, the warehouse the REST catalog is asked for).
+        catalog_uri: ``iceberg=True``: a REST catalog's URI (``http://host:8181``).
         **config: more Spark settings, with dots written as ``__`` in the names
             (``spark__sql__shuffle__partitions="4"``). ``spark__jars`` and
             ``spark__jars__packages`` are added to, not replaced.
@@ -105,13 +137,23 @@ def local_session(
         FileNotFoundError: a path in ``jars`` does not exist, or is a folder without jars.
         ModuleNotFoundError: ``delta=True`` without Delta's jars given and without the
             ``delta-spark`` package installed.
+        ValueError: ``iceberg=True`` on a pyspark line without an Iceberg runtime on
+            Maven Central, and none given in ``jars``.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    if iceberg and warehouse is None and catalog_uri is None:
+        warehouse = Path("spark-warehouse") / catalog
     settings, packages, delta_package = _settings(
-        delta=delta, kafka=kafka, avro=avro, jars=jars, version=connector_version, config=config
+        delta=delta,
+        kafka=kafka,
+        avro=avro,
+        jars=jars,
+        version=connector_version,
+        config=config,
+        iceberg=_iceberg_catalog(catalog, warehouse, catalog_uri) if iceberg else None,
     )
     configure_delta = _configure_delta() if delta_package else None
     builder = (
@@ -162,6 +204,53 @@ def connector_packages(
     return [f"org.apache.spark:{name}_{scala}:{version}" for name in names]
 
 
+def iceberg_package(spark_version: str | None = None) -> str:
+    """The Maven coordinates of Apache Iceberg's Spark runtime for a pyspark version.
+
+    >>> iceberg_package("4.1.4")
+    'org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0'
+
+    Args:
+        spark_version: pyspark's version; by default the installed one's.
+
+    Raises:
+        ValueError: no Iceberg runtime for that Spark line (:data:`ICEBERG_RUNTIMES`).
+    """
+    if spark_version is None:
+        import pyspark
+
+        spark_version = pyspark.__version__
+    line = tuple(int(part) for part in spark_version.split(".")[:2])
+    if line not in ICEBERG_RUNTIMES:
+        lines = ", ".join("{}.{}".format(*k) for k in sorted(ICEBERG_RUNTIMES))
+        raise ValueError(
+            f"Apache Iceberg has no Spark runtime for pyspark {spark_version} (Maven Central "
+            f"serves runtimes for Spark {lines}): install pyspark 4.1 (`make venv-spark41` "
+            "in this repository), or give the runtime jar of your Spark with jars="
+        )
+    scala = "2.12" if line < (4, 0) else "2.13"
+    name = "iceberg-spark-runtime-{}.{}".format(*line)
+    return f"org.apache.iceberg:{name}_{scala}:{ICEBERG_RUNTIMES[line]}"
+
+
+def _iceberg_catalog(
+    name: str, warehouse: str | os.PathLike | None, uri: str | None
+) -> dict[str, str]:
+    """The Spark settings of an Iceberg catalog named ``name``."""
+    prefix = f"spark.sql.catalog.{name}"
+    settings = {prefix: ICEBERG_CATALOG}
+    if uri is not None:
+        settings[f"{prefix}.type"] = "rest"
+        settings[f"{prefix}.uri"] = uri
+    else:
+        settings[f"{prefix}.type"] = "hadoop"
+    if warehouse is not None:
+        # Hadoop catalogs want a location; a plain folder is taken as a local path.
+        text = str(warehouse)
+        settings[f"{prefix}.warehouse"] = text if "://" in text else str(Path(text).resolve())
+    return settings
+
+
 def _settings(
     *,
     delta: bool,
@@ -170,9 +259,11 @@ def _settings(
     jars: Iterable[str | os.PathLike],
     version: str | None,
     config: dict[str, str],
+    iceberg: dict[str, str] | None = None,
 ) -> tuple[dict[str, str], list[str], bool]:
     """What :func:`local_session` sets: the Spark settings, the packages to resolve besides
-    Delta's, and whether Delta's jar comes from Maven Central."""
+    Delta's, and whether Delta's jar comes from Maven Central. ``iceberg``: the Iceberg
+    catalog's settings, when Iceberg is wanted."""
     settings = {key.replace("__", "."): value for key, value in config.items()}
     files = _jar_files(jars)
     if files:
@@ -184,6 +275,8 @@ def _settings(
         avro=avro and "avro" not in given,
         version=version,
     )
+    if iceberg is not None and "iceberg" not in given:
+        connectors.append(iceberg_package())
     packages = [*filter(None, [settings.pop("spark.jars.packages", None)]), *connectors]
     delta_package = delta and "delta" not in given
     if (connectors or delta_package) and not (
@@ -192,6 +285,11 @@ def _settings(
         settings["spark.jars.ivySettings"] = str(IVY_SETTINGS)
     if delta:
         for key, value in _DELTA_SQL.items():
+            settings.setdefault(key, value)
+    if iceberg is not None:
+        extensions = settings.get("spark.sql.extensions")
+        settings["spark.sql.extensions"] = ",".join(filter(None, [extensions, ICEBERG_EXTENSIONS]))
+        for key, value in iceberg.items():
             settings.setdefault(key, value)
 
     return settings, packages, delta_package
