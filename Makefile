@@ -31,7 +31,7 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
 	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply \
-	demo-delta bench-datastream bench-apply-check check-targets
+	demo-delta bench-datastream bench-apply-check check-targets venv-spark41 iceberg-jars test-iceberg
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -173,6 +173,55 @@ test-delta: venv-spark42 delta-jars jars jars-kafka ## pytest tests/delta on .ve
 demo-delta: venv-spark42 delta-jars ## A DTS stream decoded on Spark 4.2, applied to Delta tables (SCD1 + SCD2), checked
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) examples/apply_delta.py --jars $(DELTA_JARS)
+
+# Apache Iceberg's Spark runtimes stop at Spark 4.1 (none loads on 4.2 or 4.3): a third
+# environment, .venv-spark41 (requirements-spark41.txt), cdc_decode installed editable as
+# in .venv-spark42; the Iceberg runtime and Spark 4.1's Kafka source from
+# tools/iceberg-jars/pom.xml in .jars-iceberg/, and an Iceberg REST catalog server for the
+# tests (tools/iceberg-rest/: the classes of the apache/iceberg-rest-fixture image, run as
+# a plain java process on loopback) in .jars-iceberg-rest/.
+VENV41   := .venv-spark41
+PY41     := $(VENV41)/bin/python
+STAMPS41 := $(VENV41)/.stamps
+ICEBERG_JARS      := .jars-iceberg
+ICEBERG_REST_JARS := .jars-iceberg-rest
+
+venv-spark41: $(STAMPS41)/build ## Create .venv-spark41: pyspark 4.1 (Apache Iceberg's newest Spark), cdc_decode installed
+
+$(STAMPS41)/venv: requirements-spark41.txt
+	test -x $(PY41) || $(PYTHON) -m venv $(VENV41)
+	$(PY41) -m pip install --quiet --upgrade pip
+	$(PY41) -m pip install --quiet -r requirements-spark41.txt
+	mkdir -p $(STAMPS41) && touch $@
+
+$(STAMPS41)/build: $(STAMPS41)/venv $(STAMPS)/build
+	# PYO3_PYTHON stays .venv's (exported above): the same abi3 build, no recompile.
+	VIRTUAL_ENV=$(abspath $(VENV41)) $(VENV)/bin/maturin develop --release --quiet
+	$(PY41) -c "import cdc_decode._native, pyspark"
+	touch $@
+
+iceberg-jars: $(ICEBERG_JARS)/.stamp $(ICEBERG_REST_JARS)/.stamp ## Fetch Iceberg's Spark 4.1 runtime (.jars-iceberg/) and a REST catalog server (.jars-iceberg-rest/) with Maven
+
+$(ICEBERG_JARS)/.stamp: tools/iceberg-jars/pom.xml
+	rm -rf $(ICEBERG_JARS)
+	mvn -q -B -f tools/iceberg-jars/pom.xml dependency:copy-dependencies \
+		-DoutputDirectory=$(abspath $(ICEBERG_JARS)) -DexcludeTransitive=true
+	touch $@
+
+$(ICEBERG_REST_JARS)/.stamp: tools/iceberg-rest/pom.xml
+	rm -rf $(ICEBERG_REST_JARS)
+	mvn -q -B -f tools/iceberg-rest/pom.xml dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory=$(abspath $(ICEBERG_REST_JARS))
+	touch $@
+
+# tests/iceberg/ needs .venv-spark41; the main pytest run ignores it (pyproject addopts).
+# The tests write to a Hadoop catalog in a temporary folder and to a REST catalog server
+# they start (and stop by its PID).
+# check-targets: test-iceberg needs no .jars, .jars-kafka: tests/iceberg asks for neither tests/conftest.py's Spark 4.3 session nor its broker
+test-iceberg: venv-spark41 iceberg-jars ## pytest tests/iceberg on .venv-spark41: Iceberg tables in a Hadoop and a REST catalog
+	PYSPARK_PYTHON=$(abspath $(PY41)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY41)) \
+		$(PY41) -m pytest tests/iceberg -p no:cacheprovider \
+		-o addopts="-ra --strict-markers --strict-config"
 
 # The Spark decode and accounting tests on pyspark 4.2 too (.venv-spark42, shared with
 # the Delta tests): with test-python (4.3) and test-spark35, the versions platforms run.
@@ -358,7 +407,8 @@ proto: ## Rewrite python/cdc_decode/fallback/subscribe.desc from proto/subscribe
 clean: ## Remove build outputs, caches and the venv
 	cargo clean
 	rm -rf fuzz/target fuzz/corpus fuzz/artifacts
-	rm -rf $(VENV) $(VENV35) $(VENV42) $(DIST) $(DELTA_JARS) python/cdc_decode/_native*.so \
+	rm -rf $(VENV) $(VENV35) $(VENV42) $(VENV41) $(DIST) $(DELTA_JARS) $(ICEBERG_JARS) \
+		$(ICEBERG_REST_JARS) python/cdc_decode/_native*.so \
 		.pytest_cache .ruff_cache .benchmarks spark-warehouse metastore_db derby.log demo-output \
 		.jars-kafka .kafka
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
