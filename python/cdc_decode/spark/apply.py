@@ -484,11 +484,11 @@ class _Call:
         result.skipped = commit.skipped
         result.metrics = commit.metrics
         if commit.written:
-            m = commit.metrics
-            touched = int(m.get("numTargetRowsInserted", 0)) + int(
-                m.get("numTargetRowsMatchedUpdated", m.get("numTargetRowsUpdated", 0))
-            )
-            result.stale = max(0, int(m.get("numSourceRows", result.keys)) - touched)
+            # The keys the MERGE left alone: the matched clauses write a row only when a
+            # change is newer than something it holds, the insert only above the horizon.
+            if commit.changed_rows is not None:
+                source = result.keys if commit.source_rows is None else commit.source_rows
+                result.stale = max(0, source - commit.changed_rows)
             if retention is not None:
                 result.purged = self._purge(retention)
                 result.version = table.version()

@@ -59,12 +59,17 @@ class Commit:
         written: the write committed a version of its own.
         skipped: the table already held this ``(app_id, batch_id)``: nothing was run.
         metrics: the commit's operation metrics, as the format reports them.
+        source_rows: a MERGE's source rows (``None``: not reported).
+        changed_rows: the target rows a MERGE inserted or updated (``None``: not
+            reported).
     """
 
     version: int | None = None
     written: bool = False
     skipped: bool = False
     metrics: dict[str, str] = field(default_factory=dict)
+    source_rows: int | None = None
+    changed_rows: int | None = None
 
 
 class Table:

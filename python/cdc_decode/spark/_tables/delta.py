@@ -251,15 +251,25 @@ class DeltaTarget(Table):
                 if tag is None or row["userMetadata"] == tag:
                     mine = row
         if mine is not None:
+            metrics = dict(mine["operationMetrics"] or {})
+            updated = metrics.get(
+                "numTargetRowsMatchedUpdated", metrics.get("numTargetRowsUpdated")
+            )
             return Commit(
                 version=int(mine["version"]),
                 written=True,
-                metrics=dict(mine["operationMetrics"] or {}),
+                metrics=metrics,
+                source_rows=_int(metrics.get("numSourceRows")),
+                changed_rows=_int(metrics.get("numTargetRowsInserted", 0)) + _int(updated or 0),
             )
         if txn is not None and self.check_txn(*txn):
             # Delta skipped it: another run committed this batch id in the meantime.
             return Commit(version=latest, skipped=True)
         return Commit(version=latest)
+
+
+def _int(text: str | None) -> int | None:
+    return None if text is None else int(text)
 
 
 def _literal(text: str) -> str:
