@@ -279,30 +279,37 @@ def partial(selected: DataFrame, image: Images) -> bool:
 
 def fold_whole(entries: DataFrame, keys: Sequence[str], values: Sequence[str]) -> DataFrame:
     """One row per key when every upsert carries every column: the newest change
-    (``_last_*``), the newest upsert's sequence (``_upsert_seq``) and image, and the delete
-    when the newest change is one (``_del_seq``).
+    (``_last_*``) with its image, or, when the newest is a delete, the delete and the
+    image of the change before it if that is an upsert (a tombstone keeps it:
+    ``_upsert_seq`` and the values).
 
-    One window over the key, ordered by sequence then kind (a delete before an upsert of
-    the same sequence) then tie: a sort after the shuffle, with the newest upsert's image
-    carried along it (for a tombstone's values)."""
+    The entries are ordered by sequence, then kind (an upsert after a delete of the same
+    sequence), then tie, newest first. A ``dense_rank`` up to 2 keeps each key's newest two
+    distinct changes, which Spark limits per key before the shuffle (a window group limit),
+    so a key with many changes in the batch costs one sort of two rows; a second window
+    over the same order (no new sort) takes the newest row and the newest upsert among
+    them. The newest upsert further back is not looked for: after a delete, then another
+    delete of the key (its re-insert not yet delivered), the tombstone keeps the stored
+    values until that re-insert arrives."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    order = Window.partitionBy(*[col(k) for k in keys]).orderBy("_seq", KIND, TIE)
-    upto = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    by_key = Window.partitionBy(*[col(k) for k in keys])
+    order = by_key.orderBy(F.col("_seq").desc(), F.col(KIND).desc(), F.col(TIE).desc())
+    everything = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
     upsert = F.struct(F.col("_seq").alias("u"), *[col(c) for c in values])
-    newest_upsert = F.last(F.when(F.col(KIND) == "u", upsert), ignorenulls=True).over(upto)
-    last = F.lead("_seq").over(order).isNull()
+    recent = entries.withColumn("_rank", F.dense_rank().over(order)).where("_rank <= 2")
+    newest_upsert = F.first(F.when(F.col(KIND) == "u", upsert), ignorenulls=True)
     return (
-        entries.select(
+        recent.select(
             *[col(k) for k in keys],
             "_seq",
             KIND,
             "_time",
-            newest_upsert.alias("_u"),
-            last.alias("_newest"),
+            F.row_number().over(order).alias("_row"),
+            newest_upsert.over(everything).alias("_u"),
         )
-        .where("_newest")
+        .where("_row = 1")
         .select(
             *[col(k) for k in keys],
             F.col("_seq").alias(LAST_SEQ),

@@ -129,6 +129,10 @@ class Table:
         clauses: Sequence[Clause],
         txn: tuple[str, int] | None = None,
     ) -> Commit:
+        """One ``MERGE`` of ``source`` (alias ``s``) into the table (alias ``t``) on the
+        SQL condition ``on``, its clauses in order; with ``txn`` (``app_id``,
+        ``batch_id``) the replay marker is written with it, and a marker the table
+        already holds skips it (:meth:`check_txn`). Retried on conflicts."""
         raise NotImplementedError
 
     def delete(self, condition: str) -> int:
