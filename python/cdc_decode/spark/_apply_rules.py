@@ -365,12 +365,14 @@ def fold_columns(entries: DataFrame, keys: Sequence[str], values: Sequence[str])
 
 def stored_key_rows(table: Table, keys: Sequence[str], wanted: DataFrame) -> DataFrame:
     """The table's rows of the keys in ``wanted`` (a frame of the key columns): a
-    ``WHERE key IN (...)`` the format can prune files by when they are few, else a join."""
+    ``WHERE key IN (...)`` the format can prune files by when they are few (1,000 single
+    keys, 100 composite ones), else a join."""
     from pyspark.sql import functions as F
 
     rows = table.read()
-    few = wanted.limit(1001).collect()
-    if len(few) <= 1000:
+    limit = 1000 if len(keys) == 1 else 100  # an OR of ANDs for composite keys
+    few = wanted.limit(limit + 1).collect()
+    if len(few) <= limit:
         if not few:
             return rows.limit(0)
         if len(keys) == 1:
