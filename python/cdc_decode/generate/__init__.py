@@ -97,6 +97,7 @@ def generate(
     max_rows: int = 2000,
     tables: Sequence[str] | None = None,
     connector: str | None = None,
+    key_changes: float = 0.0,
 ) -> Stream:
     """Generate a stream of exactly ``messages`` Kafka values.
 
@@ -121,6 +122,11 @@ def generate(
         connector: ``debezium-json`` only: whose messages to write, ``"mysql"`` (the
             default), ``"oracle"`` or ``"mongodb"`` (:mod:`.debezium_json`); the stream's
             expected events, final state and primary keys are that connector's.
+        key_changes: the share of updated rows whose primary key the update changes
+            (:class:`.source.MySQLSource`); each format sends such an update as its source
+            would (Debezium: a delete and a create at one position; Datastream: an
+            UPDATE-DELETE and an UPDATE-INSERT). ``0`` (the default) changes none: the
+            stream for a seed is the same as without the option.
 
     Returns:
         The :class:`Stream`: values, expected events and final table state.
@@ -131,8 +137,8 @@ def generate(
     if connector is not None and format != debezium_json.FORMAT:
         raise ValueError(f"connector= applies to {debezium_json.FORMAT} only")
     if format == datahub_tuple.FORMAT:
-        return _generate_tuple(messages, seed, max_rows, tables)
-    source = MySQLSource(seed, max_rows=max_rows, tables=tables)
+        return _generate_tuple(messages, seed, max_rows, tables, key_changes)
+    source = MySQLSource(seed, max_rows=max_rows, tables=tables, key_changes=key_changes)
     if format == datahub_blob.FORMAT:
         render = datahub_blob.render
         values, rows = datahub_blob.write_stream(
@@ -179,6 +185,8 @@ def generate(
     }
     if tables is not None:
         options["tables"] = [t.qualified for t in source.tables]
+    if key_changes:
+        options["key_changes"] = key_changes
     if format == tdsql_json.FORMAT:
         # Names for the positional images: decode with ``columns=stream.options["columns"]``.
         options["columns"] = {t.qualified: [c.name for c in t.columns] for t in source.tables}
@@ -209,7 +217,7 @@ def generate(
 
 
 def _generate_tuple(
-    messages: int, seed: int, max_rows: int, tables: Sequence[str] | None
+    messages: int, seed: int, max_rows: int, tables: Sequence[str] | None, key_changes: float
 ) -> Stream:
     """``datahub-tuple``: one table's TUPLE topic (docs/formats/datahub-tuple.md)."""
     if isinstance(tables, str):
@@ -220,7 +228,7 @@ def _generate_tuple(
             f"datahub-tuple simulates one table (a TUPLE topic maps one), not {len(tables)}: "
             "name it with tables=[...]"
         )
-    source = MySQLSource(seed, max_rows=max_rows, tables=tables)
+    source = MySQLSource(seed, max_rows=max_rows, tables=tables, key_changes=key_changes)
     writer = datahub_tuple.DatahubTupleWriter(source, seed=seed)
     records, rows, state = datahub_tuple.write_stream(source, writer, messages)
     table = writer.table
@@ -240,5 +248,9 @@ def _generate_tuple(
         expected=_events_table(rows),
         final_state=final_state,
         primary_keys={table.qualified: list(table.primary_key)},
-        options={"max_rows": max_rows, "tables": [table.qualified]},
+        options={
+            "max_rows": max_rows,
+            "tables": [table.qualified],
+            **({"key_changes": key_changes} if key_changes else {}),
+        },
     )
