@@ -743,7 +743,7 @@ class _Schema:
                 )
         for f in columns:
             stored = existing.get(f.name.lower())
-            if stored is not None and stored.dataType != f.dataType:
+            if stored is not None and stored.dataType != table.column_type(f.dataType):
                 raise ValueError(
                     f"column {f.name!r} of table {table.target} is "
                     f"{stored.dataType.simpleString()} but the events have "

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
-    from pyspark.sql.types import StructField, StructType
+    from pyspark.sql.types import DataType, StructField, StructType
 
 __all__ = ["Clause", "Commit", "Table", "open_table"]
 
@@ -108,6 +108,11 @@ class Table:
     def read(self) -> DataFrame:
         raise NotImplementedError
 
+    def column_type(self, data_type: DataType) -> DataType:
+        """The type a column of ``data_type`` has once stored (and reads back as): the
+        format may store a wider one (Iceberg keeps ``tinyint`` as ``int``)."""
+        return data_type
+
     def refresh(self) -> None:
         """Read the table's current state again (after this object or others wrote)."""
 
@@ -188,10 +193,28 @@ class Table:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-def open_table(spark: SparkSession, target: str, format: str = "delta") -> Table:
-    """The :class:`Table` of ``target`` in ``format`` (``"delta"``)."""
-    if format != "delta":
-        raise ValueError(f"unknown table format {format!r} (supported: delta)")
-    from .delta import DeltaTarget
+def open_table(spark: SparkSession, target: str, format: str | None = None) -> Table:
+    """The :class:`Table` of ``target`` in ``format`` (``"delta"`` or ``"iceberg"``); by
+    default the catalog says: a name in a catalog of Iceberg's ``SparkCatalog`` is an
+    Iceberg table, anything else (a path, a name in the session catalog) a Delta one."""
+    from .delta import DeltaTarget, is_path
 
+    catalog = None
+    if format in (None, "iceberg") and not is_path(target):
+        from .iceberg import iceberg_catalog
+
+        catalog = iceberg_catalog(spark, target)
+    if format is None:
+        format = "delta" if catalog is None else "iceberg"
+    if format == "iceberg":
+        if catalog is None:
+            raise ValueError(
+                f"{target!r} is not a table name in an Iceberg catalog of this session (a "
+                "catalog whose spark.sql.catalog.<name> is org.apache.iceberg.spark.SparkCatalog)"
+            )
+        from .iceberg import IcebergTarget
+
+        return IcebergTarget(spark, target, catalog)
+    if format != "delta":
+        raise ValueError(f"unknown table format {format!r} (supported: delta, iceberg)")
     return DeltaTarget(spark, target)

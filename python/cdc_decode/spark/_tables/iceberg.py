@@ -1,0 +1,375 @@
+"""The Apache Iceberg table of :func:`cdc_decode.spark.apply_changes` (Iceberg 1.12 on
+Spark 4.1), named in a catalog of Iceberg's ``SparkCatalog`` (``lake.shop.orders``).
+
+- **Created** with format version 2 and merge-on-read ``MERGE``/``UPDATE``/``DELETE``
+  (row-level deletes as position delete files, no data file rewritten per batch), unless
+  the catalog's ``table-default.*`` settings say otherwise; an existing table keeps its own
+  properties.
+- **State** (schema, properties, the current snapshot) is read through Spark SQL and the
+  table's metadata tables (``snapshots``, ``history``) after the catalog's cached copy is
+  refreshed. The table's version is its current snapshot's id (what ``VERSION AS OF``
+  takes).
+- **Replay markers**: each ``MERGE`` runs in a clone of the caller's session whose
+  ``spark.sql.iceberg.snapshot-property.*`` settings put ``cdc_decode.txn.<app_id>`` (the
+  batch id) and a unique commit id into the snapshot summary of that commit: atomic with
+  the data, as Iceberg's Flink sink records its checkpoint id. The stored batch id of an
+  ``app_id`` is the newest such summary among the current snapshot's ancestors; snapshots
+  removed by ``expire_snapshots`` take their markers with them (a replay of such an old
+  batch is then applied again, which the sequence guard makes a no-op).
+- **Conflicts**: a commit that fails Iceberg's validation against a concurrent one
+  (``ValidationException`` "conflicting", ``CommitFailedException``) is retried by the
+  seam; a ``CommitStateUnknownException`` is not (the commit may have happened).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import Clause, Commit, Table
+from .delta import _literal, quote
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructField, StructType
+
+ICEBERG_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
+TXN_PREFIX = "cdc_decode.txn."
+"""Snapshot summary key of a replay marker: this prefix and the ``app_id``; the value is
+the batch id."""
+ACTION = "_cdc_decode_action"
+MATCHED = "_cdc_decode_matched"
+CLAUSE = "_cdc_decode_clause"
+COMMIT_ID = "cdc_decode.commit"
+"""Snapshot summary key holding the unique id of one ``MERGE`` of ``apply_changes``."""
+
+DEFAULT_PROPERTIES = {
+    "format-version": "2",
+    "write.merge.mode": "merge-on-read",
+    "write.update.mode": "merge-on-read",
+    "write.delete.mode": "merge-on-read",
+}
+"""The properties of a table ``apply_changes`` creates, each unless the catalog sets a
+``table-default.<property>`` of its own. Format 2: readable by every engine that reads
+Iceberg row-level deletes today (format 3's deletion vectors need Iceberg 1.8+ readers);
+a catalog setting ``table-default.format-version=3`` gets format 3 tables."""
+
+CONFLICTS = (
+    "org.apache.iceberg.exceptions.CommitFailedException",
+    "org.apache.iceberg.exceptions.ValidationException",
+)
+
+
+def iceberg_catalog(spark: SparkSession, target: str) -> str | None:
+    """The name of the Iceberg catalog (an ``org.apache.iceberg.spark.SparkCatalog``)
+    ``target`` names a table of, or ``None`` (not such a catalog, or no Iceberg on the
+    session). The catalog is the name's first part when that is a configured catalog,
+    else the session's current catalog (``spark.sql.defaultCatalog``)."""
+    jvm = spark._jvm
+    try:
+        base = jvm.java.lang.Class.forName(
+            ICEBERG_CATALOG_CLASS, False, jvm.Thread.currentThread().getContextClassLoader()
+        )
+    except Exception:  # noqa: BLE001 (no Iceberg runtime on the session)
+        return None
+    parts = _parts(spark, target)
+    manager = spark._jsparkSession.sessionState().catalogManager()
+    name = parts[0] if len(parts) > 1 and manager.isCatalogRegistered(parts[0]) else None
+    if name is None:
+        name = manager.currentCatalog().name()
+    try:
+        plugin = manager.catalog(name)
+    except Exception:  # noqa: BLE001 (a catalog that does not load: not ours to say)
+        return None
+    return name if base.isInstance(plugin) else None
+
+
+def _parts(spark: SparkSession, target: str) -> list[str]:
+    parser = spark._jsparkSession.sessionState().sqlParser()
+    converters = spark._jvm.scala.jdk.javaapi.CollectionConverters
+    return list(converters.asJava(parser.parseMultipartIdentifier(target)))
+
+
+class IcebergTarget(Table):
+    """An Iceberg table named in an Iceberg catalog (``catalog.namespace.table``, or
+    ``namespace.table`` in the current catalog)."""
+
+    def __init__(self, spark: SparkSession, target: str, catalog: str) -> None:
+        super().__init__(spark, target)
+        self.catalog = catalog
+        self.sql_name = ".".join(quote(p) for p in _parts(spark, target))
+        self._state: dict[str, Any] | None = None
+
+    # -- reading -------------------------------------------------------------------------
+
+    def refresh(self) -> None:
+        self._state = None
+
+    def _load(self) -> dict[str, Any]:
+        """The table's state, read once until :meth:`refresh`: whether it exists, its
+        properties and current snapshot id."""
+        if self._state is None:
+            state: dict[str, Any] = {"exists": False, "properties": {}, "snapshot": None}
+            if self.spark.catalog.tableExists(self.target):
+                # The catalog caches loaded tables: another session's (or writer's) commits
+                # are seen once the cached copy is dropped.
+                self.spark.catalog.refreshTable(self.target)
+                state["exists"] = True
+                rows = self.spark.sql(f"SHOW TBLPROPERTIES {self.sql_name}").collect()
+                state["properties"] = {r["key"]: r["value"] for r in rows}
+                row = self.spark.sql(
+                    f"SELECT snapshot_id FROM {self.sql_name}.history "
+                    "WHERE is_current_ancestor ORDER BY made_current_at DESC LIMIT 1"
+                ).first()
+                state["snapshot"] = None if row is None else int(row[0])
+            self._state = state
+        return self._state
+
+    def exists(self) -> bool:
+        return self._load()["exists"]
+
+    def schema(self) -> StructType:
+        self._load()
+        return self.spark.table(self.sql_name).schema
+
+    def properties(self) -> dict[str, str]:
+        return dict(self._load()["properties"])
+
+    def version(self) -> int | None:
+        return self._load()["snapshot"]
+
+    def txn_version(self, app_id: str) -> int | None:
+        if self.version() is None:
+            return None
+        key = _literal(TXN_PREFIX + app_id)
+        row = self.spark.sql(
+            f"SELECT max(CAST(s.summary[{key}] AS BIGINT)) FROM {self.sql_name}.snapshots s "
+            f"JOIN {self.sql_name}.history h ON s.snapshot_id = h.snapshot_id "
+            "WHERE h.is_current_ancestor"
+        ).first()
+        return None if row is None or row[0] is None else int(row[0])
+
+    def read(self) -> DataFrame:
+        self._load()
+        return self.spark.table(self.sql_name)
+
+    # -- writing -------------------------------------------------------------------------
+
+    def is_conflict(self, error: BaseException) -> bool:
+        java = getattr(error, "java_exception", None) or getattr(error, "_java_exception", None)
+        seen = 0
+        while java is not None and seen < 20:
+            name = java.getClass().getName()
+            if name == CONFLICTS[0]:
+                return True
+            if name == CONFLICTS[1] and "conflicting" in str(java.getMessage() or ""):
+                return True
+            java = java.getCause()
+            seen += 1
+        return False
+
+    def column_type(self, data_type: DataType) -> DataType:
+        return stored_type(data_type)
+
+    def create(self, fields: Sequence[StructField], properties: Mapping[str, str]) -> None:
+        defaults = {
+            key: value
+            for key, value in DEFAULT_PROPERTIES.items()
+            if self.spark.conf.get(f"spark.sql.catalog.{self.catalog}.table-default.{key}", None)
+            is None
+        }
+        props = {**defaults, **properties}
+        columns = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in fields)
+        spec = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in props.items())
+        namespace = self.sql_name.rsplit(".", 1)[0]
+        self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+        self.retrying(
+            "create",
+            lambda: self.spark.sql(
+                f"CREATE TABLE IF NOT EXISTS {self.sql_name} ({columns}) USING iceberg "
+                f"TBLPROPERTIES ({spec})"
+            ),
+        )
+        self.refresh()
+
+    def add_columns(self, fields: Sequence[StructField]) -> None:
+        spec = ", ".join(
+            f"{quote(f.name)} {stored_type(f.dataType).simpleString()}" for f in fields
+        )
+        self.retrying(
+            "add columns",
+            lambda: self.spark.sql(f"ALTER TABLE {self.sql_name} ADD COLUMNS ({spec})"),
+        )
+        self.refresh()
+
+    def set_properties(self, properties: Mapping[str, str]) -> None:
+        spec = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in properties.items())
+        self.retrying(
+            "set properties",
+            lambda: self.spark.sql(f"ALTER TABLE {self.sql_name} SET TBLPROPERTIES ({spec})"),
+        )
+        self.refresh()
+
+    def delete(self, condition: str) -> int:
+        def run() -> int:
+            self.refresh()
+            rows = self.read().where(condition).count()
+            if rows:
+                self.spark.sql(f"DELETE FROM {self.sql_name} WHERE {condition}")
+            return rows
+
+        deleted = self.retrying("delete", run)
+        self.refresh()
+        return deleted
+
+    def _session(self, properties: Mapping[str, str]) -> SparkSession:
+        """A clone of the caller's session (its settings, temporary views, the same
+        SparkContext) whose commits carry ``properties`` in their snapshot summary."""
+        from pyspark.sql import SparkSession
+
+        session = SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())
+        for key in list(dict(session.conf.getAll)):
+            if key.startswith(SNAPSHOT_PROPERTY + "cdc_decode."):
+                session.conf.unset(key)
+        for key, value in properties.items():
+            session.conf.set(SNAPSHOT_PROPERTY + key, value)
+        return session
+
+    def merge(
+        self,
+        source: DataFrame,
+        on: str,
+        clauses: Sequence[Clause],
+        txn: tuple[str, int] | None = None,
+    ) -> Commit:
+        def run() -> Commit:
+            self.refresh()
+            if txn is not None and self.check_txn(*txn):
+                return Commit(version=self.version(), skipped=True)
+            # Materialized apart from the table it was computed from: a source that reads
+            # the MERGE's own target fails analysis (its attributes are taken as the
+            # target's). Only the rows that change are kept.
+            rows = self._resolve(source, on, clauses).localCheckpoint(eager=True)
+            columns = [f.name for f in self.read().schema.fields]
+            sets = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in columns)
+            names = ", ".join(quote(c) for c in columns)
+            values = ", ".join(f"s.{quote(c)}" for c in columns)
+            view = f"_cdc_decode_source_{uuid.uuid4().hex}"
+            statement = (
+                f"MERGE INTO {self.sql_name} t USING {view} s ON {on} "
+                f"WHEN MATCHED AND s.{ACTION} = 'u' THEN UPDATE SET {sets} "
+                f"WHEN NOT MATCHED AND s.{ACTION} = 'i' THEN INSERT ({names}) VALUES ({values})"
+            )
+            tag = uuid.uuid4().hex
+            marks = {COMMIT_ID: tag}
+            if txn is not None:
+                marks[TXN_PREFIX + txn[0]] = str(txn[1])
+            # A view of the caller's session, which the clone copies.
+            rows.createOrReplaceTempView(view)
+            try:
+                self._session(marks).sql(statement)
+            finally:
+                self.spark.catalog.dropTempView(view)
+            return self._commit(tag)
+
+        return self.retrying("MERGE", run)
+
+    def _resolve(self, source: DataFrame, on: str, clauses: Sequence[Clause]) -> DataFrame:
+        """The rows the ``MERGE`` of ``clauses`` writes, computed by a left join of the
+        source (``s``) with the table (``t``): each source row's first clause that holds
+        (``MERGE``'s rule), the table row it gives, and :data:`ACTION` (``u``: update,
+        ``i``: insert); rows no clause takes are left out. The clauses are Spark columns
+        over ``s`` and ``t``; the SQL ``MERGE`` that writes the result names only columns
+        (Spark's ``DataFrame.mergeInto`` cannot alias its target as ``t``)."""
+        from pyspark.sql import functions as F
+
+        target = self.read()
+        table = target.withColumn(MATCHED, F.lit(True)).alias("t")
+        joined = source.alias("s").join(table, F.expr(on), "left")
+        matched = F.col(f"t.{MATCHED}").isNotNull()
+        chosen = None
+        for i, clause in enumerate(clauses):
+            holds = matched if clause.kind == "update" else ~matched
+            if clause.condition is not None:
+                holds = holds & F.coalesce(clause.condition, F.lit(False))
+            chosen = F.when(holds, F.lit(i)) if chosen is None else chosen.when(holds, F.lit(i))
+        joined = joined.withColumn(CLAUSE, chosen).where(F.col(CLAUSE).isNotNull())
+        out = []
+        for f in target.schema.fields:
+            kept = F.col(f"t.{quote(f.name)}")
+            value = None
+            for i, clause in enumerate(clauses):
+                given = clause.values.get(f.name)
+                if given is None:
+                    given = kept if clause.kind == "update" else F.lit(None)
+                when = F.col(CLAUSE) == i
+                value = F.when(when, given) if value is None else value.when(when, given)
+            out.append(value.cast(f.dataType).alias(f.name))
+        kinds = {i: ("u" if c.kind == "update" else "i") for i, c in enumerate(clauses)}
+        action = F.create_map(*[F.lit(x) for kv in kinds.items() for x in kv])[F.col(CLAUSE)]
+        return joined.select(*out, action.alias(ACTION))
+
+    def _commit(self, tag: str) -> Commit:
+        """The snapshot the MERGE committed, found by its commit id in the summaries (no
+        snapshot: the MERGE changed no row)."""
+        self.refresh()
+        self._load()  # drops the catalog's cached copy: the new snapshot is seen
+        row = self.spark.sql(
+            f"SELECT snapshot_id, summary FROM {self.sql_name}.snapshots "
+            f"WHERE summary[{_literal(COMMIT_ID)}] = {_literal(tag)}"
+        ).first()
+        if row is None:
+            return Commit(version=self.version())
+        metrics = dict(row["summary"] or {})
+        inserted = _int(metrics.get("spark.merge-into.num-target-rows-inserted"))
+        updated = _int(metrics.get("spark.merge-into.num-target-rows-updated"))
+        changed = None if inserted is None or updated is None else inserted + updated
+        return Commit(
+            version=int(row["snapshot_id"]),
+            written=True,
+            metrics=metrics,
+            source_rows=_int(metrics.get("spark.merge-into.num-source-rows")),
+            changed_rows=changed,
+        )
+
+
+def stored_type(data_type: DataType) -> DataType:
+    """The Spark type an Iceberg column of ``data_type`` reads back as: Iceberg has no 1-
+    or 2-byte integers (``tinyint``, ``smallint`` are stored as ``int``) and no
+    ``char``/``varchar`` (``string``); nested types likewise."""
+    from pyspark.sql.types import (
+        ArrayType,
+        ByteType,
+        CharType,
+        IntegerType,
+        MapType,
+        ShortType,
+        StringType,
+        StructField,
+        StructType,
+        VarcharType,
+    )
+
+    if isinstance(data_type, (ByteType, ShortType)):
+        return IntegerType()
+    if isinstance(data_type, (CharType, VarcharType)):
+        return StringType()
+    if isinstance(data_type, ArrayType):
+        return ArrayType(stored_type(data_type.elementType), data_type.containsNull)
+    if isinstance(data_type, MapType):
+        return MapType(
+            stored_type(data_type.keyType),
+            stored_type(data_type.valueType),
+            data_type.valueContainsNull,
+        )
+    if isinstance(data_type, StructType):
+        return StructType(
+            [StructField(f.name, stored_type(f.dataType), f.nullable) for f in data_type.fields]
+        )
+    return data_type
+
+
+def _int(text: str | None) -> int | None:
+    return None if text is None else int(text)
