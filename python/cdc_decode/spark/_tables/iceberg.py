@@ -5,9 +5,9 @@ Spark 4.1), named in a catalog of Iceberg's ``SparkCatalog`` (``lake.shop.orders
   (row-level deletes as position delete files, no data file rewritten per batch), unless
   the catalog's ``table-default.*`` settings say otherwise; an existing table keeps its own
   properties.
-- **State** (schema, properties, the current snapshot) is read through Spark SQL and the
-  table's metadata tables (``snapshots``, ``history``) after the catalog's cached copy is
-  refreshed. The table's version is its current snapshot's id (what ``VERSION AS OF``
+- **State** (properties, the current snapshot and its ancestors' summaries) is read from
+  the catalog's ``org.apache.iceberg.Table``, refreshed, without a Spark job; the schema
+  from Spark. The table's version is its current snapshot's id (what ``VERSION AS OF``
   takes).
 - **Replay markers**: each ``MERGE`` runs in a clone of the caller's session whose
   ``spark.sql.iceberg.snapshot-property.*`` settings put ``cdc_decode.txn.<app_id>`` (the
@@ -24,7 +24,7 @@ Spark 4.1), named in a catalog of Iceberg's ``SparkCatalog`` (``lake.shop.orders
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import Clause, Commit, Table
@@ -107,25 +107,55 @@ class IcebergTarget(Table):
     def refresh(self) -> None:
         self._state = None
 
+    def _table(self) -> Any:
+        """The table's ``org.apache.iceberg.Table`` from the caller's catalog, refreshed
+        (``None``: no table). The catalog caches the object its reads use: refreshing it
+        here makes Spark's reads see commits made through other sessions and writers."""
+        jvm = self.spark._jvm
+        manager = self.spark._jsparkSession.sessionState().catalogManager()
+        plugin = manager.catalog(self.catalog)
+        parts = _parts(self.spark, self.target)
+        if parts[0] == self.catalog and len(parts) > 2:
+            parts = parts[1:]
+        else:
+            parts = [*list(manager.currentNamespace()), *parts][-max(len(parts), 2) :]
+        namespace = self.spark.sparkContext._gateway.new_array(jvm.String, len(parts) - 1)
+        for n, part in enumerate(parts[:-1]):
+            namespace[n] = part
+        ident = jvm.org.apache.spark.sql.connector.catalog.Identifier.of(namespace, parts[-1])
+        if not plugin.tableExists(ident):
+            return None
+        table = plugin.loadTable(ident).table()
+        table.refresh()
+        return table
+
     def _load(self) -> dict[str, Any]:
         """The table's state, read once until :meth:`refresh`: whether it exists, its
-        properties and current snapshot id."""
+        properties and its snapshots' ids, parents and summaries, newest first along the
+        current snapshot's ancestors (no Spark job: Iceberg's metadata through the
+        catalog)."""
         if self._state is None:
             state: dict[str, Any] = {"exists": False, "properties": {}, "snapshot": None}
-            if self.spark.catalog.tableExists(self.target):
-                # The catalog caches loaded tables: another session's (or writer's) commits
-                # are seen once the cached copy is dropped.
-                self.spark.catalog.refreshTable(self.target)
+            table = self._table()
+            if table is not None:
                 state["exists"] = True
-                rows = self.spark.sql(f"SHOW TBLPROPERTIES {self.sql_name}").collect()
-                state["properties"] = {r["key"]: r["value"] for r in rows}
-                row = self.spark.sql(
-                    f"SELECT snapshot_id FROM {self.sql_name}.history "
-                    "WHERE is_current_ancestor ORDER BY made_current_at DESC LIMIT 1"
-                ).first()
-                state["snapshot"] = None if row is None else int(row[0])
+                state["properties"] = dict(table.properties())
+                current = table.currentSnapshot()
+                state["snapshot"] = None if current is None else int(current.snapshotId())
+                state["table"] = table
             self._state = state
         return self._state
+
+    def _ancestors(self) -> Iterator[tuple[int, Any]]:
+        """``(snapshot id, summary)`` of the current snapshot and its ancestors, newest
+        first, as far as they are kept (``expire_snapshots`` removes old ones)."""
+        state = self._load()
+        table = state.get("table")
+        snapshot = None if table is None else table.currentSnapshot()
+        while snapshot is not None:
+            yield int(snapshot.snapshotId()), snapshot.summary()
+            parent = snapshot.parentId()
+            snapshot = None if parent is None else table.snapshot(parent)
 
     def exists(self) -> bool:
         return self._load()["exists"]
@@ -141,15 +171,12 @@ class IcebergTarget(Table):
         return self._load()["snapshot"]
 
     def txn_version(self, app_id: str) -> int | None:
-        if self.version() is None:
-            return None
-        key = _literal(TXN_PREFIX + app_id)
-        row = self.spark.sql(
-            f"SELECT max(CAST(s.summary[{key}] AS BIGINT)) FROM {self.sql_name}.snapshots s "
-            f"JOIN {self.sql_name}.history h ON s.snapshot_id = h.snapshot_id "
-            "WHERE h.is_current_ancestor"
-        ).first()
-        return None if row is None or row[0] is None else int(row[0])
+        key = TXN_PREFIX + app_id
+        for _, summary in self._ancestors():
+            stored = summary.get(key)
+            if stored is not None:
+                return int(stored)
+        return None
 
     def read(self) -> DataFrame:
         self._load()
@@ -312,27 +339,19 @@ class IcebergTarget(Table):
         return joined.select(*out, action.alias(ACTION))
 
     def _commit(self, tag: str) -> Commit:
-        """The snapshot the MERGE committed, found by its commit id in the summaries (no
-        snapshot: the MERGE changed no row)."""
+        """The snapshot the MERGE committed, found by its commit id among the current
+        snapshot's ancestors."""
         self.refresh()
-        self._load()  # drops the catalog's cached copy: the new snapshot is seen
-        row = self.spark.sql(
-            f"SELECT snapshot_id, summary FROM {self.sql_name}.snapshots "
-            f"WHERE summary[{_literal(COMMIT_ID)}] = {_literal(tag)}"
-        ).first()
-        if row is None:
-            return Commit(version=self.version())
-        metrics = dict(row["summary"] or {})
-        inserted = _int(metrics.get("spark.merge-into.num-target-rows-inserted"))
-        updated = _int(metrics.get("spark.merge-into.num-target-rows-updated"))
-        changed = None if inserted is None or updated is None else inserted + updated
-        return Commit(
-            version=int(row["snapshot_id"]),
-            written=True,
-            metrics=metrics,
-            source_rows=_int(metrics.get("spark.merge-into.num-source-rows")),
-            changed_rows=changed,
-        )
+        for snapshot_id, summary in self._ancestors():
+            if summary.get(COMMIT_ID) != tag:
+                continue
+            metrics = dict(summary)
+            inserted = _int(metrics.get("spark.merge-into.num-target-rows-inserted"))
+            updated = _int(metrics.get("spark.merge-into.num-target-rows-updated"))
+            changed = None if inserted is None or updated is None else inserted + updated
+            return Commit(version=snapshot_id, written=True, metrics=metrics,
+                          changed_rows=changed)  # fmt: skip
+        return Commit(version=self.version())
 
 
 def stored_type(data_type: DataType) -> DataType:
