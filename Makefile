@@ -216,7 +216,9 @@ $(ICEBERG_REST_JARS)/.stamp: tools/iceberg-rest/pom.xml
 
 # tests/iceberg/ needs .venv-spark41; the main pytest run ignores it (pyproject addopts).
 # The tests write to a Hadoop catalog in a temporary folder and to a REST catalog server
-# they start (and stop by its PID).
+# they start (and stop by its PID). Not part of `make test` yet: each apply_changes call
+# into Iceberg runs several Spark jobs (the rows resolved, then the MERGE), and the ground
+# truth of every format makes about 40 of them (docs/iceberg.md, "Tested").
 # check-targets: test-iceberg needs no .jars, .jars-kafka: tests/iceberg asks for neither tests/conftest.py's Spark 4.3 session nor its broker
 test-iceberg: venv-spark41 iceberg-jars ## pytest tests/iceberg on .venv-spark41: Iceberg tables in a Hadoop and a REST catalog
 	PYSPARK_PYTHON=$(abspath $(PY41)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY41)) \

@@ -14,7 +14,8 @@ to the source. A delete keeps the row as a tombstone, so a late, older insert ca
 it back. The rules are in :mod:`._apply_rules`, the table format (Delta) behind
 :mod:`._tables`; docs/apply.md gives every rule.
 
-Needs ``delta-spark`` and the Delta jars on the session (Delta 4.4.0 runs on Spark 4.2).
+Needs ``delta-spark`` and the Delta jars on the session (Delta 4.4.0 runs on Spark 4.2),
+or, for a table of an Iceberg catalog, Iceberg's runtime (1.12 runs on Spark 4.1).
 """
 
 from __future__ import annotations
@@ -186,7 +187,9 @@ def apply_changes(
             ``after`` and the ``sequence_by`` column; ``event_time``, ``primary_key``,
             ``ddl`` and ``after_absent`` are used when present.
         target: a Delta table path (``/lake/users``, ``s3://…``; anything with ``/`` or
-            ``:``) or a catalog table name (``shop.users``).
+            ``:``) or a catalog table name (``shop.users``). A name in a catalog of
+            Iceberg's ``SparkCatalog`` (``lake.shop.users``) is an Apache Iceberg table
+            (docs/iceberg.md).
         keys: the key columns; by default the ones stored with the table, else (a new
             table) the events' ``primary_key``. Stored with the table when it is made,
             and checked on every call.
@@ -206,7 +209,8 @@ def apply_changes(
             if that is earlier). The newest purged delete's sequence is kept with the
             table: a key the table no longer holds takes no change up to it. ``None``
             (the default) keeps tombstones for ever.
-        app_id: with ``batch_id``: Delta's ``txnAppId``. A batch id the table already
+        app_id: with ``batch_id``: Delta's ``txnAppId`` (Iceberg: a property of the
+            commit's snapshot summary). A batch id the table already
             holds for this app id is skipped (``ApplyResult.skipped``); a lower one is a
             ``ValueError`` (an ``app_id`` belongs to one checkpoint and one table).
         batch_id: the ``foreachBatch`` batch id (Delta's ``txnVersion``).

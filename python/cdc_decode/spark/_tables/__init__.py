@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructField, StructType
 
-__all__ = ["Clause", "Commit", "Table", "open_table"]
+__all__ = ["Clause", "Commit", "Table", "literal", "open_table", "quote"]
 
 LOG = logging.getLogger("cdc_decode.spark.apply")
 
@@ -33,6 +33,16 @@ BACKOFF = 0.25
 """Seconds before the first retry; doubled each time, with up to half again of jitter."""
 
 T = TypeVar("T")
+
+
+def quote(name: str) -> str:
+    """A column or table name as a quoted SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def literal(text: str) -> str:
+    """A string as a SQL string literal."""
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 @dataclass
@@ -79,12 +89,14 @@ class Table:
     Attributes:
         spark: the caller's session.
         target: the path or name as given.
+        sql_name: the table as SQL names it.
         retries: write conflicts retried so far by this object.
     """
 
     def __init__(self, spark: SparkSession, target: str) -> None:
         self.spark = spark
         self.target = target
+        self.sql_name = target
         self.retries = 0
 
     # -- reading -----------------------------------------------------------------------
@@ -122,10 +134,23 @@ class Table:
         raise NotImplementedError
 
     def add_columns(self, fields: Sequence[StructField]) -> None:
-        raise NotImplementedError
+        """``ALTER TABLE ... ADD COLUMNS``, each column of its :meth:`column_type`."""
+        spec = ", ".join(
+            f"{quote(f.name)} {self.column_type(f.dataType).simpleString()}" for f in fields
+        )
+        self.retrying(
+            "add columns",
+            lambda: self.spark.sql(f"ALTER TABLE {self.sql_name} ADD COLUMNS ({spec})"),
+        )
+        self.refresh()
 
     def set_properties(self, properties: Mapping[str, str]) -> None:
-        raise NotImplementedError
+        spec = ", ".join(f"{literal(k)} = {literal(v)}" for k, v in properties.items())
+        self.retrying(
+            "set properties",
+            lambda: self.spark.sql(f"ALTER TABLE {self.sql_name} SET TBLPROPERTIES ({spec})"),
+        )
+        self.refresh()
 
     def merge(
         self,

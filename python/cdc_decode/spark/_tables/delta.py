@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import Clause, Commit, Table
+from . import Clause, Commit, Table, quote
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -31,11 +31,6 @@ TAG = "cdc_decode.apply_changes "
 
 NEEDS_COLUMN_MAPPING = set(" ,;{}()\n\t=")
 """Characters Delta accepts in a column name only with column mapping."""
-
-
-def quote(name: str) -> str:
-    """A column or table name as a quoted SQL identifier."""
-    return "`" + name.replace("`", "``") + "`"
 
 
 def is_path(target: str) -> bool:
@@ -165,22 +160,6 @@ class DeltaTarget(Table):
         self.retrying("create", builder.execute)
         self.refresh()
 
-    def add_columns(self, fields: Sequence[StructField]) -> None:
-        spec = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in fields)
-        self.retrying(
-            "add columns",
-            lambda: self.spark.sql(f"ALTER TABLE {self.sql_name} ADD COLUMNS ({spec})"),
-        )
-        self.refresh()
-
-    def set_properties(self, properties: Mapping[str, str]) -> None:
-        spec = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in properties.items())
-        self.retrying(
-            "set properties",
-            lambda: self.spark.sql(f"ALTER TABLE {self.sql_name} SET TBLPROPERTIES ({spec})"),
-        )
-        self.refresh()
-
     def delete(self, condition: str) -> int:
         def run() -> int:
             row = self._session(None).sql(f"DELETE FROM {self.sql_name} WHERE {condition}").first()
@@ -270,7 +249,3 @@ class DeltaTarget(Table):
 
 def _int(text: str | None) -> int | None:
     return None if text is None else int(text)
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

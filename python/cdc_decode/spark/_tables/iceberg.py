@@ -27,8 +27,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import Clause, Commit, Table
-from .delta import _literal, quote
+from . import Clause, Commit, Table, literal, quote
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -209,7 +208,7 @@ class IcebergTarget(Table):
         }
         props = {**defaults, **properties}
         columns = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in fields)
-        spec = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in props.items())
+        spec = ", ".join(f"{literal(k)} = {literal(v)}" for k, v in props.items())
         namespace = self.sql_name.rsplit(".", 1)[0]
         self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
         self.retrying(
@@ -218,24 +217,6 @@ class IcebergTarget(Table):
                 f"CREATE TABLE IF NOT EXISTS {self.sql_name} ({columns}) USING iceberg "
                 f"TBLPROPERTIES ({spec})"
             ),
-        )
-        self.refresh()
-
-    def add_columns(self, fields: Sequence[StructField]) -> None:
-        spec = ", ".join(
-            f"{quote(f.name)} {stored_type(f.dataType).simpleString()}" for f in fields
-        )
-        self.retrying(
-            "add columns",
-            lambda: self.spark.sql(f"ALTER TABLE {self.sql_name} ADD COLUMNS ({spec})"),
-        )
-        self.refresh()
-
-    def set_properties(self, properties: Mapping[str, str]) -> None:
-        spec = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in properties.items())
-        self.retrying(
-            "set properties",
-            lambda: self.spark.sql(f"ALTER TABLE {self.sql_name} SET TBLPROPERTIES ({spec})"),
         )
         self.refresh()
 
