@@ -58,8 +58,9 @@ fn output<'py>(py: Python<'py>, out: Output) -> PyResult<(Bound<'py, PyAny>, Bou
 impl NativeDecoder {
     /// `schema`: a pyarrow schema (typed mode); `tables`: a list of (name, pyarrow schema)
     /// pairs (multi-table typed mode).
+    /// `schemas`: the schema pass (a row per table and wire schema, not the events).
     #[new]
-    #[pyo3(signature = (format, mode, columns=None, schema=None, tables=None, limits=None))]
+    #[pyo3(signature = (format, mode, columns=None, schema=None, tables=None, limits=None, schemas=false))]
     fn new(
         format: &str,
         mode: &str,
@@ -67,6 +68,7 @@ impl NativeDecoder {
         schema: Option<&Bound<'_, PyAny>>,
         tables: Option<Vec<(String, Bound<'_, PyAny>)>>,
         limits: Option<HashMap<String, usize>>,
+        schemas: bool,
     ) -> PyResult<Self> {
         let mode = Mode::from_name(mode)?;
         let typed = match (schema, tables) {
@@ -92,6 +94,7 @@ impl NativeDecoder {
             columns,
             typed,
             limits,
+            schemas,
         };
         Ok(Self {
             inner: Decoder::with_options(format, mode, &options)?,

@@ -38,6 +38,7 @@ from ._typed import (
     split_tables,
     typed_event_schema,
 )
+from ._wire_schemas import SchemaVersion, TableSchemas, WireColumn, WireTable
 
 __all__ = [
     "ENGINES",
@@ -45,11 +46,17 @@ __all__ = [
     "DecodeError",
     "Decoder",
     "Limits",
+    "SchemaReader",
+    "SchemaVersion",
+    "TableSchemas",
+    "WireColumn",
+    "WireTable",
     "decode",
     "event_schema",
     "multi_event_schema",
     "parse_ddl",
     "split_tables",
+    "table_schemas",
     "typed_event_schema",
 ]
 __version__ = "0.1.0"
@@ -71,6 +78,7 @@ def _engine_decoder(
     schema: pa.Schema | None = None,
     tables: list[tuple[str, pa.Schema]] | None = None,
     limits: Limits | None = None,
+    schemas: bool = False,
 ):
     check_engine(engine)
     if columns is not None:
@@ -79,10 +87,18 @@ def _engine_decoder(
     if engine == "native":
         from ._native import NativeDecoder
 
-        return NativeDecoder(format, mode, columns, schema, tables, limits.as_dict())
+        return NativeDecoder(format, mode, columns, schema, tables, limits.as_dict(), schemas)
     from .fallback import PythonDecoder
 
-    return PythonDecoder(format, mode, columns=columns, schema=schema, tables=tables, limits=limits)
+    return PythonDecoder(
+        format,
+        mode,
+        columns=columns,
+        schema=schema,
+        tables=tables,
+        limits=limits,
+        schemas=schemas,
+    )
 
 
 def _as_arrays(values: Any) -> list[pa.Array]:
@@ -190,6 +206,9 @@ class Decoder:
         tables: Mapping[str, TableSchema] | None = None,
         limits: Limits | None = None,
     ) -> None:
+        self._setup(format, mode, engine, columns, schema, tables, limits)
+
+    def _setup(self, format, mode, engine, columns, schema, tables, limits, schemas=False):
         check_format(format)
         check_mode(mode)
         self.format = format
@@ -199,7 +218,7 @@ class Decoder:
         self.schema = None if schema is None else as_schema(schema)
         self.tables = None if tables is None else as_tables(tables)
         self._inner = _engine_decoder(
-            engine, format, mode, columns, self.schema, self.tables, limits
+            engine, format, mode, columns, self.schema, self.tables, limits, schemas
         )
 
     def decode(self, values: Any, *, keys: Any = None) -> pa.RecordBatch:
@@ -386,3 +405,123 @@ def decode(
     batch = decoder._decode_indexed(values, keys, last=True)[0]
     result = batch if decoder.tables is None else split_tables(batch, decoder.tables)
     return (result, decoder.stats()) if stats else result
+
+
+def _message_keys(keys: Any) -> Any:
+    """Kafka message keys as text (a key that is not UTF-8 is no key); other keys as given."""
+    if isinstance(keys, pa.ChunkedArray):
+        keys = keys.combine_chunks()
+    if isinstance(keys, pa.Array) and keys.type in (pa.binary(), pa.large_binary()):
+        keys = keys.to_pylist()
+    if isinstance(keys, pa.Array) or keys is None:
+        return keys
+    out = []
+    for key in keys:
+        if isinstance(key, bytes | bytearray | memoryview):
+            try:
+                key = bytes(key).decode("utf-8")
+            except UnicodeDecodeError:
+                key = None
+        out.append(key)
+    return out
+
+
+class SchemaReader:
+    """The schema pass over a stream, call by call (docs/schemas.md): what each table's
+    messages say of its columns, their types and its key, without decoding the rows.
+
+    A message is read as :class:`Decoder` reads it (the same checks and error texts, the
+    same multi-part sets), but no row image is written: each call returns a small batch of
+    :data:`cdc_decode._schema.SCHEMA_PASS_SCHEMA`, one row per table and wire schema its
+    events carried and one per message that did not decode. :class:`TableSchemas` merges
+    the batches of several calls.
+
+    Args:
+        format: one of :data:`FORMATS`.
+        mode: as :class:`Decoder`'s: ``"permissive"`` (an error row per bad message),
+            ``"dropmalformed"`` or ``"failfast"``.
+        engine: ``"native"`` or ``"python"``; both give equal rows.
+        columns: ``tdsql-json`` only, as :class:`Decoder`'s: names for the positional images.
+        limits: the resource limits (:class:`Limits`).
+
+    Example:
+        >>> reader = cdc_decode.SchemaReader("tencent-dts")
+        >>> batches = [reader.read(values) for values in stream] + [reader.finish()]
+        >>> cdc_decode.TableSchemas(batches)["shop.orders"].latest.ddl()
+        '`order_id` bigint, `amount` decimal(10,2), `placed_at` timestamp_ntz'
+    """
+
+    def __init__(
+        self,
+        format: str,
+        *,
+        mode: str = "permissive",
+        engine: str = "native",
+        columns: Columns | None = None,
+        limits: Limits | None = None,
+    ) -> None:
+        self._decoder = Decoder.__new__(Decoder)
+        self._decoder._setup(format, mode, engine, columns, None, None, limits, schemas=True)
+        self.format = format
+
+    def read(self, values: Any, *, keys: Any = None) -> pa.RecordBatch:
+        """The schema rows of a batch of messages.
+
+        Args:
+            values: as :meth:`Decoder.decode` takes them (for ``datahub-tuple``, records).
+            keys: one per value: for ``tencent-dts`` the multi-part reassembly keys; for
+                ``debezium-json`` the Kafka message keys (``bytes`` or text), whose JSON
+                members name the key columns. Other formats do not read them.
+        """
+        if self.format == "debezium-json":
+            keys = _message_keys(keys)
+        return self._decoder.decode(values, keys=keys)
+
+    def finish(self) -> pa.RecordBatch:
+        """End of input: a row for each multi-part set still incomplete (an error)."""
+        return self._decoder.finish()
+
+    def stats(self) -> dict[str, int]:
+        """The counts of :meth:`Decoder.stats`: every message has one outcome."""
+        return self._decoder.stats()
+
+
+def table_schemas(
+    values: Any,
+    format: str,
+    *,
+    keys: Any = None,
+    mode: str = "permissive",
+    engine: str = "native",
+    columns: Columns | None = None,
+    limits: Limits | None = None,
+) -> TableSchemas:
+    """Each source table's columns, types and key as the messages describe them, and where
+    in the stream each schema was seen (docs/schemas.md). Far cheaper than a decode: no row
+    image is written.
+
+    Args:
+        values: the messages, as :func:`decode` takes them.
+        format: one of :data:`FORMATS`.
+        keys: ``tencent-dts``: the multi-part reassembly keys; ``debezium-json``: the Kafka
+            message keys, which name the key columns (see :meth:`SchemaReader.read`).
+        mode, engine, columns, limits: as :func:`decode`'s.
+
+    Returns:
+        A :class:`TableSchemas`: ``result["shop.orders"].latest.columns`` (each with its
+        source type as sent and its Spark type, docs/types.md), ``.key``, ``.versions``
+        (more than one when a column was added, dropped or retyped), and ``result.errors``
+        for the messages that did not decode.
+
+    Example:
+        >>> schemas = cdc_decode.table_schemas(kafka_values, "tencent-dts")
+        >>> schemas["shop.orders"].latest.key
+        ('order_id',)
+        >>> batch = cdc_decode.decode(kafka_values, "tencent-dts", tables=schemas.ddl())
+    """
+    reader = SchemaReader(format, mode=mode, engine=engine, columns=columns, limits=limits)
+    if format in RECORD_FORMATS:
+        return TableSchemas([reader.read(values)])
+    if format == "debezium-json":
+        keys = _message_keys(keys)
+    return TableSchemas([reader._decoder._decode_indexed(values, keys, last=True)[0]])

@@ -19,6 +19,7 @@ use crate::formats::FormatDecoder;
 use crate::json;
 use crate::limits::{grouped, Limits, OverLimit};
 use crate::render::avro::{limit_text, over_output};
+use crate::schemas::{Dialect, SchemaCache, WireSchema};
 use crate::sink::Sink;
 
 mod plan;
@@ -42,6 +43,8 @@ pub struct DatastreamAvro {
     inflated: Vec<u8>,
     record: Record,
     limits: Limits,
+    /// The schema pass's wire schemas.
+    schemas: SchemaCache,
 }
 
 impl DatastreamAvro {
@@ -69,6 +72,7 @@ impl FormatDecoder for DatastreamAvro {
             inflated,
             record,
             limits,
+            schemas,
         } = self;
         sink.events(ordinal, &value, |rows| {
             let mut cursor = Cursor::new(&value);
@@ -82,7 +86,11 @@ impl FormatDecoder for DatastreamAvro {
                         .map_err(|e| Error::Avro(format!("avro.schema: {e}")))?;
                     let mut schema = Schema::compile(json)?;
                     schema.max_depth = limits.max_avro_depth;
-                    let plan = Arc::new(Plan::compile(schema)?);
+                    let mut plan = Plan::compile(schema)?;
+                    if rows.schema_pass() {
+                        plan.payload_types = plan::payload_types(json).map(Arc::from);
+                    }
+                    let plan = Arc::new(plan);
                     if plans.len() >= CACHED_SCHEMAS {
                         plans.clear();
                     }
@@ -124,6 +132,9 @@ impl FormatDecoder for DatastreamAvro {
                 let mut datum = Cursor::new(data);
                 for _ in 0..count {
                     record.read(&plan, &mut datum)?;
+                    if rows.schema_pass() {
+                        rows.observe(wire_schema(&plan, record, schemas));
+                    }
                     record.write(&plan, rows);
                     // Checked per record: a block of tiny records under long field names
                     // would otherwise write its whole output before the check.
@@ -142,6 +153,42 @@ impl FormatDecoder for DatastreamAvro {
             Ok(())
         })
     }
+}
+
+/// The schema pass: the wire schema of a record with a payload, its columns typed by the
+/// file's schema, its key `source_metadata.primary_keys` (`None` when empty).
+fn wire_schema(plan: &Plan, record: &Record, schemas: &mut SchemaCache) -> Option<Arc<WireSchema>> {
+    use std::hash::{Hash, Hasher};
+    if !record.has_payload() {
+        return None;
+    }
+    let columns = plan.payload_types.as_ref()?;
+    let keys = record.keys();
+    let key = (!keys.is_empty()).then_some(keys);
+    let mut hasher = std::hash::DefaultHasher::new();
+    (&**columns, &key).hash(&mut hasher);
+    let same = |held: &WireSchema| {
+        held.key
+            .as_ref()
+            .map(|k| k.iter().map(String::as_str).collect::<Vec<_>>())
+            == key
+            && held.columns.len() == columns.len()
+            && held
+                .columns
+                .iter()
+                .zip(columns.iter())
+                .all(|(h, (name, t))| {
+                    h.name == *name && h.source_type.as_deref() == Some(t.as_str())
+                })
+    };
+    Some(schemas.get(hasher.finish(), same, || {
+        WireSchema::typed(
+            Dialect::Avro,
+            columns.iter().cloned(),
+            key.as_ref()
+                .map(|k| k.iter().map(|s| s.to_string()).collect()),
+        )
+    }))
 }
 
 /// A schema text's cache key: its CRC-32 (SIMD, a fraction of SipHash's cost on the few KB
