@@ -274,6 +274,11 @@ fn connect_hints(schema: Value<'_>, payload: Option<Value<'_>>) -> Hints {
                 }
                 "io.debezium.time.MicroTimestamp" => Hint::Epoch(Unit::Micros),
                 "io.debezium.time.NanoTimestamp" => Hint::Epoch(Unit::Nanos),
+                "io.debezium.time.Time" | "org.apache.kafka.connect.data.Time" => {
+                    Hint::Time(Unit::Millis)
+                }
+                "io.debezium.time.MicroTime" => Hint::Time(Unit::Micros),
+                "io.debezium.time.NanoTime" => Hint::Time(Unit::Nanos),
                 _ => continue,
             };
             hints.columns.entry(field).or_insert(hint);

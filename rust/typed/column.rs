@@ -14,8 +14,8 @@ use arrow_schema::{DataType, Fields};
 use crate::columns::{BytesColumn, Validity};
 
 use super::parse::{
-    parse_base64, parse_bool, parse_date, parse_decimal_hinted, parse_float, parse_hex, parse_int,
-    parse_timestamp,
+    hinted_text, parse_base64, parse_bool, parse_date, parse_decimal_hinted, parse_float,
+    parse_hex, parse_int, parse_timestamp,
 };
 use super::{Hint, Hints};
 
@@ -168,7 +168,18 @@ impl Column {
             Self::Decimal(c, p, s) => c.push(Some(parse_decimal_hinted(text, *p, *s, hint)?)),
             Self::Date(c) => c.push(Some(parse_date(text, hint, hints)?)),
             Self::Timestamp(c) => c.push(Some(parse_timestamp(text, hint, hints)?)),
-            Self::Utf8(c) => c.push_str(text),
+            Self::Utf8(c) => match hint {
+                None => c.push_str(text),
+                // A string column of a hinted value: its converted text (docs/typed.md).
+                Some(hint) => {
+                    let mut converted = Vec::new();
+                    if hinted_text(text, hint, &mut converted)? {
+                        c.push_bytes(&converted);
+                    } else {
+                        c.push_str(text);
+                    }
+                }
+            },
             Self::Binary(c) => {
                 let hex = match hint {
                     Some(Hint::Hex) => true,

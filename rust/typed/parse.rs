@@ -245,6 +245,43 @@ pub(super) fn parse_decimal_hinted(text: &str, p: u8, s: i8, hint: Option<&Hint>
     }
 }
 
+/// The text a `string` column gets for `text` under a column hint (docs/typed.md): Connect
+/// decimals as decimal text, Debezium times as `[-]HH:MM:SS.fff[fff]`, DTS `BYTES` JSON as
+/// its text; `Some(None)` keeps `text` as it is; `None` when it does not convert (base64 of
+/// bytes that are not UTF-8 text).
+pub(super) fn hinted_text(text: &str, hint: &Hint, out: &mut Vec<u8>) -> Option<bool> {
+    match *hint {
+        Hint::Base64Text => {
+            let bytes = parse_base64(text)?;
+            out.extend_from_slice(crate::text::utf8(&bytes)?.as_bytes());
+        }
+        Hint::DecimalBytes(scale) => match (u32::try_from(scale), parse_base64(text)) {
+            (Ok(scale), Some(bytes)) if !bytes.is_empty() => {
+                crate::text::decimal_bytes_into(&bytes, scale, out)
+            }
+            _ => return Some(false),
+        },
+        Hint::VariableScaleDecimal => match parse_variable_scale(text) {
+            Some((scale, bytes)) if scale >= 0 && !bytes.is_empty() => {
+                crate::text::decimal_bytes_into(&bytes, scale as u32, out)
+            }
+            _ => return Some(false),
+        },
+        Hint::Time(unit) => {
+            let Some(value) = parse_int(text) else {
+                return Some(false);
+            };
+            match unit {
+                Unit::Millis => crate::text::time_into(value, 3, out),
+                Unit::Micros => crate::text::time_into(value, 6, out),
+                Unit::Nanos => crate::text::time_into(value.div_euclid(1000), 6, out),
+            }
+        }
+        _ => return Some(false),
+    }
+    Some(true)
+}
+
 /// `{"scale":N,"value":"base64"}` (either order, compact JSON as generic mode renders a
 /// Connect struct): the scale and the bytes.
 pub(super) fn parse_variable_scale(text: &str) -> Option<(i32, Vec<u8>)> {

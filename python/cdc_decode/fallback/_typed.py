@@ -3,8 +3,10 @@ structs of the table's columns, by the rules of ``rust/typed/`` (docs/typed.md).
 
 A format passes its rows through :meth:`Typed.convert` with the message's hints:
 ``Hints(epoch=..., hex=..., columns={name: hint})``, where a column hint is ``"ms"``,
-``"us"``, ``"ns"`` (an integer is epoch time in that unit), ``"days"``, ``"hex"`` or
-``("decimal", scale)`` (base64 of a Connect decimal's unscaled bytes).
+``"us"``, ``"ns"`` (an integer is epoch time in that unit), ``"days"``, ``"hex"``,
+``("decimal", scale)`` (base64 of a Connect decimal's unscaled bytes), ``"variable"``
+(Debezium's ``VariableScaleDecimal``), ``"time-ms"``, ``"time-us"``, ``"time-ns"`` (an
+integer is a time of day in that unit) or ``"base64-text"`` (base64 of UTF-8 text).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import NamedTuple
 import pyarrow as pa
 
 from .._typed import multi_event_schema, typed_event_schema
-from .._values import base64_text, days_from_civil
+from .._values import base64_text, days_from_civil, time_text, unscaled_decimal_text
 
 _BEFORE = 13
 _AFTER = 14
@@ -358,7 +360,42 @@ def _converter(data_type: pa.DataType):
             return parse_hex(text) if hex_text else parse_base64(text)
 
         return binary
-    return lambda text, hint, hints: text
+    return _string
+
+
+_TIME_HINTS = {"time-ms": (1, 3), "time-us": (1, 6), "time-ns": (1000, 6)}
+
+
+def _string(text: str, hint, hints: Hints) -> str | None:
+    """A string column's value: the text, or under a column hint its converted text
+    (``rust/typed/parse.rs``, ``hinted_text``); ``None`` when it does not convert."""
+    if hint is None:
+        return text
+    if hint == "base64-text":
+        raw = parse_base64(text)
+        if raw is None:
+            return None
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if isinstance(hint, tuple) and hint[0] == "decimal":
+        raw = parse_base64(text)
+        if hint[1] < 0 or not raw:
+            return text
+        return unscaled_decimal_text(int.from_bytes(raw, "big", signed=True), hint[1])
+    if hint == "variable":
+        parts = _variable_scale(text)
+        if parts is None or parts[0] < 0 or not parts[1]:
+            return text
+        return unscaled_decimal_text(int.from_bytes(parts[1], "big", signed=True), parts[0])
+    if hint in _TIME_HINTS:
+        value = parse_int(text)
+        if value is None:
+            return text
+        divisor, digits = _TIME_HINTS[hint]
+        return time_text(value // divisor, digits)
+    return text
 
 
 class _Table:

@@ -190,6 +190,10 @@ _CONNECT_HINTS = {
     "org.apache.kafka.connect.data.Timestamp": "ms",
     "io.debezium.time.MicroTimestamp": "us",
     "io.debezium.time.NanoTimestamp": "ns",
+    "io.debezium.time.Time": "time-ms",
+    "org.apache.kafka.connect.data.Time": "time-ms",
+    "io.debezium.time.MicroTime": "time-us",
+    "io.debezium.time.NanoTime": "time-ns",
 }
 
 

@@ -20,7 +20,7 @@ from .._limits import DEFAULT, Limits
 from .._values import base64_text
 from . import _schemas
 from ._events import EventSink, Malformed, report_all
-from ._typed import Unconvertible
+from ._typed import Hints, Unconvertible
 
 FORMAT = "tencent-dts"
 
@@ -222,11 +222,33 @@ def _wire_schema(source_type: int, columns) -> tuple:
     return _schemas.typed(dialect, [(c.name, c.originalType) for c in columns], key)
 
 
+def _json_hints(names: list[str], json_columns: frozenset, *images) -> Hints | None:
+    """Typed mode: MySQL ``json`` values sent as BYTES (base64 text) of one row are text
+    for a string column (``rust/formats/tencent_dts/events.rs``)."""
+    columns = {
+        name: "base64-text"
+        for values in images
+        for name, data in zip(names, values, strict=False)
+        if data.dataType == _BYTES and name in json_columns
+    }
+    return Hints(columns=columns) if columns else None
+
+
+def _is_json(original_type: str) -> bool:
+    head = original_type[:4]
+    return head.isascii() and head.lower() == "json"
+
+
 def _entry_rows(
-    entry, envelope_properties, rows: list[tuple], limits: Limits, schemas: list | None = None
+    entry,
+    envelope_properties,
+    rows: list[tuple],
+    limits: Limits,
+    schemas: list | None = None,
+    hints: list | None = None,
 ) -> None:
     """Appends the events of one ``Entry`` to ``rows`` (in the schema pass, each one's wire
-    schema to ``schemas``)."""
+    schema to ``schemas``; in typed mode, each one's hints to ``hints``)."""
     header = entry.header
     event = entry.event
     for count, noun in (
@@ -317,6 +339,8 @@ def _entry_rows(
         )  # fmt: skip
         if schemas is not None:
             schemas.append(None)
+        if hints is not None:
+            hints.append(None)
         return
 
     names = [column.name for column in dml.columns]
@@ -328,9 +352,14 @@ def _entry_rows(
     if schemas is not None:
         schemas.extend([_wire_schema(header.sourceType, dml.columns)] * len(dml.rows))
     metadata_items = list(metadata.items())
+    json_columns = frozenset(c.name for c in dml.columns if _is_json(c.originalType))
     for row_index, row in enumerate(dml.rows):
         old_values = row.oldColumns
         new_values = row.newColumns
+        if hints is not None:
+            hints.append(
+                _json_hints(names, json_columns, old_values, new_values) if json_columns else None
+            )
         before = _image(old_values, names, row_index, "old") if len(old_values) else None
         after = _image(new_values, names, row_index, "new") if len(new_values) else None
         row_properties = row.properties
@@ -364,6 +393,7 @@ def _events(
     envelope_properties: list[tuple[str, str]],
     limits: Limits,
     schemas: list | None = None,
+    hints: list | None = None,
 ) -> list[tuple]:
     """The event rows of one serialized ``Entries``: all of them, or :class:`Malformed`.
 
@@ -388,7 +418,7 @@ def _events(
     for i, entry in enumerate(entries.items):
         start = len(rows)
         try:
-            _entry_rows(entry, envelope_properties, rows, limits, schemas)
+            _entry_rows(entry, envelope_properties, rows, limits, schemas, hints)
         except Malformed as exc:
             raise Malformed(f"Entries.items[{i}]: {exc}") from None
         added = len(rows) - start
@@ -554,8 +584,9 @@ class TencentDts:
     def _emit(self, sink: EventSink, data: bytes, properties, parts) -> None:
         """Events of one whole Entries at the last part's place, or every part an error."""
         schemas = [] if sink.schema_pass else None
+        hints = [] if sink.typed is not None else None
         try:
-            rows = sink.convert(_events(data, properties, self._limits, schemas))
+            rows = sink.convert(_events(data, properties, self._limits, schemas, hints), hints)
         except (Malformed, Unconvertible) as exc:
             cause = str(exc)
             if len(parts) > 1:

@@ -159,7 +159,11 @@ def generate(
     if format == datahub_blob.FORMAT:
         render = datahub_blob.render
         values, rows = datahub_blob.write_stream(
-            source, datahub_blob.DatahubBlobWriter(source, seed=seed), messages
+            source,
+            datahub_blob.DatahubBlobWriter(
+                source, seed=seed, unsigned_text=table_count is not None
+            ),
+            messages,
         )
     elif format == datastream_json.FORMAT:
         render = datastream_json.render
@@ -242,10 +246,14 @@ def generate(
 
 
 def _final_values(source: MySQLSource) -> dict:
-    """``db.table`` → key → row of the source's own values (the consumer's view, as
-    ``final_state`` holds their text), for tests of typed conversions."""
+    """``db.table`` → (column name → its last :class:`.source.Column`, dropped ones too;
+    key → row of the source's own values: the consumer's view, whose text
+    ``final_state`` holds), for tests of typed conversions."""
     return {
-        t.qualified: {key: dict(row) for key, row in t.rows.by_key.items()}
+        t.qualified: (
+            {**t.dropped, **{c.name: c for c in t.columns}},
+            {key: dict(row) for key, row in t.rows.by_key.items()},
+        )
         for t in source.tables
         if t.rows
     }

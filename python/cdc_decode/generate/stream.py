@@ -51,9 +51,10 @@ class Stream:
         options: the generator options that made it.
         message_keys: the Kafka message key of each value (``debezium-json`` with
             ``table_count``: the key's JSON, as Debezium writes it), or ``None``.
-        final_values: with ``table_count``: ``"db.table"`` → key → row of the source's own
-            values (Python objects: ``int``, ``Decimal``, ``datetime`` …) whose text
-            ``final_state`` holds; ``None`` otherwise. Not written to files.
+        final_values: with ``table_count``: ``"db.table"`` → (column name → its
+            ``generate.source.Column``, key → row of the source's own values: Python
+            objects, ``int``, ``Decimal``, ``datetime`` …, whose text ``final_state``
+            holds); ``None`` otherwise. Not written to files.
     """
 
     format: str

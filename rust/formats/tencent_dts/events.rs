@@ -11,6 +11,7 @@ use crate::proto::{DataType, DmlType, MessageType, SourceType};
 use crate::schemas::{Dialect, SchemaCache, WireSchema};
 use crate::sequence::OrderKey;
 use crate::text::{base64_into, Charset};
+use crate::typed::Hint;
 use crate::wire::{Reader, Value};
 
 use super::views::*;
@@ -460,6 +461,13 @@ fn write_value(map: &mut MapColumn, name: &str, data: &DataView) -> Result<()> {
     Ok(())
 }
 
+/// Whether an `originalType` is MySQL's `json`.
+fn is_json(original_type: &str) -> bool {
+    original_type
+        .get(..4)
+        .is_some_and(|head| head.eq_ignore_ascii_case("json"))
+}
+
 /// One `Data` checked as [`write_value`] would write it, for the schema pass.
 fn check_value(name: &str, data: &DataView) -> Result<()> {
     use DataType::*;
@@ -535,6 +543,9 @@ fn write_images<'a>(
     let on_error = invalid("RowChange");
     let mut properties = Vec::new();
     let (mut old, mut new) = (0usize, 0usize);
+    if let Some(typed) = rows.typed() {
+        typed.hints.columns.clear();
+    }
     let mut reader = Reader::new(bytes, depth).map_err(&on_error)?;
     while let Some((number, value)) = reader.next().map_err(&on_error)? {
         match (number, value) {
@@ -555,6 +566,17 @@ fn write_images<'a>(
                 };
                 *count += 1;
                 write_value(map, column.name, &data)?;
+                if data.data_type == DataType::Bytes as i32 && is_json(column.original_type) {
+                    // MySQL `json` comes as BYTES: a string column gets its text.
+                    if let Some(typed) = rows.typed() {
+                        if !typed.hints.columns.contains_key(column.name) {
+                            typed
+                                .hints
+                                .columns
+                                .insert(column.name.to_string(), Hint::Base64Text);
+                        }
+                    }
+                }
             }
             (15, Value::Len(b)) => properties.push(read_kv(&reader, b).map_err(&on_error)?),
             _ => {}
