@@ -58,9 +58,14 @@ fn output<'py>(py: Python<'py>, out: Output) -> PyResult<(Bound<'py, PyAny>, Bou
 impl NativeDecoder {
     /// `schema`: a pyarrow schema (typed mode); `tables`: a list of (name, pyarrow schema)
     /// pairs (multi-table typed mode).
-    /// `schemas`: the schema pass (a row per table and wire schema, not the events).
+    /// `schemas`: the schema pass (a row per table and wire schema, not the events);
+    /// `source_time_zone`: typed mode's source time zone (an IANA name).
     #[new]
-    #[pyo3(signature = (format, mode, columns=None, schema=None, tables=None, limits=None, schemas=false))]
+    #[pyo3(signature = (
+        format, mode, columns=None, schema=None, tables=None, limits=None, schemas=false,
+        source_time_zone=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         format: &str,
         mode: &str,
@@ -69,6 +74,7 @@ impl NativeDecoder {
         tables: Option<Vec<(String, Bound<'_, PyAny>)>>,
         limits: Option<HashMap<String, usize>>,
         schemas: bool,
+        source_time_zone: Option<&str>,
     ) -> PyResult<Self> {
         let mode = Mode::from_name(mode)?;
         let typed = match (schema, tables) {
@@ -77,16 +83,25 @@ impl NativeDecoder {
             }
             (Some(schema), None) => {
                 let schema = Arc::new(Schema::from_pyarrow_bound(schema)?);
-                Some(Arc::new(TypedSpec::single(&schema)?))
+                Some(TypedSpec::single(&schema)?)
             }
             (None, Some(tables)) => {
                 let mut specs = Vec::with_capacity(tables.len());
                 for (name, schema) in tables {
                     specs.push((name, Arc::new(Schema::from_pyarrow_bound(&schema)?)));
                 }
-                Some(Arc::new(TypedSpec::tables(specs)?))
+                Some(TypedSpec::tables(specs)?)
             }
             (None, None) => None,
+        };
+        let typed = match (typed, source_time_zone) {
+            (Some(spec), Some(zone)) => Some(Arc::new(spec.with_time_zone(zone)?)),
+            (None, Some(_)) => {
+                return Err(PyValueError::new_err(
+                    "source_time_zone applies to typed mode: give schema= or tables= too",
+                ))
+            }
+            (spec, None) => spec.map(Arc::new),
         };
         let limits = limits.unwrap_or_default();
         let limits = Limits::with(limits.iter().map(|(k, v)| (k.as_str(), *v)))?;

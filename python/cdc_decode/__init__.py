@@ -25,6 +25,7 @@ from ._checks import (
     check_format,
     check_mode,
     check_schema_or_tables,
+    check_time_zone,
 )
 from ._errors import DecodeError
 from ._limits import Limits, as_limits
@@ -79,15 +80,20 @@ def _engine_decoder(
     tables: list[tuple[str, pa.Schema]] | None = None,
     limits: Limits | None = None,
     schemas: bool = False,
+    source_time_zone: str | None = None,
 ):
     check_engine(engine)
     if columns is not None:
         columns = check_columns(format, columns)
     limits = as_limits(limits)
+    # Checked here for both engines: the Python engine's zoneinfo is the stricter reader.
+    check_time_zone(source_time_zone, schema is not None or tables is not None)
     if engine == "native":
         from ._native import NativeDecoder
 
-        return NativeDecoder(format, mode, columns, schema, tables, limits.as_dict(), schemas)
+        return NativeDecoder(
+            format, mode, columns, schema, tables, limits.as_dict(), schemas, source_time_zone
+        )
     from .fallback import PythonDecoder
 
     return PythonDecoder(
@@ -98,6 +104,7 @@ def _engine_decoder(
         tables=tables,
         limits=limits,
         schemas=schemas,
+        source_time_zone=source_time_zone,
     )
 
 
@@ -184,6 +191,11 @@ class Decoder:
             :func:`split_tables` makes one typed batch per table of it.
         limits: the resource limits (:class:`Limits`): message size, nesting, items,
             multi-part sets, decompression and output. ``None``: the defaults.
+        source_time_zone: typed mode: the source's time zone, an IANA name
+            (``"Asia/Shanghai"``). A wall clock the wire sends without an offset is read in
+            it when it becomes a ``timestamp``; an instant becomes its wall clock there in a
+            ``timestamp_ntz`` or ``date`` column (docs/typed.md, "The source's time zone").
+            ``None``: UTC.
 
     Example:
         >>> decoder = cdc_decode.Decoder("tencent-dts")
@@ -205,10 +217,22 @@ class Decoder:
         schema: TableSchema | None = None,
         tables: Mapping[str, TableSchema] | None = None,
         limits: Limits | None = None,
+        source_time_zone: str | None = None,
     ) -> None:
-        self._setup(format, mode, engine, columns, schema, tables, limits)
+        self._setup(format, mode, engine, columns, schema, tables, limits, source_time_zone)
 
-    def _setup(self, format, mode, engine, columns, schema, tables, limits, schemas=False):
+    def _setup(
+        self,
+        format,
+        mode,
+        engine,
+        columns,
+        schema,
+        tables,
+        limits,
+        source_time_zone=None,
+        schemas=False,
+    ):
         check_format(format)
         check_mode(mode)
         self.format = format
@@ -217,8 +241,17 @@ class Decoder:
         check_schema_or_tables(schema, tables)
         self.schema = None if schema is None else as_schema(schema)
         self.tables = None if tables is None else as_tables(tables)
+        self.source_time_zone = source_time_zone
         self._inner = _engine_decoder(
-            engine, format, mode, columns, self.schema, self.tables, limits, schemas
+            engine,
+            format,
+            mode,
+            columns,
+            self.schema,
+            self.tables,
+            limits,
+            schemas,
+            source_time_zone,
         )
 
     def decode(self, values: Any, *, keys: Any = None) -> pa.RecordBatch:
@@ -316,6 +349,7 @@ def decode(
     schema: TableSchema | None = ...,
     tables: Mapping[str, TableSchema] | None = ...,
     limits: Limits | None = ...,
+    source_time_zone: str | None = ...,
     stats: Literal[False] = ...,
 ) -> Decoded: ...
 
@@ -332,6 +366,7 @@ def decode(
     schema: TableSchema | None = ...,
     tables: Mapping[str, TableSchema] | None = ...,
     limits: Limits | None = ...,
+    source_time_zone: str | None = ...,
     stats: Literal[True],
 ) -> tuple[Decoded, dict[str, int]]: ...
 
@@ -347,6 +382,7 @@ def decode(
     schema: TableSchema | None = None,
     tables: Mapping[str, TableSchema] | None = None,
     limits: Limits | None = None,
+    source_time_zone: str | None = None,
     stats: bool = False,
 ) -> Decoded | tuple[Decoded, dict[str, int]]:
     """Decode messages of one format into change events, in one shot.
@@ -366,6 +402,8 @@ def decode(
             in one pass.
         limits: the resource limits (:class:`Limits`); ``None``: the defaults. A message
             over a limit gives an error row naming the limit.
+        source_time_zone: typed mode: the source's time zone, an IANA name (see
+            :class:`Decoder`).
         stats: also return what the call did (docs/events.md, "Accounting").
 
     Returns:
@@ -400,6 +438,7 @@ def decode(
         schema=schema,
         tables=tables,
         limits=limits,
+        source_time_zone=source_time_zone,
     )
     # The end of input in the same call: no second (mostly empty) batch from finish().
     batch = decoder._decode_indexed(values, keys, last=True)[0]

@@ -370,7 +370,8 @@ fn days_in_month(year: i64, month: i64) -> i64 {
 /// ISO-8601 text: `YYYY-MM-DD`, then optionally `T` or a space and `HH:MM[:SS[.f…]]`
 /// (1 to 9 fraction digits, cut to microseconds), then optionally (after an optional
 /// space) `Z` or an offset `±HH`, `±HHMM`, `±HH:MM`. Without an offset the text is UTC.
-/// Returns microseconds since the epoch and whether a time of day was given.
+/// Returns microseconds since the epoch and whether an offset (or `Z`) was given: without
+/// one the text is a wall clock.
 pub(super) fn parse_iso(text: &str) -> Option<(i64, bool)> {
     let b = text.as_bytes();
     let num = |range: std::ops::Range<usize>| -> Option<i64> {
@@ -390,7 +391,6 @@ pub(super) fn parse_iso(text: &str) -> Option<(i64, bool)> {
     }
     let mut micros = days_from_civil(year, month, day) * MICROS_PER_DAY;
     let mut at = 10;
-    let mut has_time = false;
     if matches!(b.get(at), Some(b'T' | b' ')) && b.get(at + 3) == Some(&b':') {
         let (hour, minute) = (num(at + 1..at + 3)?, num(at + 4..at + 6)?);
         at += 6;
@@ -418,12 +418,11 @@ pub(super) fn parse_iso(text: &str) -> Option<(i64, bool)> {
             return None;
         }
         micros += ((hour * 60 + minute) * 60 + second) * 1_000_000 + fraction;
-        has_time = true;
     }
     let rest = &b[at..];
     let rest = rest.strip_prefix(b" ").unwrap_or(rest);
     let offset_minutes = match rest {
-        [] if at == b.len() => 0,
+        [] if at == b.len() => return Some((micros, false)),
         [] => return None,
         [b'Z'] => 0,
         [sign @ (b'+' | b'-'), tail @ ..] => {
@@ -450,7 +449,51 @@ pub(super) fn parse_iso(text: &str) -> Option<(i64, bool)> {
         }
         _ => return None,
     };
-    Some((micros - offset_minutes * 60_000_000, has_time))
+    Some((micros - offset_minutes * 60_000_000, true))
+}
+
+/// The first and last microsecond the source's time zone converts within: 0001-01-02 to
+/// the end of 9999-12-29, so that a day's offset either way stays inside what both Python's
+/// `datetime` (years 1 to 9999) and jiff's timestamps hold: the engines agree on every
+/// value, a value outside is one that does not convert.
+const ZONE_RANGE: std::ops::RangeInclusive<i64> = -62_135_510_400_000_000..=253_402_127_999_999_999;
+
+/// A wall clock (its microseconds read as UTC) as the instant it is in `zone`: a wall time
+/// repeated by a fall back is the earlier instant, one skipped by a spring forward moves
+/// forward by the gap (jiff's and java.time's "compatible" rule).
+pub(super) fn from_wall(zone: &jiff::tz::TimeZone, wall: i64) -> Option<i64> {
+    use jiff::{tz::TimeZone, Timestamp};
+    if !ZONE_RANGE.contains(&wall) {
+        return None;
+    }
+    let civil = TimeZone::UTC.to_datetime(Timestamp::from_microsecond(wall).ok()?);
+    let instant = zone.to_timestamp(civil).ok()?.as_microsecond();
+    ZONE_RANGE.contains(&instant).then_some(instant)
+}
+
+/// An instant as its wall clock in `zone` (microseconds read as UTC).
+pub(super) fn to_wall(zone: &jiff::tz::TimeZone, instant: i64) -> Option<i64> {
+    if !ZONE_RANGE.contains(&instant) {
+        return None;
+    }
+    let offset = zone.to_offset(jiff::Timestamp::from_microsecond(instant).ok()?);
+    let wall = instant + i64::from(offset.seconds()) * 1_000_000;
+    ZONE_RANGE.contains(&wall).then_some(wall)
+}
+
+/// A value's microseconds, and whether they are a wall clock (an offset-less text, or a
+/// Debezium `Timestamp`/`MicroTimestamp`/`NanoTimestamp` column's epoch number) rather
+/// than an instant.
+fn moment(text: &str, hint: Option<&Hint>, hints: &Hints) -> Option<(i64, bool)> {
+    if let Some(value) = parse_int(text) {
+        let (unit, wall) = match hint {
+            Some(Hint::Epoch(unit)) => (*unit, true),
+            _ => (hints.epoch.unwrap_or(Unit::Millis), false),
+        };
+        return Some((epoch_micros(value, unit)?, wall));
+    }
+    let (micros, offset) = parse_iso(text)?;
+    Some((micros, !offset))
 }
 
 /// An integer text in `unit` as microseconds (nanoseconds floored).
@@ -464,21 +507,33 @@ fn epoch_micros(value: i64, unit: Unit) -> Option<i64> {
 
 /// A timestamp (µs since the epoch, UTC): an integer is epoch time in the column hint's
 /// unit, else the message's, else milliseconds; other text is ISO-8601 ([`parse_iso`]).
-pub(super) fn parse_timestamp(text: &str, hint: Option<&Hint>, hints: &Hints) -> Option<i64> {
-    if let Some(value) = parse_int(text) {
-        let unit = match hint {
-            Some(Hint::Epoch(unit)) => *unit,
-            _ => hints.epoch.unwrap_or(Unit::Millis),
-        };
-        return epoch_micros(value, unit);
+/// With the source's time zone, a wall clock becomes the instant it is there (`ntz`
+/// false), an instant its wall clock there (`ntz` true, a `timestamp_ntz` column).
+pub(super) fn parse_timestamp(
+    text: &str,
+    hint: Option<&Hint>,
+    hints: &Hints,
+    zone: Option<&jiff::tz::TimeZone>,
+    ntz: bool,
+) -> Option<i64> {
+    let (micros, wall) = moment(text, hint, hints)?;
+    match zone {
+        Some(zone) if wall && !ntz => from_wall(zone, micros),
+        Some(zone) if !wall && ntz => to_wall(zone, micros),
+        _ => Some(micros),
     }
-    parse_iso(text).map(|(micros, _)| micros)
 }
 
 /// A date (days since the epoch): an integer is days, or epoch time in the column's or
 /// the message's unit when one is given; other text is ISO-8601. Either way the instant
-/// must fall on a UTC midnight: a time of day is an error, not cut.
-pub(super) fn parse_date(text: &str, hint: Option<&Hint>, hints: &Hints) -> Option<i32> {
+/// must fall on a UTC midnight (with the source's time zone, an instant must fall on a
+/// midnight there): a time of day is an error, not cut.
+pub(super) fn parse_date(
+    text: &str,
+    hint: Option<&Hint>,
+    hints: &Hints,
+    zone: Option<&jiff::tz::TimeZone>,
+) -> Option<i32> {
     let micros = if let Some(value) = parse_int(text) {
         let unit = match hint {
             Some(Hint::Epoch(unit)) => Some(*unit),
@@ -487,10 +542,21 @@ pub(super) fn parse_date(text: &str, hint: Option<&Hint>, hints: &Hints) -> Opti
         };
         match unit {
             None => value.checked_mul(MICROS_PER_DAY)?,
-            Some(unit) => epoch_micros(value, unit)?,
+            Some(unit) => {
+                let micros = epoch_micros(value, unit)?;
+                // The message's epoch numbers are instants; a column's are wall clocks.
+                match zone {
+                    Some(zone) if !matches!(hint, Some(Hint::Epoch(_))) => to_wall(zone, micros)?,
+                    _ => micros,
+                }
+            }
         }
     } else {
-        parse_iso(text)?.0
+        let (micros, offset) = parse_iso(text)?;
+        match zone {
+            Some(zone) if offset => to_wall(zone, micros)?,
+            _ => micros,
+        }
     };
     if micros.rem_euclid(MICROS_PER_DAY) != 0 {
         return None;
@@ -503,7 +569,7 @@ mod tests {
     use super::*;
 
     fn ts(text: &str) -> Option<i64> {
-        parse_timestamp(text, None, &Hints::default())
+        parse_timestamp(text, None, &Hints::default(), None, false)
     }
 
     #[test]
@@ -728,24 +794,33 @@ mod tests {
             epoch: Some(Unit::Micros),
             ..Hints::default()
         };
-        assert_eq!(parse_timestamp("5", None, &micros), Some(5));
+        assert_eq!(parse_timestamp("5", None, &micros, None, false), Some(5));
         let nanos = Hint::Epoch(Unit::Nanos);
-        assert_eq!(parse_timestamp("-1", Some(&nanos), &micros), Some(-1));
+        assert_eq!(
+            parse_timestamp("-1", Some(&nanos), &micros, None, false),
+            Some(-1)
+        );
     }
 
     #[test]
     fn dates() {
         let none = Hints::default();
-        assert_eq!(parse_date("2024-05-01", None, &none), Some(19844));
-        assert_eq!(parse_date("2024-05-01T00:00:00Z", None, &none), Some(19844));
-        assert_eq!(parse_date("2024-05-01T00:00:01Z", None, &none), None);
-        assert_eq!(parse_date("19844", None, &none), Some(19844));
+        assert_eq!(parse_date("2024-05-01", None, &none, None), Some(19844));
+        assert_eq!(
+            parse_date("2024-05-01T00:00:00Z", None, &none, None),
+            Some(19844)
+        );
+        assert_eq!(parse_date("2024-05-01T00:00:01Z", None, &none, None), None);
+        assert_eq!(parse_date("19844", None, &none, None), Some(19844));
         let ms = Hints {
             epoch: Some(Unit::Millis),
             ..Hints::default()
         };
-        assert_eq!(parse_date("1714521600000", None, &ms), Some(19844));
-        assert_eq!(parse_date("1714521600001", None, &ms), None);
-        assert_eq!(parse_date("19844", Some(&Hint::Days), &ms), Some(19844));
+        assert_eq!(parse_date("1714521600000", None, &ms, None), Some(19844));
+        assert_eq!(parse_date("1714521600001", None, &ms, None), None);
+        assert_eq!(
+            parse_date("19844", Some(&Hint::Days), &ms, None),
+            Some(19844)
+        );
     }
 }

@@ -35,7 +35,13 @@ from importlib import import_module
 
 import pyarrow as pa
 
-from .._checks import check_columns, check_format, check_mode, check_schema_or_tables
+from .._checks import (
+    check_columns,
+    check_format,
+    check_mode,
+    check_schema_or_tables,
+    check_time_zone,
+)
 from .._limits import Limits, as_limits
 from ._events import EventSink
 from ._typed import Typed
@@ -101,6 +107,7 @@ class PythonDecoder:
         limits: the resource limits (``cdc_decode.Limits``; the defaults for ``None``).
         schemas: the schema pass (a row per table and wire schema, ``._schemas``) instead
             of events.
+        source_time_zone: typed mode's source time zone, an IANA name (docs/typed.md).
 
     Raises:
         ValueError: for an unknown format or mode, or an option the format does not take.
@@ -116,6 +123,7 @@ class PythonDecoder:
         tables: list | None = None,
         limits: Limits | None = None,
         schemas: bool = False,
+        source_time_zone: str | None = None,
     ) -> None:
         check_format(format)
         check_mode(mode)
@@ -137,7 +145,8 @@ class PythonDecoder:
             raise ValueError(
                 "the schema pass reads the wire's schemas: give it no schema or tables"
             )
-        self._typed = Typed(schema, tables) if typed else None
+        zone = check_time_zone(source_time_zone, typed)
+        self._typed = Typed(schema, tables, zone) if typed else None
         self._schemas = schemas
 
     def decode(
