@@ -45,15 +45,15 @@ impl DatahubBlob {
         // it: checked, not recorded (the schema pass reads it). The whole `schema` (column
         // list, keys, source) is the same in every message of a table, half a message:
         // checked once per table.
-        let parser = if schema_pass {
-            json::Parser::default()
-        } else {
-            json::Parser::skipping(&SKIP)
-        };
         Self {
-            parser: parser.remembering(&REMEMBER).limited(limits),
+            parser: json::Parser::skipping(&SKIP)
+                .remembering(&REMEMBER)
+                .limited(limits),
             schemas: Schemas {
-                wire: schema_pass.then(SchemaCache::default),
+                wire: schema_pass.then(|| Wire {
+                    schemas: SchemaCache::default(),
+                    parser: json::Parser::default().limited(limits),
+                }),
                 ..Schemas::default()
             },
         }
@@ -249,7 +249,16 @@ struct Schemas {
     /// Counts lookups, for [`SchemaFields::used`].
     clock: u64,
     /// The schema pass: its wire schemas.
-    wire: Option<SchemaCache>,
+    wire: Option<Wire>,
+}
+
+/// The schema pass's memory: the wire schemas by their `dataColumn`'s bytes, and a parser
+/// for a column list not seen before (the message's parser checks it without recording
+/// it, as in a decode).
+#[derive(Debug)]
+struct Wire {
+    schemas: SchemaCache,
+    parser: json::Parser,
 }
 
 impl Schemas {
@@ -313,7 +322,7 @@ impl Schemas {
 impl SchemaFields {
     /// Reads and checks the `schema` object (its column list aside, but in the schema pass,
     /// given its schemas).
-    fn read(schema: Value<'_>, wire: Option<&mut SchemaCache>) -> Result<Self> {
+    fn read(schema: Value<'_>, wire: Option<&mut Wire>) -> Result<Self> {
         let schema = Members::read(Some(schema), &SCHEMA);
         let [columns, keys, source] = schema.fields;
         let source = Members::read(field::object(source, "schema.source")?, &SOURCE);
@@ -333,11 +342,7 @@ impl SchemaFields {
         let mut others = Vec::new();
         schema.others(&mut others);
         source.others(&mut others);
-        let wire = wire.and_then(|cache| {
-            let columns = data_columns(columns?)?;
-            let key = primary_key.clone().filter(|k: &Vec<String>| !k.is_empty());
-            Some(cache.intern(WireSchema::typed(Dialect::Datahub, columns, key)))
-        });
+        let wire = wire.and_then(|cache| wire_schema(cache, columns?, &primary_key));
         Ok(Self {
             id: None,
             used: 0,
@@ -353,19 +358,36 @@ impl SchemaFields {
     }
 }
 
-/// `schema.dataColumn` as (name, type) pairs, when it is an array of objects whose `name`
-/// and `type` are strings.
-fn data_columns(columns: Value<'_>) -> Option<Vec<(String, String)>> {
-    if columns.kind() != Kind::Array {
+/// The schema pass: `schema.dataColumn` (an array of objects whose `name` and `type` are
+/// strings, else `None`) and the key, as a wire schema; by the column list's bytes, read
+/// once per distinct list.
+fn wire_schema(
+    wire: &mut Wire,
+    columns: Value<'_>,
+    key: &Option<Vec<String>>,
+) -> Option<Arc<WireSchema>> {
+    use std::hash::{Hash, Hasher};
+    // The column list is checked, not recorded ([`SKIP`]): its bytes name it.
+    if !matches!(columns.kind(), Kind::Skipped | Kind::Array) {
         return None;
     }
-    columns
-        .items()
-        .map(|column| {
-            let text = |name: &str| Some(column.get(name)?.as_str()?.text().into_owned());
-            Some((text("name")?, text("type")?))
-        })
-        .collect()
+    let mut hasher = std::hash::DefaultHasher::new();
+    key.hash(&mut hasher);
+    let Wire { schemas, parser } = wire;
+    schemas.by_bytes(hasher.finish(), columns.raw(), || {
+        let columns = parser.parse(columns.raw()).ok()?;
+        if columns.kind() != Kind::Array {
+            return None;
+        }
+        let pairs: Vec<(String, String)> = columns
+            .items()
+            .map(|c| {
+                let text = |name: &str| Some(c.get(name)?.as_str()?.text().into_owned());
+                Some((text("name")?, text("type")?))
+            })
+            .collect::<Option<_>>()?;
+        Some(WireSchema::typed(Dialect::Datahub, pairs, key.clone()))
+    })
 }
 
 /// The fields of one message, read and checked.

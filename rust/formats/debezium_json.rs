@@ -34,13 +34,17 @@ pub struct DebeziumJson {
     wire: Option<Box<Wire>>,
 }
 
-/// The schema pass's memory: the columns of each Connect `schema` the parser remembers, by
-/// its id, and the wire schemas.
+/// The schema pass's memory: the columns of each Connect `schema` seen, by its bytes (a
+/// table's `schema` is the same bytes in each of its messages), and the wire schemas.
 #[derive(Debug, Default)]
 struct Wire {
-    connect: HashMap<u64, Option<Arc<[(String, String)]>>>,
+    connect: HashMap<u64, Vec<(Vec<u8>, Option<Columns>)>>,
+    held: usize,
     schemas: SchemaCache,
 }
+
+/// A Connect schema's columns and their types ([`connect_columns`]).
+type Columns = Arc<[(String, String)]>;
 
 impl DebeziumJson {
     /// A decoder whose messages are held to `limits`; for the schema pass (`crate::schemas`)
@@ -112,18 +116,7 @@ impl Wire {
         if event.before.is_none() && event.after.is_none() {
             return None;
         }
-        let columns = connect.and_then(|schema| match schema.remembered() {
-            Some(id) => {
-                if self.connect.len() >= 4096 && !self.connect.contains_key(&id) {
-                    self.connect.clear(); // ids of values the parser forgot long ago
-                }
-                self.connect
-                    .entry(id)
-                    .or_insert_with(|| connect_columns(schema).map(Arc::from))
-                    .clone()
-            }
-            None => connect_columns(schema).map(Arc::from),
-        });
+        let columns = connect.and_then(|schema| self.columns(schema));
         let key = key
             .and_then(|key| key_names(key, inner))
             .or_else(|| {
@@ -139,8 +132,9 @@ impl Wire {
             });
         match columns {
             Some(columns) => {
+                // By the columns' object: the same bytes of `schema` share it.
                 let mut hasher = std::hash::DefaultHasher::new();
-                (&*columns, &key).hash(&mut hasher);
+                (Arc::as_ptr(&columns) as *const u8 as usize, &key).hash(&mut hasher);
                 let same = |held: &WireSchema| {
                     held.key == key
                         && held.columns.len() == columns.len()
@@ -162,6 +156,30 @@ impl Wire {
                     .intern(WireSchema::names(event.column_names(), key)),
             ),
         }
+    }
+}
+
+impl Wire {
+    /// [`connect_columns`] of a `schema`, read once per distinct bytes.
+    fn columns(&mut self, schema: Value<'_>) -> Option<Columns> {
+        let raw = schema.raw();
+        let hash = u64::from(crc32fast::hash(raw)) | (raw.len() as u64) << 32;
+        if let Some(held) = self.connect.get(&hash) {
+            if let Some((_, columns)) = held.iter().find(|(bytes, _)| bytes.as_slice() == raw) {
+                return columns.clone();
+            }
+        }
+        if self.held >= 4096 {
+            self.connect.clear();
+            self.held = 0;
+        }
+        let columns: Option<Columns> = connect_columns(schema).map(Arc::from);
+        self.connect
+            .entry(hash)
+            .or_default()
+            .push((raw.to_vec(), columns.clone()));
+        self.held += 1;
+        columns
     }
 }
 

@@ -92,6 +92,7 @@ impl WireSchema {
 #[derive(Debug, Default)]
 pub struct SchemaCache {
     by_hash: HashMap<u64, Vec<Arc<WireSchema>>>,
+    by_bytes: HashMap<u64, Vec<(u64, Vec<u8>, Option<Arc<WireSchema>>)>>,
     held: usize,
 }
 
@@ -117,6 +118,7 @@ impl SchemaCache {
         }
         if self.held >= Self::MAX {
             self.by_hash.clear();
+            self.by_bytes.clear();
             self.held = 0;
         }
         let schema = Arc::new(build());
@@ -124,6 +126,36 @@ impl SchemaCache {
             .entry(hash)
             .or_default()
             .push(Arc::clone(&schema));
+        self.held += 1;
+        schema
+    }
+
+    /// The schema a format described with these exact bytes (and `tag`, for what the
+    /// bytes do not say), built by `build` the first time: a CRC-32 of the bytes finds it,
+    /// a comparison of them confirms it.
+    pub fn by_bytes(
+        &mut self,
+        tag: u64,
+        bytes: &[u8],
+        build: impl FnOnce() -> Option<WireSchema>,
+    ) -> Option<Arc<WireSchema>> {
+        let hash = (u64::from(crc32fast::hash(bytes)) | (bytes.len() as u64) << 32) ^ tag;
+        if let Some(found) = self.by_bytes.get(&hash).and_then(|held| {
+            held.iter()
+                .find(|(t, b, _)| *t == tag && b.as_slice() == bytes)
+        }) {
+            return found.2.clone();
+        }
+        if self.held >= Self::MAX {
+            self.by_hash.clear();
+            self.by_bytes.clear();
+            self.held = 0;
+        }
+        let schema = build().map(Arc::new);
+        self.by_bytes
+            .entry(hash)
+            .or_default()
+            .push((tag, bytes.to_vec(), schema.clone()));
         self.held += 1;
         schema
     }
@@ -222,6 +254,7 @@ pub fn aggregate(
     // Rows of one table and one schema object: the common case, found without hashing the
     // schema; equal schemas held by different objects are joined below.
     let mut by_pointer: HashMap<([Option<&str>; 3], usize), usize> = HashMap::new();
+    let mut last: Option<(([Option<&str>; 3], usize), usize)> = None;
     for row in 0..events.num_rows() {
         let ordinal = ordinals[row];
         if op.value(row) == "error" {
@@ -242,19 +275,24 @@ pub fn aggregate(
         };
         let names = [text_at(db, row), text_at(schema, row), text_at(table, row)];
         let key = (names, Arc::as_ptr(wire) as usize);
-        let at = *by_pointer.entry(key).or_insert_with(|| {
-            groups.push(Group {
-                names: names.map(|n| n.map(str::to_string)),
-                schema: Some(Arc::clone(wire)),
-                events: 0,
-                first_ordinal: ordinal,
-                last_ordinal: ordinal,
-                first_sequence: None,
-                last_sequence: None,
-                error: None,
-            });
-            groups.len() - 1
-        });
+        // Rows come in runs of one table: the last row's group first, without hashing.
+        let at = match last {
+            Some((last_key, at)) if last_key == key => at,
+            _ => *by_pointer.entry(key).or_insert_with(|| {
+                groups.push(Group {
+                    names: names.map(|n| n.map(str::to_string)),
+                    schema: Some(Arc::clone(wire)),
+                    events: 0,
+                    first_ordinal: ordinal,
+                    last_ordinal: ordinal,
+                    first_sequence: None,
+                    last_sequence: None,
+                    error: None,
+                });
+                groups.len() - 1
+            }),
+        };
+        last = Some((key, at));
         let group = &mut groups[at];
         group.events += 1;
         group.first_ordinal = group.first_ordinal.min(ordinal);

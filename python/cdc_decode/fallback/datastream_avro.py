@@ -45,7 +45,7 @@ from .datastream_json import order
 
 FORMAT = "datastream-avro"
 
-_CACHED_SCHEMAS = 64
+_CACHED_SCHEMAS = 256
 _MAX_MS = (2**63 - 1) // 1000
 _I64 = (-(2**63), 2**63 - 1)
 _MAGIC = b"Obj\x01"

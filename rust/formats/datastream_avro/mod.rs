@@ -32,7 +32,7 @@ use record::Record;
 pub const FORMAT: &str = "datastream-avro";
 
 /// Compiled schemas kept, by their JSON text (files of one table share one).
-const CACHED_SCHEMAS: usize = 64;
+const CACHED_SCHEMAS: usize = 256;
 
 /// Decodes Datastream Avro files. Keeps compiled schemas and its buffers between files.
 #[derive(Debug, Default)]
@@ -44,7 +44,7 @@ pub struct DatastreamAvro {
     record: Record,
     limits: Limits,
     /// The schema pass's wire schemas.
-    schemas: SchemaCache,
+    wire: Wire,
 }
 
 impl DatastreamAvro {
@@ -72,7 +72,7 @@ impl FormatDecoder for DatastreamAvro {
             inflated,
             record,
             limits,
-            schemas,
+            wire,
         } = self;
         sink.events(ordinal, &value, |rows| {
             let mut cursor = Cursor::new(&value);
@@ -133,7 +133,7 @@ impl FormatDecoder for DatastreamAvro {
                 for _ in 0..count {
                     record.read(&plan, &mut datum)?;
                     if rows.schema_pass() {
-                        rows.observe(wire_schema(&plan, record, schemas));
+                        rows.observe(wire.of(&plan, record));
                     }
                     record.write(&plan, rows);
                     // Checked per record: a block of tiny records under long field names
@@ -155,40 +155,67 @@ impl FormatDecoder for DatastreamAvro {
     }
 }
 
-/// The schema pass: the wire schema of a record with a payload, its columns typed by the
-/// file's schema, its key `source_metadata.primary_keys` (`None` when empty).
-fn wire_schema(plan: &Plan, record: &Record, schemas: &mut SchemaCache) -> Option<Arc<WireSchema>> {
-    use std::hash::{Hash, Hasher};
-    if !record.has_payload() {
-        return None;
-    }
-    let columns = plan.payload_types.as_ref()?;
-    let keys = record.keys();
-    let key = (!keys.is_empty()).then_some(keys);
-    let mut hasher = std::hash::DefaultHasher::new();
-    (&**columns, &key).hash(&mut hasher);
-    let same = |held: &WireSchema| {
-        held.key
+/// The schema pass's memory: its wire schemas, and the last one given, with the plan and
+/// key it was for (the records of a file share both).
+#[derive(Debug, Default)]
+struct Wire {
+    schemas: SchemaCache,
+    /// (Holding the plan keeps its address from being reused by another.)
+    last: Option<(Arc<Plan>, Vec<String>, Arc<WireSchema>)>,
+}
+
+impl Wire {
+    /// The wire schema of a record with a payload: its columns typed by the file's schema,
+    /// its key `source_metadata.primary_keys` (`None` when empty).
+    fn of(&mut self, plan: &Arc<Plan>, record: &Record) -> Option<Arc<WireSchema>> {
+        use std::hash::{Hash, Hasher};
+        if !record.has_payload() {
+            return None;
+        }
+        let columns = plan.payload_types.as_ref()?;
+        let keys = record.keys();
+        if let Some((last_plan, last_keys, schema)) = &self.last {
+            if Arc::ptr_eq(last_plan, plan)
+                && last_keys
+                    .iter()
+                    .map(String::as_str)
+                    .eq(keys.iter().copied())
+            {
+                return Some(Arc::clone(schema));
+            }
+        }
+        let key = (!keys.is_empty()).then_some(keys);
+        let mut hasher = std::hash::DefaultHasher::new();
+        (&**columns, &key).hash(&mut hasher);
+        let same = |held: &WireSchema| {
+            let same_key = match (&held.key, &key) {
+                (None, None) => true,
+                (Some(h), Some(k)) => h.iter().map(String::as_str).eq(k.iter().copied()),
+                _ => false,
+            };
+            same_key
+                && held.columns.len() == columns.len()
+                && held
+                    .columns
+                    .iter()
+                    .zip(columns.iter())
+                    .all(|(h, (name, t))| {
+                        h.name == *name && h.source_type.as_deref() == Some(t.as_str())
+                    })
+        };
+        let owned_key: Option<Vec<String>> = key
             .as_ref()
-            .map(|k| k.iter().map(String::as_str).collect::<Vec<_>>())
-            == key
-            && held.columns.len() == columns.len()
-            && held
-                .columns
-                .iter()
-                .zip(columns.iter())
-                .all(|(h, (name, t))| {
-                    h.name == *name && h.source_type.as_deref() == Some(t.as_str())
-                })
-    };
-    Some(schemas.get(hasher.finish(), same, || {
-        WireSchema::typed(
-            Dialect::Avro,
-            columns.iter().cloned(),
-            key.as_ref()
-                .map(|k| k.iter().map(|s| s.to_string()).collect()),
-        )
-    }))
+            .map(|k| k.iter().map(|s| s.to_string()).collect());
+        let schema = self.schemas.get(hasher.finish(), same, || {
+            WireSchema::typed(Dialect::Avro, columns.iter().cloned(), owned_key.clone())
+        });
+        self.last = Some((
+            Arc::clone(plan),
+            owned_key.unwrap_or_default(),
+            Arc::clone(&schema),
+        ));
+        Some(schema)
+    }
 }
 
 /// A schema text's cache key: its CRC-32 (SIMD, a fraction of SipHash's cost on the few KB

@@ -320,12 +320,28 @@ fn wire_schema(context: &Context, schemas: &mut SchemaCache) -> Arc<WireSchema> 
         _ => Dialect::Mysql,
     };
     let columns = &context.event.dml.columns;
+    let key_names = || columns.iter().filter(|c| c.is_key).map(|c| c.name);
+    let build = || {
+        let key: Vec<String> = key_names().map(str::to_string).collect();
+        WireSchema::typed(
+            dialect,
+            columns
+                .iter()
+                .map(|c| (c.name.to_string(), c.original_type.to_string())),
+            (!key.is_empty()).then_some(key),
+        )
+    };
+    if let Some(raw) = context.event.dml.columns_raw {
+        // The common case: the list's bytes name it (each entry of a table repeats them).
+        if let Some(schema) = schemas.by_bytes(dialect as u64, raw, || Some(build())) {
+            return schema;
+        }
+    }
     let mut hasher = std::hash::DefaultHasher::new();
     dialect.hash(&mut hasher);
     for column in columns {
         (column.name, column.original_type, column.is_key).hash(&mut hasher);
     }
-    let key_names = || columns.iter().filter(|c| c.is_key).map(|c| c.name);
     let same =
         |held: &WireSchema| {
             held.dialect == Some(dialect)
@@ -338,16 +354,7 @@ fn wire_schema(context: &Context, schemas: &mut SchemaCache) -> Arc<WireSchema> 
                     None => key_names().next().is_none(),
                 }
         };
-    schemas.get(hasher.finish(), same, || {
-        let key: Vec<String> = key_names().map(str::to_string).collect();
-        WireSchema::typed(
-            dialect,
-            columns
-                .iter()
-                .map(|c| (c.name.to_string(), c.original_type.to_string())),
-            (!key.is_empty()).then_some(key),
-        )
-    })
+    schemas.get(hasher.finish(), same, build)
 }
 
 /// One event per `RowChange`.

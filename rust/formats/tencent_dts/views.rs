@@ -175,6 +175,9 @@ pub(super) struct DmlView<'a> {
     pub(super) runs: u32,
     /// `RowChange`s, read when written (they are most of the message).
     pub(super) rows: Vec<&'a [u8]>,
+    /// The bytes of the columns when they came in one run in the common encoding: what the
+    /// schema pass knows a column list by.
+    pub(super) columns_raw: Option<&'a [u8]>,
     /// Nesting depth of the `DMLEvent` the rows were in.
     pub(super) depth: u32,
 }
@@ -201,6 +204,7 @@ impl<'a> DmlView<'a> {
                 {
                     self.runs += 1;
                     self.unique = unique && self.runs == 1;
+                    self.columns_raw = (self.runs == 1).then(|| &bytes[at..at + len]);
                     reader.seek(at + len);
                     continue;
                 }
@@ -213,6 +217,7 @@ impl<'a> DmlView<'a> {
                 (2, Value::Len(b)) => {
                     self.runs += 1;
                     self.unique = false;
+                    self.columns_raw = None;
                     self.columns
                         .push(read_column(&reader, b).map_err(&on_error)?);
                 }
