@@ -186,6 +186,30 @@ impl NativeDecoder {
     }
 }
 
+/// The Spark type of a source type in a dialect (`crate::schemas::mapping`), `None` for one
+/// the mapping does not know; a `ValueError` for an unknown dialect.
+#[pyfunction]
+fn spark_type(dialect: &str, source_type: &str) -> PyResult<Option<String>> {
+    use crate::schemas::Dialect;
+    let dialect = match dialect {
+        "mysql" => Dialect::Mysql,
+        "postgresql" => Dialect::Postgresql,
+        "oracle" => Dialect::Oracle,
+        "sqlserver" => Dialect::Sqlserver,
+        "connect" => Dialect::Connect,
+        "avro" => Dialect::Avro,
+        "datahub" => Dialect::Datahub,
+        "arrow" => Dialect::Arrow,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown dialect {other:?}: expected mysql, postgresql, oracle, sqlserver, \
+                 connect, avro, datahub or arrow"
+            )))
+        }
+    };
+    Ok(crate::schemas::spark_type(dialect, source_type))
+}
+
 /// The change-event schema, as the Rust core builds it.
 #[pyfunction]
 fn event_schema_native(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
@@ -196,6 +220,7 @@ fn event_schema_native(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeDecoder>()?;
     m.add_function(wrap_pyfunction!(event_schema_native, m)?)?;
+    m.add_function(wrap_pyfunction!(spark_type, m)?)?;
     m.add("FORMATS", FORMATS.to_vec())?;
     Ok(())
 }

@@ -56,6 +56,7 @@ __all__ = [
     "event_schema",
     "multi_event_schema",
     "parse_ddl",
+    "spark_type",
     "split_tables",
     "table_schemas",
     "typed_event_schema",
@@ -564,3 +565,40 @@ def table_schemas(
     if format == "debezium-json":
         keys = _message_keys(keys)
     return TableSchemas([reader._decoder._decode_indexed(values, keys, last=True)[0]])
+
+
+def spark_type(dialect: str, source_type: str, *, engine: str = "native") -> str | None:
+    """The Spark type typed mode converts a source type to (docs/types.md): the one mapping
+    the schema pass reports, for writing ``schema=`` by hand where the wire sends no types.
+
+    Args:
+        dialect: whose spelling ``source_type`` is: ``mysql``, ``postgresql``, ``oracle``,
+            ``sqlserver`` (as the databases print their types), ``connect`` (Debezium's
+            Connect schema), ``avro`` (Datastream's writer schema), ``datahub`` (DataHub
+            types) or ``arrow`` (pyarrow's names).
+        source_type: the type, as that dialect spells it (``decimal(10,2) unsigned``,
+            ``TIMESTAMP(6) WITH LOCAL TIME ZONE``).
+        engine: ``"native"`` or ``"python"``: the same mapping.
+
+    Returns:
+        A Spark DDL type (``decimal(20,0)``, ``timestamp_ntz``), or ``None`` for a type the
+        mapping does not know.
+
+    Example:
+        >>> cdc_decode.spark_type("mysql", "bigint(20) unsigned")
+        'decimal(20,0)'
+    """
+    check_engine(engine)
+    if engine == "native":
+        from ._native import spark_type as native
+
+        return native(dialect, source_type)
+    from .fallback._source_types import DIALECTS
+    from .fallback._source_types import spark_type as python
+
+    if dialect not in DIALECTS:
+        raise ValueError(
+            f"unknown dialect {dialect!r}: expected mysql, postgresql, oracle, sqlserver, "
+            "connect, avro, datahub or arrow"
+        )
+    return python(dialect, source_type)

@@ -22,9 +22,28 @@ def _decimal(p: int, s: int) -> str:
     return "string"
 
 
+# Rust's ``char::is_whitespace`` (Unicode White_Space), which ``str.split()`` and
+# ``str.strip()`` do not follow exactly (they take U+001C..U+001F too).
+_SPACE = (
+    "\t\n\x0b\x0c\r \x85\xa0\u1680"
+    + "".join(map(chr, range(0x2000, 0x200B)))
+    + ("\u2028\u2029\u202f\u205f\u3000")
+)
+_SPACES = re.compile(f"[{re.escape(_SPACE)}]+")
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def _trim(text: str) -> str:
+    return text.strip(_SPACE)
+
+
+def _words(text: str) -> str:
+    return " ".join(w for w in _SPACES.split(text) if w)
+
+
 def _int(text: str) -> int | None:
     """An argument as Rust's ``str::parse::<i64>`` reads it (after trimming)."""
-    return _int_exact(text.strip())
+    return _int_exact(_trim(text))
 
 
 class _Sql:
@@ -33,7 +52,7 @@ class _Sql:
     __slots__ = ("base", "args", "tail")
 
     def __init__(self, text: str) -> None:
-        lower = text.strip().lower()
+        lower = _trim(text).translate(_ASCII_LOWER)
         at = lower.find("(")
         head, rest = (lower, "") if at < 0 else (lower[:at], lower[at:])
         args: list[int | None] = []
@@ -52,9 +71,9 @@ class _Sql:
                 end = len(inner)
             args = [_int(a) for a in inner[:end].split(",")]
             tail = inner[end + 1 :]
-        self.base = " ".join(head.split())
+        self.base = _words(head)
         self.args = args
-        self.tail = " ".join(tail.split())
+        self.tail = _words(tail)
 
     def arg(self, i: int) -> int | None:
         return self.args[i] if i < len(self.args) else None
@@ -138,7 +157,7 @@ _PG = {
 
 
 def _postgresql(text: str) -> str | None:
-    trimmed = text.strip()
+    trimmed = _trim(text)
     if trimmed.endswith("]") or trimmed.startswith("_"):
         return "string"
     t = _Sql(trimmed)
@@ -354,7 +373,7 @@ def _avro(text: str) -> str | None:
         parsed = None
         if args.endswith(")") and "," in args[:-1]:
             p, s = args[:-1].split(",", 1)
-            p, s = _int_exact(p.strip()), _int_exact(s.strip())
+            p, s = _int_exact(_trim(p)), _int_exact(_trim(s))
             if p is not None and s is not None:
                 parsed = (p, s)
         if parsed is not None and 1 <= parsed[0] <= 1000 and 0 <= parsed[1] <= parsed[0]:
@@ -427,7 +446,7 @@ def _arrow(text: str) -> str | None:
         return "timestamp" if ", tz=" in text else "timestamp_ntz"
     m = _ARROW_DECIMAL.match(text)
     if m:
-        p, s = _int_exact(m.group(1).strip()), _int_exact(m.group(2).strip())
+        p, s = _int_exact(_trim(m.group(1))), _int_exact(_trim(m.group(2)))
         if p is not None and s is not None:
             return _decimal(p, s)
     return None
