@@ -38,13 +38,16 @@ pub struct DebeziumJson {
 /// table's `schema` is the same bytes in each of its messages), and the wire schemas.
 #[derive(Debug, Default)]
 struct Wire {
-    connect: HashMap<u64, Vec<(Vec<u8>, Option<Columns>)>>,
+    connect: HashMap<u64, Vec<Known>>,
     held: usize,
     schemas: SchemaCache,
 }
 
 /// A Connect schema's columns and their types ([`connect_columns`]).
 type Columns = Arc<[(String, String)]>;
+
+/// A Connect schema's bytes and its columns (none where it describes no table).
+type Known = (Vec<u8>, Option<Columns>);
 
 impl DebeziumJson {
     /// A decoder whose messages are held to `limits`; for the schema pass (`crate::schemas`)

@@ -92,9 +92,13 @@ impl WireSchema {
 #[derive(Debug, Default)]
 pub struct SchemaCache {
     by_hash: HashMap<u64, Vec<Arc<WireSchema>>>,
-    by_bytes: HashMap<u64, Vec<(u64, Vec<u8>, Option<Arc<WireSchema>>)>>,
+    by_bytes: HashMap<u64, Vec<ByBytes>>,
     held: usize,
 }
+
+/// A schema known by the bytes that describe it: the caller's tag, the bytes, and the schema
+/// (none where they describe no table).
+type ByBytes = (u64, Vec<u8>, Option<Arc<WireSchema>>);
 
 impl SchemaCache {
     /// Schemas held before the cache starts again (a stream of a few thousand tables at
@@ -221,6 +225,9 @@ fn text_at(array: &StringArray, row: usize) -> Option<&str> {
     array.is_valid(row).then(|| array.value(row))
 }
 
+/// A group of [`aggregate`]: a row's db, schema and table, and its schema object's address.
+type GroupKey<'a> = ([Option<&'a str>; 3], usize);
+
 /// The schema pass's batch of one call: a row per (table, schema) of the event rows that
 /// carry a schema, and a row per error row, ordered by their first ordinal. `events` is the
 /// call's event batch, `ordinals` each row's input ordinal and `schemas` each row's schema.
@@ -253,10 +260,9 @@ pub fn aggregate(
     let mut groups: Vec<Group> = Vec::new();
     // Rows of one table and one schema object: the common case, found without hashing the
     // schema; equal schemas held by different objects are joined below.
-    let mut by_pointer: HashMap<([Option<&str>; 3], usize), usize> = HashMap::new();
-    let mut last: Option<(([Option<&str>; 3], usize), usize)> = None;
-    for row in 0..events.num_rows() {
-        let ordinal = ordinals[row];
+    let mut by_pointer: HashMap<GroupKey, usize> = HashMap::new();
+    let mut last: Option<(GroupKey, usize)> = None;
+    for (row, &ordinal) in ordinals.iter().enumerate().take(events.num_rows()) {
         if op.value(row) == "error" {
             groups.push(Group {
                 names: [None, None, None],
@@ -443,4 +449,142 @@ fn build(groups: &[&Group]) -> RecordBatch {
         ],
     )
     .expect("schema pass columns match their schema")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decoder::{Decoder, Mode};
+    use crate::formats::Options;
+    use arrow_array::{ArrayRef, BinaryArray, StringArray};
+
+    fn pass(format: &str, messages: &[&str], keys: Option<Vec<Option<&str>>>) -> RecordBatch {
+        let options = Options {
+            schemas: true,
+            ..Options::default()
+        };
+        let mut decoder = Decoder::with_options(format, Mode::Permissive, &options).unwrap();
+        let values: ArrayRef = Arc::new(BinaryArray::from(
+            messages
+                .iter()
+                .map(|m| Some(m.as_bytes()))
+                .collect::<Vec<_>>(),
+        ));
+        let keys = keys.map(StringArray::from);
+        decoder.decode(&values, keys.as_ref(), true).unwrap().batch
+    }
+
+    fn debezium(table: &str, columns: &[(&str, &str)], id: u64) -> String {
+        let fields: Vec<String> = columns
+            .iter()
+            .map(|(name, t)| format!(r#"{{"type":"{t}","field":"{name}"}}"#))
+            .collect();
+        let after: Vec<String> = columns
+            .iter()
+            .map(|(name, _)| format!(r#""{name}":{id}"#))
+            .collect();
+        format!(
+            r#"{{"schema":{{"type":"struct","fields":[{{"type":"struct","field":"after","fields":[{}]}}]}},"payload":{{"op":"c","after":{{{}}},"source":{{"db":"d","table":"{table}","file":"f","pos":{id}}}}}}}"#,
+            fields.join(","),
+            after.join(",")
+        )
+    }
+
+    /// Rows per table and schema, in order of their first message; a schema change is a
+    /// second row of its table; the key from the message key; an error row per bad message.
+    #[test]
+    fn tables_and_versions_of_a_batch() {
+        let one = [("id", "int64"), ("a", "int32")];
+        let two = [("id", "int64"), ("a", "int64"), ("b", "string")];
+        let messages = [
+            debezium("t", &one, 1),
+            debezium("u", &one, 2),
+            "not json".to_string(),
+            debezium("t", &one, 3),
+            debezium("t", &two, 4),
+        ];
+        let refs: Vec<&str> = messages.iter().map(String::as_str).collect();
+        let key = r#"{"id":1}"#;
+        let batch = pass(
+            "debezium-json",
+            &refs,
+            Some(vec![Some(key), None, None, Some(key), Some(key)]),
+        );
+        let rows: Vec<(Option<String>, i64, i64, Option<String>)> = (0..batch.num_rows())
+            .map(|i| {
+                let text = |name: &str| {
+                    let c = batch.column_by_name(name).unwrap();
+                    let c = c.as_any().downcast_ref::<StringArray>().unwrap();
+                    c.is_valid(i).then(|| c.value(i).to_string())
+                };
+                let int = |name: &str| {
+                    let c = batch.column_by_name(name).unwrap();
+                    c.as_any().downcast_ref::<Int64Array>().unwrap().value(i)
+                };
+                (
+                    text("source_table"),
+                    int("events"),
+                    int("first_ordinal"),
+                    text("error"),
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (Some("t".into()), 2, 0, None),
+                (Some("u".into()), 1, 1, None),
+                (
+                    None,
+                    0,
+                    2,
+                    Some("invalid JSON: expected a value at byte 0".into())
+                ),
+                (Some("t".into()), 1, 4, None),
+            ]
+        );
+        let columns = batch.column_by_name("columns").unwrap();
+        let columns = columns.as_any().downcast_ref::<ListArray>().unwrap();
+        let last = columns.value(3);
+        let last = last.as_any().downcast_ref::<StructArray>().unwrap();
+        let types = last
+            .column(2)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .unwrap();
+        assert_eq!(
+            types.iter().collect::<Vec<_>>(),
+            [Some("bigint"), Some("bigint"), Some("string")]
+        );
+        let keys = batch.column_by_name("key").unwrap();
+        let keys = keys.as_any().downcast_ref::<ListArray>().unwrap();
+        // `t`'s first rows had a key from the message key, `u`'s none.
+        assert!(keys.is_valid(0) && keys.is_null(1));
+    }
+
+    /// Equal schemas held by different objects join into one row.
+    #[test]
+    fn equal_schemas_join() {
+        let schema = |key: &str| {
+            Arc::new(WireSchema::typed(
+                Dialect::Mysql,
+                [("id".to_string(), "int".to_string())],
+                Some(vec![key.to_string()]),
+            ))
+        };
+        let mut cache = SchemaCache::default();
+        let a = cache.intern((*schema("id")).clone());
+        let b = cache.intern((*schema("id")).clone());
+        assert!(Arc::ptr_eq(&a, &b));
+        let c = cache.by_bytes(1, b"columns", || Some((*schema("id")).clone()));
+        let d = cache.by_bytes(1, b"columns", || unreachable!("known by its bytes"));
+        assert!(Arc::ptr_eq(c.as_ref().unwrap(), d.as_ref().unwrap()));
+        assert!(cache.by_bytes(2, b"columns", || None).is_none());
+        let messages = [
+            debezium("t", &[("id", "int64")], 1),
+            debezium("t", &[("id", "int64")], 2),
+        ];
+        let refs: Vec<&str> = messages.iter().map(String::as_str).collect();
+        assert_eq!(pass("debezium-json", &refs, None).num_rows(), 1);
+    }
 }

@@ -803,6 +803,93 @@ mod tests {
     }
 
     #[test]
+    fn hinted_texts() {
+        let text = |t: &str, hint: Hint| {
+            let mut out = Vec::new();
+            match hinted_text(t, &hint, &mut out) {
+                Some(true) => Some(String::from_utf8(out).unwrap()),
+                Some(false) => Some(format!("as is: {t}")),
+                None => None,
+            }
+        };
+        assert_eq!(
+            text("MDk=", Hint::DecimalBytes(2)).as_deref(),
+            Some("123.45")
+        );
+        assert_eq!(
+            text(r#"{"value":"BNI=","scale":2}"#, Hint::VariableScaleDecimal).as_deref(),
+            Some("12.34")
+        );
+        assert_eq!(
+            text("-3600000001", Hint::Time(Unit::Micros)).as_deref(),
+            Some("-01:00:00.000001")
+        );
+        assert_eq!(
+            text("45296789", Hint::Time(Unit::Millis)).as_deref(),
+            Some("12:34:56.789")
+        );
+        assert_eq!(text("e30=", Hint::Base64Text).as_deref(), Some("{}"));
+        assert_eq!(text("//4=", Hint::Base64Text), None);
+        assert_eq!(
+            text("12.5", Hint::DecimalBytes(2)).as_deref(),
+            Some("as is: 12.5")
+        );
+        assert_eq!(
+            text("soon", Hint::Time(Unit::Micros)).as_deref(),
+            Some("as is: soon")
+        );
+    }
+
+    /// America/New_York's 2024 changes: the skipped 02:30 moves forward by the gap, the
+    /// repeated 01:30 is the earlier instant; instants show as the wall clock.
+    #[test]
+    fn wall_clocks_across_daylight_saving() {
+        let zone = jiff::tz::TimeZone::get("America/New_York").unwrap();
+        let micros = |text: &str| parse_iso(text).unwrap().0;
+        let at = |wall: &str| from_wall(&zone, micros(wall));
+        assert_eq!(
+            at("2024-03-10T02:30:00"),
+            Some(micros("2024-03-10T07:30:00Z"))
+        );
+        assert_eq!(
+            at("2024-03-10T01:59:59"),
+            Some(micros("2024-03-10T06:59:59Z"))
+        );
+        assert_eq!(
+            at("2024-11-03T01:30:00"),
+            Some(micros("2024-11-03T05:30:00Z"))
+        );
+        assert_eq!(
+            at("2024-11-03T02:00:00"),
+            Some(micros("2024-11-03T07:00:00Z"))
+        );
+        assert_eq!(
+            to_wall(&zone, micros("2024-11-03T06:30:00Z")),
+            Some(micros("2024-11-03T01:30:00"))
+        );
+        // Outside 0001-01-02 .. 9999-12-29: no conversion, in either engine.
+        assert_eq!(at("0001-01-01T12:00:00"), None);
+        assert_eq!(at("9999-12-31T12:00:00"), None);
+        let hints = Hints::default();
+        assert_eq!(
+            parse_timestamp("2024-03-10 02:30:00", None, &hints, Some(&zone), true),
+            Some(micros("2024-03-10T02:30:00"))
+        );
+        assert_eq!(
+            parse_date(
+                "1714492800000",
+                None,
+                &Hints {
+                    epoch: Some(Unit::Millis),
+                    ..hints
+                },
+                Some(&jiff::tz::TimeZone::get("Asia/Shanghai").unwrap())
+            ),
+            Some(19844)
+        );
+    }
+
+    #[test]
     fn dates() {
         let none = Hints::default();
         assert_eq!(parse_date("2024-05-01", None, &none, None), Some(19844));

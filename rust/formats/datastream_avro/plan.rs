@@ -351,3 +351,49 @@ fn nullable_record(schema: &Schema, node: usize) -> Option<usize> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The payload's types as sent: nullable unions, logical types on the type or on the
+    /// field (old files), decimals, named records defined before and inside the payload.
+    #[test]
+    fn payload_types_are_spelled_as_sent() {
+        let schema = r#"{"type":"record","name":"e","fields":[
+            {"name":"source_metadata","type":{"type":"record","name":"varchar","fields":[
+                {"name":"value","type":"string"},{"name":"length","type":"int"}]}},
+            {"name":"payload","type":["null",{"type":"record","name":"p","fields":[
+                {"name":"a","type":["null","long"]},
+                {"name":"b","type":["null",{"type":"bytes","logicalType":"decimal","precision":10,"scale":2}]},
+                {"name":"c","type":"long","logicalType":"timestamp-micros"},
+                {"name":"d","type":["null","varchar"]},
+                {"name":"e","type":["null",{"type":"record","name":"timestampTz","fields":[
+                    {"name":"timestamp","type":"long"},{"name":"offset","type":"int"}]}]},
+                {"name":"f","type":["null","int","string"]},
+                {"name":"g","type":{"type":"string","logicalType":"number"}},
+                {"name":"h","type":["null",{"type":"array","items":"int"}]}
+            ]}]}
+        ]}"#;
+        let mut parser = crate::json::Parser::default();
+        let json = parser.parse(schema.as_bytes()).unwrap();
+        let types = payload_types(json).unwrap();
+        let spelled: Vec<(&str, &str)> = types
+            .iter()
+            .map(|(n, t)| (n.as_str(), t.as_str()))
+            .collect();
+        assert_eq!(
+            spelled,
+            [
+                ("a", "long"),
+                ("b", "bytes decimal(10,2)"),
+                ("c", "long timestamp-micros"),
+                ("d", "record varchar"),
+                ("e", "record timestampTz"),
+                ("f", "union"),
+                ("g", "string number"),
+                ("h", "array"),
+            ]
+        );
+    }
+}
