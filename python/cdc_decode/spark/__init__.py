@@ -3,8 +3,9 @@
 >>> from cdc_decode import spark as cdc_spark
 >>> events = cdc_spark.decode(kafka_df, "tencent-dts")
 
-- :mod:`cdc_decode.spark.decoding`: ``decode`` (``mapInArrow``), ``DecodeAccounting``,
-  ``local_session``.
+- :mod:`cdc_decode.spark.decoding`: ``decode`` (``mapInArrow``), ``DecodeAccounting``.
+- :mod:`cdc_decode.spark.session`: ``local_session``, a local SparkSession with Delta Lake,
+  Spark's Kafka source or spark-avro (from given jars or from Maven Central).
 - :mod:`cdc_decode.spark.datastream`: ``read_datastream`` (batch and streaming) over the
   ``cdc-datastream`` Python data source, for Datastream bucket trees.
 - :mod:`cdc_decode.spark.stream`: ``decode_stream``, Structured Streaming from Kafka with
@@ -27,10 +28,10 @@ from .decoding import (
     STATS,
     DecodeAccounting,
     decode,
-    local_session,
     spark_event_schema,
 )
 from .schemas import schema_rows, table_schemas
+from .session import local_session
 from .stream import MULTIPART_FORMATS, decode_stream
 
 __all__ = [

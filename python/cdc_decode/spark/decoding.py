@@ -39,7 +39,6 @@ __all__ = [
     "KAFKA_COLUMNS",
     "DecodeAccounting",
     "decode",
-    "local_session",
     "spark_event_schema",
 ]
 
@@ -59,44 +58,6 @@ _TUPLE_REQUIRED = (
     ("_before_image_",),
     ("_after_image_",),
 )
-
-
-def local_session(app: str = "cdc-decode", *, master: str = "local[*]", **config: str) -> Any:
-    """A local SparkSession whose Python workers run this interpreter.
-
-    Spark starts its workers with ``PYSPARK_PYTHON``; when that is not the interpreter
-    that has ``cdc_decode`` and ``pyarrow`` installed, every ``mapInArrow`` task fails with
-    ``ModuleNotFoundError``. This sets it (unless already set), with UTC as the session
-    time zone and the UI off, for demos, tests and notebooks on one machine.
-
-    Args:
-        app: the application name.
-        master: the Spark master, ``local[*]`` by default.
-        **config: more Spark settings, with dots written as ``__`` in the names
-            (``spark__sql__shuffle__partitions="4"``).
-
-    Returns:
-        The ``pyspark.sql.SparkSession`` (log level ERROR).
-    """
-    import os
-    import sys
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-    )
-    for key, value in config.items():
-        builder = builder.config(key.replace("__", "."), value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
 
 
 class _LatestPerPartition:
