@@ -224,6 +224,18 @@ impl EventBuilder {
         self.typed.as_deref_mut()
     }
 
+    /// The schema pass: ends a row whose names, op and sequence are written, with no
+    /// images, DDL, metadata, error or raw bytes.
+    pub fn end_schema_row(&mut self) {
+        self.before.push_null();
+        self.after.push_null();
+        self.ddl.push_null();
+        self.metadata.push_null();
+        self.error.push_null();
+        self.raw.push_null();
+        self.end_row();
+    }
+
     /// Ends the row every column has just received a value for.
     pub fn end_row(&mut self) {
         if let Some(typed) = self.typed.as_mut() {

@@ -703,13 +703,7 @@ impl<'a> Layout<'a> {
         }
         rows.primary_key.push_null();
         if rows.schema_pass() {
-            rows.before.push_null();
-            rows.after.push_null();
-            rows.ddl.push_null();
-            rows.metadata.push_null();
-            rows.error.push_null();
-            rows.raw.push_null();
-            rows.end_row();
+            rows.end_schema_row();
             return;
         }
         if head.before_image {

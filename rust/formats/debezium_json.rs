@@ -138,17 +138,7 @@ impl Wire {
                 // By the columns' object: the same bytes of `schema` share it.
                 let mut hasher = std::hash::DefaultHasher::new();
                 (Arc::as_ptr(&columns) as *const u8 as usize, &key).hash(&mut hasher);
-                let same = |held: &WireSchema| {
-                    held.key == key
-                        && held.columns.len() == columns.len()
-                        && held
-                            .columns
-                            .iter()
-                            .zip(columns.iter())
-                            .all(|(h, (name, t))| {
-                                h.name == *name && h.source_type.as_deref() == Some(t.as_str())
-                            })
-                };
+                let same = |held: &WireSchema| held.key == key && held.has_columns(&columns);
                 let schema = self.schemas.get(hasher.finish(), same, || {
                     WireSchema::typed(Dialect::Connect, columns.iter().cloned(), key.clone())
                 });

@@ -83,6 +83,17 @@ impl WireSchema {
             key,
         }
     }
+
+    /// Whether its columns are `columns` (names and source types), in order: a cached
+    /// schema's check before a format reuses it.
+    pub fn has_columns(&self, columns: &[(String, String)]) -> bool {
+        self.columns.len() == columns.len()
+            && self
+                .columns
+                .iter()
+                .zip(columns)
+                .all(|(h, (name, t))| h.name == *name && h.source_type.as_deref() == Some(t))
+    }
 }
 
 /// Wire schemas built once per distinct description, as formats come across them: a format

@@ -193,15 +193,7 @@ impl Wire {
                 (Some(h), Some(k)) => h.iter().map(String::as_str).eq(k.iter().copied()),
                 _ => false,
             };
-            same_key
-                && held.columns.len() == columns.len()
-                && held
-                    .columns
-                    .iter()
-                    .zip(columns.iter())
-                    .all(|(h, (name, t))| {
-                        h.name == *name && h.source_type.as_deref() == Some(t.as_str())
-                    })
+            same_key && held.has_columns(columns)
         };
         let owned_key: Option<Vec<String>> = key
             .as_ref()

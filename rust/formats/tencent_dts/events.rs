@@ -407,13 +407,7 @@ fn write_dml(
             // The same checks as the images' (the message fails as it would decode), and
             // no text.
             check_images(columns, dml.depth + 1, row, index)?;
-            rows.before.push_null();
-            rows.after.push_null();
-            rows.ddl.push_null();
-            rows.metadata.push_null();
-            rows.error.push_null();
-            rows.raw.push_null();
-            rows.end_row();
+            rows.end_schema_row();
             continue;
         }
         let properties = write_images(rows, columns, dml.depth + 1, row, index)?;
@@ -439,23 +433,11 @@ fn write_value(map: &mut MapColumn, name: &str, data: &DataView) -> Result<()> {
         ) => map.entry(name, (!data.sv.is_empty()).then_some(data.sv)),
         Ok(Bytes) => map.entry_with(name, |out| base64_into(data.bv, out)),
         Ok(String) => {
-            let charset =
-                Charset::from_name(data.charset).ok_or_else(|| Error::UnsupportedCharset {
-                    charset: data.charset.to_string(),
-                    column: name.to_string(),
-                })?;
+            let charset = charset_of(name, data)?;
             let mut ok = true;
             map.entry_with(name, |out| ok = charset.decode_into(data.bv, out));
             if !ok {
-                let charset = if data.charset.is_empty() {
-                    "utf8"
-                } else {
-                    data.charset
-                };
-                return Err(Error::InvalidText {
-                    charset: charset.to_string(),
-                    column: name.to_string(),
-                });
+                return Err(invalid_text(name, data));
             }
         }
         Err(_) => {
@@ -466,6 +448,27 @@ fn write_value(map: &mut MapColumn, name: &str, data: &DataView) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A STRING `Data`'s charset (`charset`; empty is utf8), or the error naming its column.
+fn charset_of(name: &str, data: &DataView) -> Result<Charset> {
+    Charset::from_name(data.charset).ok_or_else(|| Error::UnsupportedCharset {
+        charset: data.charset.to_string(),
+        column: name.to_string(),
+    })
+}
+
+/// The error of a STRING `Data` whose bytes are not text in its charset.
+fn invalid_text(name: &str, data: &DataView) -> Error {
+    let charset = if data.charset.is_empty() {
+        "utf8"
+    } else {
+        data.charset
+    };
+    Error::InvalidText {
+        charset: charset.to_string(),
+        column: name.to_string(),
+    }
 }
 
 /// Whether an `originalType` is MySQL's `json`.
@@ -480,21 +483,8 @@ fn check_value(name: &str, data: &DataView) -> Result<()> {
     use DataType::*;
     match DataType::try_from(data.data_type) {
         Ok(String) => {
-            let charset =
-                Charset::from_name(data.charset).ok_or_else(|| Error::UnsupportedCharset {
-                    charset: data.charset.to_string(),
-                    column: name.to_string(),
-                })?;
-            if !charset.is_valid(data.bv) {
-                let charset = if data.charset.is_empty() {
-                    "utf8"
-                } else {
-                    data.charset
-                };
-                return Err(Error::InvalidText {
-                    charset: charset.to_string(),
-                    column: name.to_string(),
-                });
+            if !charset_of(name, data)?.is_valid(data.bv) {
+                return Err(invalid_text(name, data));
             }
             Ok(())
         }
