@@ -510,15 +510,7 @@ fn check_images(columns: &[ColumnView], depth: u32, bytes: &[u8], row: usize) ->
                 } else {
                     (&mut new, "new")
                 };
-                let Some(column) = columns.get(*count) else {
-                    return Err(Error::TooManyValues {
-                        row,
-                        values: *count + 1,
-                        image,
-                        columns: columns.len(),
-                    });
-                };
-                *count += 1;
+                let column = next_column(columns, count, row, image)?;
                 check_value(column.name, &data)?;
             }
             (15, Value::Len(b)) => _ = read_kv(&reader, b).map_err(&on_error)?,
@@ -526,6 +518,26 @@ fn check_images(columns: &[ColumnView], depth: u32, bytes: &[u8], row: usize) ->
         }
     }
     Ok(())
+}
+
+/// The column of an image's next value (`count` values of it read so far), else the error
+/// of a row with more values than columns.
+fn next_column<'c, 'a>(
+    columns: &'c [ColumnView<'a>],
+    count: &mut usize,
+    row: usize,
+    image: &'static str,
+) -> Result<&'c ColumnView<'a>> {
+    let Some(column) = columns.get(*count) else {
+        return Err(Error::TooManyValues {
+            row,
+            values: *count + 1,
+            image,
+            columns: columns.len(),
+        });
+    };
+    *count += 1;
+    Ok(column)
 }
 
 /// The two images of one `RowChange` into `before` and `after` (both open at once: a row
@@ -553,15 +565,7 @@ fn write_images<'a>(
                 } else {
                     (&mut rows.after, &mut new, "new")
                 };
-                let Some(column) = columns.get(*count) else {
-                    return Err(Error::TooManyValues {
-                        row,
-                        values: *count + 1,
-                        image,
-                        columns: columns.len(),
-                    });
-                };
-                *count += 1;
+                let column = next_column(columns, count, row, image)?;
                 write_value(map, column.name, &data)?;
                 if data.data_type == DataType::Bytes as i32 && is_json(column.original_type) {
                     // MySQL `json` comes as BYTES: a string column gets its text.
