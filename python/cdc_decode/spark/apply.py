@@ -450,6 +450,15 @@ class _Call:
             _check_ddl(result.ddl, self.plan.known_columns(), self.table.target)
         return result
 
+    def begin(self, keys: int) -> tuple[ApplyResult, bytes | None, int | None]:
+        """After the batch's one read (``keys``: the keys it touches): the checked counts,
+        the table made or brought up to date, and the sequence and event time of the
+        newest truncate to apply (``result.truncated``: the batch's own)."""
+        result = self.checked(keys)
+        result.created, result.added_columns = self.plan.apply(self.image.keys)
+        cut, cut_time, result.truncated = self.truncation()
+        return result, cut, cut_time
+
     def truncation(self) -> tuple[bytes | None, int | None, bool]:
         """``(sequence, event time, apply)`` of the newest ``truncate`` of the table: the
         batch's when it is not older than the one stored with the table (``apply``: it is
@@ -483,10 +492,8 @@ class _Call:
         folded = folded.persist(StorageLevel.MEMORY_AND_DISK)
         filled = None
         try:
-            result = self.checked(folded.count())
-            result.created, result.added_columns = self.plan.apply(keys)
-            cut, cut_time, new_cut = self.truncation()
-            result.truncated = new_cut
+            result, cut, cut_time = self.begin(folded.count())
+            new_cut = result.truncated
             if not result.keys and not new_cut:
                 result.version = table.version()
                 result.retries = table.retries
@@ -572,10 +579,8 @@ class _Call:
             touched = new.select(*[col(k) for k in keys]).distinct()
             # The one read of the batch (``new`` is persisted as it counts), which also
             # takes the counts.
-            result = self.checked(touched.count())
-            result.created, result.added_columns = self.plan.apply(keys)
-            cut, cut_time, new_cut = self.truncation()
-            result.truncated = new_cut
+            result, cut, cut_time = self.begin(touched.count())
+            new_cut = result.truncated
             if not result.keys and not new_cut:
                 result.version = table.version()
                 return result
