@@ -27,7 +27,7 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 	--target $(1)-unknown-linux-gnu --out $(DIST)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv build test test-rust test-python wheel wheel-x86_64 wheel-aarch64-run \
+.PHONY: help venv build test test-rust test-python wheel wheel-x86_64 wheel-aarch64-run bench-schemas \
 	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
 	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply \
@@ -390,6 +390,9 @@ bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs pa
 # disk at 5,000 and 50,000 files, Avro and JSON; writes docs/datastream-tree.md.
 bench-datastream: build jars ## Datastream tree race: read_datastream vs spark-avro / spark.read.json, local[1]
 	$(PY) benches/datastream_tree.py --out docs/datastream-tree.md
+
+bench-schemas: build ## The schema pass beside a generic and a typed decode of a 100-table stream, per format
+	$(PY) benches/schema_pass.py
 
 lint: $(STAMPS)/venv ## rustfmt check, clippy -D warnings, ruff
 	cargo fmt --check

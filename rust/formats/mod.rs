@@ -92,6 +92,9 @@ pub struct Options {
     pub typed: Option<std::sync::Arc<crate::typed::TypedSpec>>,
     /// The resource limits, every format.
     pub limits: Limits,
+    /// The schema pass (`crate::schemas`): a row per table and wire schema instead of the
+    /// events. Every format takes it.
+    pub schemas: bool,
 }
 
 /// The decoder for a format name, with the name as a `'static` string.
@@ -113,11 +116,11 @@ pub fn new_decoder(
         )),
         "datahub-blob" => Ok((
             datahub_blob::FORMAT,
-            Box::new(datahub_blob::DatahubBlob::new(limits)),
+            Box::new(datahub_blob::DatahubBlob::new(limits, options.schemas)),
         )),
         "debezium-json" => Ok((
             debezium_json::FORMAT,
-            Box::new(debezium_json::DebeziumJson::new(limits)),
+            Box::new(debezium_json::DebeziumJson::new(limits, options.schemas)),
         )),
         "datastream-json" => Ok((
             datastream_json::FORMAT,
@@ -131,7 +134,10 @@ pub fn new_decoder(
             tdsql_json::FORMAT,
             Box::new(tdsql_json::TdsqlJson::new(options.columns.clone(), limits)?),
         )),
-        "datahub-tuple" => Ok(("datahub-tuple", Box::new(datahub_tuple::DatahubTuple))),
+        "datahub-tuple" => Ok((
+            "datahub-tuple",
+            Box::new(datahub_tuple::DatahubTuple::default()),
+        )),
         other => Err(Error::UnknownFormat(other.to_string(), FORMATS.join(", "))),
     }
 }

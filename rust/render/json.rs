@@ -35,6 +35,11 @@ pub fn write_image(map: &mut MapColumn, columns: Option<Value<'_>>) {
 /// A row's `before` and `after` images: their text maps, or in typed mode with one schema
 /// their structs, converted straight from the JSON ([`convert_image`]).
 pub fn write_images(rows: &mut EventBuilder, before: Option<Value<'_>>, after: Option<Value<'_>>) {
+    if rows.schema_pass() {
+        rows.before.push_null();
+        rows.after.push_null();
+        return;
+    }
     match rows.typed().filter(|typed| typed.direct()) {
         Some(typed) => {
             convert_image(typed, false, before);
@@ -47,6 +52,21 @@ pub fn write_images(rows: &mut EventBuilder, before: Option<Value<'_>>, after: O
             write_image(&mut rows.after, after);
         }
     }
+}
+
+/// The schema pass, for a wire without types: the column names of a row's images, those of
+/// `before` then those only `after` has, each once, in the order sent.
+pub fn image_names(before: Option<Value<'_>>, after: Option<Value<'_>>) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for image in [before, after].into_iter().flatten() {
+        for (name, _) in image.members() {
+            let name = name.text();
+            if !names.iter().any(|n| *n == name) {
+                names.push(name.into_owned());
+            }
+        }
+    }
+    names
 }
 
 /// Converts a row image straight into typed mode's columns, entry by entry, with the text

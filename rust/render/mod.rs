@@ -11,4 +11,4 @@
 pub mod avro;
 pub mod json;
 
-pub use json::{add_metadata, convert_image, push_text, write_image, write_images};
+pub use json::{add_metadata, convert_image, image_names, push_text, write_image, write_images};

@@ -35,7 +35,13 @@ from importlib import import_module
 
 import pyarrow as pa
 
-from .._checks import check_columns, check_format, check_mode, check_schema_or_tables
+from .._checks import (
+    check_columns,
+    check_format,
+    check_mode,
+    check_schema_or_tables,
+    check_time_zone,
+)
 from .._limits import Limits, as_limits
 from ._events import EventSink
 from ._typed import Typed
@@ -99,6 +105,9 @@ class PythonDecoder:
         schema: typed mode: a checked pyarrow schema (``cdc_decode._typed.as_schema``).
         tables: multi-table typed mode: (name, checked schema) pairs.
         limits: the resource limits (``cdc_decode.Limits``; the defaults for ``None``).
+        schemas: the schema pass (a row per table and wire schema, ``._schemas``) instead
+            of events.
+        source_time_zone: typed mode's source time zone, an IANA name (docs/typed.md).
 
     Raises:
         ValueError: for an unknown format or mode, or an option the format does not take.
@@ -113,6 +122,8 @@ class PythonDecoder:
         schema: pa.Schema | None = None,
         tables: list | None = None,
         limits: Limits | None = None,
+        schemas: bool = False,
+        source_time_zone: str | None = None,
     ) -> None:
         check_format(format)
         check_mode(mode)
@@ -130,7 +141,13 @@ class PythonDecoder:
         self._stats = {"messages": 0, "decoded": 0, "events": 0, "errors": 0, "dropped": 0}
         check_schema_or_tables(schema, tables)
         typed = schema is not None or tables is not None
-        self._typed = Typed(schema, tables) if typed else None
+        if schemas and typed:
+            raise ValueError(
+                "the schema pass reads the wire's schemas: give it no schema or tables"
+            )
+        zone = check_time_zone(source_time_zone, typed)
+        self._typed = Typed(schema, tables, zone) if typed else None
+        self._schemas = schemas
 
     def decode(
         self, values: pa.Array, keys: pa.Array | None, last: bool = False
@@ -161,7 +178,7 @@ class PythonDecoder:
             values = values.cast(_AS_BYTES[values.type])
         raws = values.to_pylist()
         key_list = [None] * len(raws) if keys is None else keys.to_pylist()
-        sink = EventSink(self._format, self._mode, self._stats, self._typed)
+        sink = EventSink(self._format, self._mode, self._stats, self._typed, self._schemas)
         decode_one = self._decoder.decode
         first = self._stats["messages"]
         done = 0
@@ -207,7 +224,7 @@ class PythonDecoder:
                 f"{self._format} decodes binary values (an array of messages), not a record batch"
             )
         records = self._decoder.prepare(batch)  # checks the columns first: raises, counts none
-        sink = EventSink(self._format, self._mode, self._stats, self._typed)
+        sink = EventSink(self._format, self._mode, self._stats, self._typed, self._schemas)
         record = records.record
         first = self._stats["messages"]
         done = 0
@@ -228,7 +245,7 @@ class PythonDecoder:
         Returns:
             The rows and their input ordinals, as :meth:`decode` returns them.
         """
-        sink = EventSink(self._format, self._mode, self._stats, self._typed)
+        sink = EventSink(self._format, self._mode, self._stats, self._typed, self._schemas)
         self._decoder.finish(sink)
         return sink.build()
 

@@ -13,6 +13,8 @@
 - :mod:`cdc_decode.spark.apply`: ``apply_changes`` (events into a Delta table, SCD type 1
   or 2), ``current_rows``, ``ApplyResult``; its rules in :mod:`cdc_decode.spark._apply_rules`,
   the table format behind :mod:`cdc_decode.spark._tables`.
+- :mod:`cdc_decode.spark.schemas`: ``table_schemas`` and ``schema_rows``, the schema pass
+  (each table's columns, types and key as the wire describes them).
 
 The decoding runs on the executors in the Python worker that serves ``mapInArrow``; the
 executors' Python (``PYSPARK_PYTHON``) must have ``cdc_decode`` and ``pyarrow`` installed.
@@ -29,6 +31,7 @@ from .decoding import (
     decode,
     spark_event_schema,
 )
+from .schemas import schema_rows, table_schemas
 from .session import local_session
 from .stream import MULTIPART_FORMATS, decode_stream
 
@@ -45,5 +48,7 @@ __all__ = [
     "decode_stream",
     "local_session",
     "read_datastream",
+    "schema_rows",
     "spark_event_schema",
+    "table_schemas",
 ]

@@ -26,6 +26,7 @@ from .._checks import (
     check_format,
     check_mode,
     check_schema_or_tables,
+    check_time_zone,
 )
 from .._limits import Limits, as_limits
 from .._schema import RECORD_FORMATS, event_schema
@@ -285,6 +286,7 @@ class _Job:
     tables: list[tuple[str, pa.Schema]] | None
     limits: Limits
     event_columns: list[str] | None
+    source_time_zone: str | None = None
 
 
 def _mapped(df: DataFrame, out_schema: Any, reporter: Any, job: _Job, **options: Any) -> DataFrame:
@@ -334,6 +336,7 @@ def decode(
     accounting: DecodeAccounting | None = None,
     event_columns: Sequence[str] | None = None,
     plan: str = "auto",
+    source_time_zone: str | None = None,
 ) -> DataFrame | dict[str | None, DataFrame]:
     """Decode a DataFrame of CDC messages into a DataFrame of change events.
 
@@ -394,6 +397,10 @@ def decode(
             with the decoder in ``mapInArrow`` otherwise; ``"sql"`` insists on the
             expressions (``ValueError`` saying why they cannot); ``"arrow"`` always runs the
             decoder. The rows are equal either way.
+        source_time_zone: typed mode: the source's time zone, an IANA name
+            (``"Asia/Shanghai"``): wall clocks the wire sends without an offset are read in
+            it for ``timestamp`` columns, instants shown in it for ``timestamp_ntz`` and
+            ``date`` columns (docs/typed.md, "The source's time zone"). ``None``: UTC.
 
     Returns:
         A DataFrame with the kept columns followed by the columns of
@@ -435,6 +442,7 @@ def decode(
         columns = check_columns(format, columns)
     typed = _Typed(schema, tables)
     event_columns = typed.checked_event_columns(event_columns)
+    check_time_zone(source_time_zone, typed.arrow_schema is not None)
     limits = as_limits(limits)
     if accounting is not None and not isinstance(accounting, DecodeAccounting):
         raise TypeError(
@@ -446,7 +454,9 @@ def decode(
         raise ValueError(f"unknown plan {plan!r}: expected one of {', '.join(_PLANS)}")
     if plan != "auto" and format not in RECORD_FORMATS:
         raise ValueError(f"plan={plan!r} is for datahub-tuple; {format} always runs the decoder")
-    job = _Job(format, mode, engine, typed.schema, typed.tables, limits, event_columns)
+    job = _Job(
+        format, mode, engine, typed.schema, typed.tables, limits, event_columns, source_time_zone
+    )
     if format in RECORD_FORMATS:
         combined, kept = _decode_records(
             df, job, typed, fields, value_col, keep, reporter=reporter, plan=plan
@@ -550,7 +560,7 @@ def _decode_records(
     if plan != "arrow":
         from .. import _tuple_sql
 
-        why = _sql_refused(engine, typed, reporter)
+        why = _sql_refused(engine, typed, reporter, job.source_time_zone)
         if why is None:
             images = None if typed.schema is None else all_events["before"].dataType
             try:
@@ -574,10 +584,14 @@ def _decode_records(
     return mapped, keep
 
 
-def _sql_refused(engine: str, typed: _Typed, reporter: _Reporter | None) -> str | None:
+def _sql_refused(
+    engine: str, typed: _Typed, reporter: _Reporter | None, zone: str | None = None
+) -> str | None:
     """Why the options need the decoder itself (``None``: they do not)."""
     if engine != "native":
         return f"engine={engine!r} asks for the decoder"
+    if zone is not None:
+        return "source_time_zone= converts in the decoder"
     if typed.tables is not None:
         return "tables= splits the decoder's output"
     if reporter is not None:
@@ -696,6 +710,7 @@ def _partition_decoder(
             schema=job.schema,
             tables=None if job.tables is None else dict(job.tables),
             limits=job.limits,
+            source_time_zone=job.source_time_zone,
         )
         decoded = _decode_batches(
             decoder, batches, keep, value_col, records, has_topic, has_headers, job.event_columns
