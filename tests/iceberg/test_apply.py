@@ -263,3 +263,22 @@ def test_a_name_outside_an_iceberg_catalog_is_not_taken_for_iceberg(iceberg_spar
     assert type(open_table(iceberg_spark, "/tmp/x")).__name__ == "DeltaTarget"
     with pytest.raises(ValueError, match="not a table name in an Iceberg catalog"):
         open_table(iceberg_spark, "default.users", format="iceberg")
+
+
+def test_truncate_deletes_the_rows_older_than_it(iceberg_spark):
+    """A truncate deletes every row older than it, in the batch and in the table (its
+    sequence kept as a table property); changes after it apply as to an empty table."""
+    spark = iceberg_spark
+    target = _target("lake", "truncate")
+    first = [("insert", 1, None, (1, "a", 1)), ("insert", 2, None, (2, "b", 2))]
+    second = [
+        ("insert", 3, None, (3, "c", 3)),
+        ("truncate", 4, None, None),
+        ("insert", 5, None, (2, "b5", 5)),
+    ]
+    cdc_spark.apply_changes(typed_events(spark, first), target)
+    result = cdc_spark.apply_changes(typed_events(spark, second), target)
+    assert result.truncated and result.other == {"truncate": 1}
+    assert live(spark, target) == {2: ("b5", 5)}
+    props = {r.key: r.value for r in spark.sql(f"SHOW TBLPROPERTIES {target}").collect()}
+    assert props["cdc_decode.truncateHorizon"] == (4).to_bytes(4, "big").hex()

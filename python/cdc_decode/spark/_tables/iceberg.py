@@ -68,9 +68,8 @@ def iceberg_catalog(spark: SparkSession, target: str) -> str | None:
     else the session's current catalog (``spark.sql.defaultCatalog``)."""
     jvm = spark._jvm
     try:
-        base = jvm.java.lang.Class.forName(
-            ICEBERG_CATALOG_CLASS, False, jvm.Thread.currentThread().getContextClassLoader()
-        )
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        base = jvm.java.lang.Class.forName(ICEBERG_CATALOG_CLASS, False, loader)
     except Exception:  # noqa: BLE001 (no Iceberg runtime on the session)
         return None
     parts = _parts(spark, target)
