@@ -171,6 +171,13 @@ class Table:
 
     # -- shared ------------------------------------------------------------------------
 
+    def clone_session(self) -> SparkSession:
+        """A clone of the caller's session: its settings and temporary views, the same
+        SparkContext and cache; settings made on it (a write's markers) stay its own."""
+        from pyspark.sql import SparkSession
+
+        return SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())
+
     def is_conflict(self, error: BaseException) -> bool:
         """A write conflict that a retry of the same write resolves."""
         return False

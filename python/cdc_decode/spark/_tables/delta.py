@@ -172,9 +172,7 @@ class DeltaTarget(Table):
     def _session(self, txn: tuple[str, int] | None, tag: str | None = None) -> SparkSession:
         """A clone of the caller's session (its settings, the same SparkContext and
         cache) holding this write's own txn markers and commit tag."""
-        from pyspark.sql import SparkSession
-
-        session = SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())
+        session = self.clone_session()
         if txn is not None:
             session.conf.set(TXN_APP, txn[0])
             session.conf.set(TXN_VERSION, str(txn[1]))

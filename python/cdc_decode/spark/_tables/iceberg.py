@@ -234,9 +234,7 @@ class IcebergTarget(Table):
     def _session(self, properties: Mapping[str, str]) -> SparkSession:
         """A clone of the caller's session (its settings, temporary views, the same
         SparkContext) whose commits carry ``properties`` in their snapshot summary."""
-        from pyspark.sql import SparkSession
-
-        session = SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())
+        session = self.clone_session()
         for key in list(dict(session.conf.getAll)):
             if key.startswith(SNAPSHOT_PROPERTY + "cdc_decode."):
                 session.conf.unset(key)
