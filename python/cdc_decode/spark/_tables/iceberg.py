@@ -271,12 +271,18 @@ class IcebergTarget(Table):
             marks = {COMMIT_ID: tag}
             if txn is not None:
                 marks[TXN_PREFIX + txn[0]] = str(txn[1])
-            # A view of the caller's session, which the clone copies.
-            rows.createOrReplaceTempView(view)
+            session = self._session(marks)
+            # The rows as a plain relation of the clone: a checkpoint's plan keeps the
+            # constraints of the plan it came from (the clauses' expressions), which the
+            # MERGE's analysis would carry along (it ran out of a 1 GB heap).
+            plain = session._jsparkSession.internalCreateDataFrame(
+                rows._jdf.queryExecution().toRdd(), rows._jdf.schema(), False
+            )
+            plain.createOrReplaceTempView(view)
             try:
-                self._session(marks).sql(statement)
+                session.sql(statement)
             finally:
-                self.spark.catalog.dropTempView(view)
+                session.catalog.dropTempView(view)
             return self._commit(tag)
 
         return self.retrying("MERGE", run)
