@@ -274,7 +274,7 @@ class IcebergTarget(Table):
             session = self._session(marks)
             # The rows as a plain relation of the clone: a checkpoint's plan keeps the
             # constraints of the plan it came from (the clauses' expressions), which the
-            # MERGE's analysis would carry along (it ran out of a 1 GB heap).
+            # MERGE's analysis need not carry along.
             plain = session._jsparkSession.internalCreateDataFrame(
                 rows._jdf.queryExecution().toRdd(), rows._jdf.schema(), False
             )
