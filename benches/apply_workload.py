@@ -46,6 +46,7 @@ import argparse
 import inspect
 import json
 import os
+import re
 import shutil
 import statistics
 import sys
@@ -418,8 +419,14 @@ class Contender:
 
 
 class ApplyChanges(Contender):
-    name = "apply_changes"
+    """``apply_changes``; ``dv``: on a table with deletion vectors enabled (set after the
+    load), ``nomat``: with ``merge.materializeSource=none`` around the call."""
+
     live_filter = "NOT _cdc_deleted"
+
+    def __init__(self, options: set[str] = frozenset()):
+        self.options = set(options)
+        self.name = "+".join(["apply_changes", *sorted(options)])
 
     def build(self, spark, gen, path, files):
         from cdc_decode import spark as cdc_spark
@@ -430,11 +437,22 @@ class ApplyChanges(Contender):
         frame = spark.read.format("delta").load(path)
         sorted_ = frame.repartitionByRange(files, "id").sortWithinPartitions("id")
         sorted_.localCheckpoint().write.format("delta").mode("overwrite").save(path)
+        if "dv" in self.options:
+            spark.sql(
+                f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableDeletionVectors = true)"
+            )
 
     def apply(self, spark, events, path):
         from cdc_decode import spark as cdc_spark
 
-        cdc_spark.apply_changes(events, path, **_apply_kwargs())
+        conf = "spark.databricks.delta.merge.materializeSource"
+        if "nomat" in self.options:
+            spark.conf.set(conf, "none")
+        try:
+            cdc_spark.apply_changes(events, path, **_apply_kwargs())
+        finally:
+            if "nomat" in self.options:
+                spark.conf.unset(conf)
 
 
 class HandMerge(Contender):
@@ -525,9 +543,9 @@ def key_ranges(column: str, keys: list[int], cap: int = 64) -> str:
 
 
 def contender(spec: str) -> Contender:
-    if spec == "apply_changes":
-        return ApplyChanges()
     parts = spec.split("+")
+    if parts[0] == "apply_changes" and set(parts[1:]) <= {"dv", "nomat"}:
+        return ApplyChanges(set(parts[1:]))
     if parts[0] != "merge" or not set(parts[1:]) <= {"dv", "broadcast", "ranges", "split", "nomat"}:
         raise SystemExit(f"unknown contender {spec!r}")
     return HandMerge(set(parts[1:]))
@@ -581,7 +599,9 @@ class ScanFiles:
         self.files_read()
 
     def files_read(self) -> int:
-        """Files MERGEs read since the last call (0 without the UI)."""
+        """Files MERGEs read since the last call (0 without the UI); the SQL queries run
+        since then, with their seconds, are in ``self.queries``."""
+        self.queries: list[tuple[str, float]] = []
         if not self.url:
             return 0
         query = f"sql?details=true&planDescription=false&offset={self.seen + 1}&length=100000"
@@ -590,6 +610,8 @@ class ScanFiles:
         total = 0
         for q in queries:
             self.seen = max(self.seen, q["id"])
+            what = re.sub(r"\d[\d,.]*", "N", q.get("description", ""))[:90]
+            self.queries.append((what, q.get("duration", 0) / 1000))
             for node in q.get("nodes", []):
                 if "MergeIntoCommand" not in node["nodeName"]:
                     continue
@@ -653,6 +675,7 @@ class Outcome:
     bytes: int = 0
     ok: bool = False
     note: str = ""
+    queries: dict[str, float] = field(default_factory=dict)  # SQL query seconds by kind
 
 
 def run(spark, w: Workload, specs: list[str], work: Path, rounds: int = 1, log=print) -> dict:
@@ -700,6 +723,9 @@ def run(spark, w: Workload, specs: list[str], work: Path, rounds: int = 1, log=p
                 if measured:
                     outcomes[c.name].seconds.append(took[c.name])
                     outcomes[c.name].files_read += read
+                    for what, secs in scans.queries:
+                        q = outcomes[c.name].queries
+                        q[what] = q.get(what, 0.0) + secs
             log(
                 f"round {r + 1} batch {b + 1}/{len(gen.batches)}"
                 f"{'' if measured else ' (warm-up)'}: "
@@ -760,6 +786,18 @@ def report(result: dict, baseline: str = "merge") -> list[str]:
     return lines
 
 
+def profile(result: dict, top: int = 8) -> list[str]:
+    """Per contender, the SQL queries its batches ran (by description, numbers left out),
+    seconds per batch; nested queries (a MERGE's jobs inside the MERGE command) overlap."""
+    lines = []
+    for name, o in result["outcomes"].items():
+        n = len(o.seconds)
+        lines.append(f"{name}: {sum(o.seconds) / n:.2f} s a batch; SQL queries, s a batch:")
+        for what, secs in sorted(o.queries.items(), key=lambda kv: -kv[1])[:top]:
+            lines.append(f"    {secs / n:6.2f}  {what}")
+    return lines
+
+
 SCENARIOS = {
     # name: (rows, fraction, pattern)
     "uniform-0.1": (2_000_000, 0.001, "uniform"),
@@ -783,6 +821,7 @@ def main() -> int:
     parser.add_argument("--memory", default="6g")
     parser.add_argument("--contenders", nargs="*", default=["apply_changes", "merge", "merge+dv"])
     parser.add_argument("--out", help="append the Markdown tables to this file")
+    parser.add_argument("--profile", action="store_true", help="print each one's SQL queries")
     args = parser.parse_args()
 
     from support.delta import delta_session
@@ -820,6 +859,8 @@ def main() -> int:
             lines = report(result)
             tables += lines + [""]
             print("\n".join(lines), flush=True)
+            if args.profile:
+                print("\n".join(profile(result)), flush=True)
             failed |= not all(o.ok for o in result["outcomes"].values())
         spark.stop()
     finally:
