@@ -340,8 +340,13 @@ $(AUTOCDC_JARS)/.stamp: tools/autocdc-jars/pom.xml
 demo-stream: build jars jars-kafka ## Broker, a producer, a streaming query filling the tables, checked against the source
 	$(PY) -m cdc_decode.demo_stream --jars $(JARS) --kafka-jars $(KAFKA_JARS)
 
-bench-stream: build jars jars-kafka ## Streaming: broker -> sink events/s, batch vs streaming, produce -> visible latency
+# Then end to end into Delta (Spark 4.2, .venv-spark42): broker -> decode_stream ->
+# apply_changes in foreachBatch, against from_json / a protobuf mapInArrow -> row_number() +
+# MERGE, on the same topics.
+bench-stream: build jars jars-kafka venv-spark42 delta-jars ## Streaming: broker -> sink events/s, batch vs streaming, latency; broker -> Delta against the hand-written pipeline
 	$(PY) benches/stream_bench.py
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) benches/stream_apply_bench.py
 
 bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs passthrough, local[1]
 	$(PY) benches/spark_race.py --rounds 5 --out docs/spark-race

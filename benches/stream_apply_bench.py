@@ -256,7 +256,7 @@ def main() -> int:
                 finally:
                     query.stop()
                 latencies.sort()
-                ratio = "" if name == "ours" else f"{rates['ours'] / rates[name]:.2f}x ours"
+                ratio = "" if name == "ours" else f"ours {rates['ours'] / rates[name]:.2f}x"
                 lines.append(
                     f"| `{fmt}` | {name} | {stream.messages:,} | {stream.rows:,} | "
                     f"{seconds:.1f} | {rates[name]:,.0f} | {ratio} | "
