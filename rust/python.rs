@@ -57,9 +57,11 @@ fn output<'py>(py: Python<'py>, out: Output) -> PyResult<(Bound<'py, PyAny>, Bou
 #[pymethods]
 impl NativeDecoder {
     /// `schema`: a pyarrow schema (typed mode); `tables`: a list of (name, pyarrow schema)
-    /// pairs (multi-table typed mode).
+    /// pairs (multi-table typed mode); `unavailable_value`: debezium-json's placeholder
+    /// (`None`: Debezium's default, `""`: none).
     #[new]
-    #[pyo3(signature = (format, mode, columns=None, schema=None, tables=None, limits=None))]
+    #[pyo3(signature = (format, mode, columns=None, schema=None, tables=None, limits=None,
+                        unavailable_value=None))]
     fn new(
         format: &str,
         mode: &str,
@@ -67,6 +69,7 @@ impl NativeDecoder {
         schema: Option<&Bound<'_, PyAny>>,
         tables: Option<Vec<(String, Bound<'_, PyAny>)>>,
         limits: Option<HashMap<String, usize>>,
+        unavailable_value: Option<String>,
     ) -> PyResult<Self> {
         let mode = Mode::from_name(mode)?;
         let typed = match (schema, tables) {
@@ -92,6 +95,7 @@ impl NativeDecoder {
             columns,
             typed,
             limits,
+            unavailable_value,
         };
         Ok(Self {
             inner: Decoder::with_options(format, mode, &options)?,
@@ -99,13 +103,16 @@ impl NativeDecoder {
     }
 
     /// Decodes a pyarrow array of messages; returns (RecordBatch, int64 ordinals).
-    #[pyo3(signature = (values, keys=None, last=false))]
+    /// `old_keys`: a binary or string array, each message's `__debezium.oldkey` header or
+    /// null.
+    #[pyo3(signature = (values, keys=None, last=false, old_keys=None))]
     fn decode<'py>(
         &mut self,
         py: Python<'py>,
         values: &Bound<'py, PyAny>,
         keys: Option<&Bound<'py, PyAny>>,
         last: bool,
+        old_keys: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let values = make_array(ArrayData::from_pyarrow_bound(values)?);
         let keys = match keys.filter(|k| !k.is_none()) {
@@ -125,9 +132,15 @@ impl NativeDecoder {
                 }
             }
         };
+        let old_keys = match old_keys.filter(|k| !k.is_none()) {
+            None => None,
+            Some(old) => Some(make_array(ArrayData::from_pyarrow_bound(old)?)),
+        };
         let values = Arc::clone(&values);
         let inner = &mut self.inner;
-        let out = py.detach(|| inner.decode(&values, keys.as_ref(), last))?;
+        let out = py.detach(|| {
+            inner.decode_with_old_keys(&values, keys.as_ref(), old_keys.as_ref(), last)
+        })?;
         output(py, out)
     }
 

@@ -25,8 +25,10 @@ from ._checks import (
     check_format,
     check_mode,
     check_schema_or_tables,
+    check_unavailable_value,
 )
 from ._errors import DecodeError
+from ._headers import OLD_KEY, header_values
 from ._limits import Limits, as_limits
 from ._schema import ENGINES, FORMATS, RECORD_FORMATS, event_schema
 from ._typed import (
@@ -71,18 +73,30 @@ def _engine_decoder(
     schema: pa.Schema | None = None,
     tables: list[tuple[str, pa.Schema]] | None = None,
     limits: Limits | None = None,
+    unavailable_value: str | None = None,
 ):
     check_engine(engine)
     if columns is not None:
         columns = check_columns(format, columns)
+    unavailable_value = check_unavailable_value(format, unavailable_value)
     limits = as_limits(limits)
     if engine == "native":
         from ._native import NativeDecoder
 
-        return NativeDecoder(format, mode, columns, schema, tables, limits.as_dict())
+        return NativeDecoder(
+            format, mode, columns, schema, tables, limits.as_dict(), unavailable_value
+        )
     from .fallback import PythonDecoder
 
-    return PythonDecoder(format, mode, columns=columns, schema=schema, tables=tables, limits=limits)
+    return PythonDecoder(
+        format,
+        mode,
+        columns=columns,
+        schema=schema,
+        tables=tables,
+        limits=limits,
+        unavailable_value=unavailable_value,
+    )
 
 
 def _as_arrays(values: Any) -> list[pa.Array]:
@@ -168,6 +182,13 @@ class Decoder:
             :func:`split_tables` makes one typed batch per table of it.
         limits: the resource limits (:class:`Limits`): message size, nesting, items,
             multi-part sets, decompression and output. ``None``: the defaults.
+        unavailable_value: ``debezium-json`` only: the connector's
+            ``unavailable.value.placeholder``, the value it sends for a column it did not
+            read (an unchanged TOASTed PostgreSQL value, an Oracle LOB). Such a column is
+            left out of the image (absent: ``after_absent`` in typed mode), so applying the
+            change keeps the stored value. ``None``: Debezium's default,
+            ``__debezium_unavailable_value``; ``""``: no placeholder
+            (docs/formats/debezium-json.md).
 
     Example:
         >>> decoder = cdc_decode.Decoder("tencent-dts")
@@ -189,6 +210,7 @@ class Decoder:
         schema: TableSchema | None = None,
         tables: Mapping[str, TableSchema] | None = None,
         limits: Limits | None = None,
+        unavailable_value: str | None = None,
     ) -> None:
         check_format(format)
         check_mode(mode)
@@ -199,10 +221,10 @@ class Decoder:
         self.schema = None if schema is None else as_schema(schema)
         self.tables = None if tables is None else as_tables(tables)
         self._inner = _engine_decoder(
-            engine, format, mode, columns, self.schema, self.tables, limits
+            engine, format, mode, columns, self.schema, self.tables, limits, unavailable_value
         )
 
-    def decode(self, values: Any, *, keys: Any = None) -> pa.RecordBatch:
+    def decode(self, values: Any, *, keys: Any = None, headers: Any = None) -> pa.RecordBatch:
         """Decode a batch of messages.
 
         Args:
@@ -213,30 +235,39 @@ class Decoder:
             keys: optional reassembly keys, one per value (for example
                 ``"topic/partition"``); multi-part messages are joined per key. Not for
                 ``datahub-tuple``.
+            headers: optional Kafka headers, one entry per value: Spark's Kafka
+                ``headers`` column (a list of ``{key, value}`` structs per row) or, per
+                value, a list of ``(name, bytes)`` pairs (a Kafka client's
+                ``message.headers()``) or ``None``. ``debezium-json`` reads
+                ``__debezium.oldkey``: an insert that carries it is the second half of a
+                key change and becomes an ``update`` from the old key
+                (docs/formats/debezium-json.md). Not for ``datahub-tuple``.
 
         Returns:
             A ``pyarrow.RecordBatch`` of :func:`event_schema`.
         """
-        return self.decode_indexed(values, keys=keys)[0]
+        return self.decode_indexed(values, keys=keys, headers=headers)[0]
 
-    def decode_indexed(self, values: Any, *, keys: Any = None) -> tuple[pa.RecordBatch, pa.Array]:
+    def decode_indexed(
+        self, values: Any, *, keys: Any = None, headers: Any = None
+    ) -> tuple[pa.RecordBatch, pa.Array]:
         """Like :meth:`decode`, also returning each row's input ordinal.
 
         The ordinal (``int64``) counts input values across every call of this decoder, so
         a row produced now for a message received in an earlier call (the completed set or
         the error rows of a multi-part envelope) can be traced to that message.
         """
-        return self._decode_indexed(values, keys, last=False)
+        return self._decode_indexed(values, keys, last=False, headers=headers)
 
     def _decode_indexed(
-        self, values: Any, keys: Any, last: bool
+        self, values: Any, keys: Any, last: bool, headers: Any = None
     ) -> tuple[pa.RecordBatch, pa.Array]:
         """:meth:`decode_indexed`; with ``last``, :meth:`finish_indexed` too, in the same call
         and batch (the one-shot :func:`decode`: no second, empty batch to export)."""
         if self.format in RECORD_FORMATS:
-            if keys is not None:
+            if keys is not None or headers is not None:
                 raise ValueError(
-                    f"keys do not apply to {self.format}: it has no multi-part messages"
+                    f"keys and headers do not apply to {self.format}: it decodes records"
                 )
             batches = _as_batches(self.format, values)
             return _concat(
@@ -251,12 +282,19 @@ class Decoder:
                 f"{type(values).__name__}; only {', '.join(RECORD_FORMATS)} decodes records"
             )
         chunks = _as_arrays(values)
-        all_keys = _as_keys(keys, sum(len(c) for c in chunks))
+        length = sum(len(c) for c in chunks)
+        all_keys = _as_keys(keys, length)
+        old_keys = header_values(headers, OLD_KEY, length)
         parts = []
         offset = 0
         for i, chunk in enumerate(chunks):
             chunk_keys = None if all_keys is None else all_keys.slice(offset, len(chunk))
-            parts.append(self._inner.decode(chunk, chunk_keys, last and i == len(chunks) - 1))
+            chunk_old = None if old_keys is None else old_keys.slice(offset, len(chunk))
+            parts.append(
+                self._inner.decode(
+                    chunk, chunk_keys, last and i == len(chunks) - 1, old_keys=chunk_old
+                )
+            )
             offset += len(chunk)
         if not parts:
             parts.append(self._inner.decode(pa.array([], pa.binary()), None, last))
@@ -293,10 +331,12 @@ def decode(
     mode: str = ...,
     engine: str = ...,
     keys: Sequence[Any] | Iterable[Any] | pa.Array | None = ...,
+    headers: Any = ...,
     columns: Columns | None = ...,
     schema: TableSchema | None = ...,
     tables: Mapping[str, TableSchema] | None = ...,
     limits: Limits | None = ...,
+    unavailable_value: str | None = ...,
     stats: Literal[False] = ...,
 ) -> Decoded: ...
 
@@ -309,10 +349,12 @@ def decode(
     mode: str = ...,
     engine: str = ...,
     keys: Sequence[Any] | Iterable[Any] | pa.Array | None = ...,
+    headers: Any = ...,
     columns: Columns | None = ...,
     schema: TableSchema | None = ...,
     tables: Mapping[str, TableSchema] | None = ...,
     limits: Limits | None = ...,
+    unavailable_value: str | None = ...,
     stats: Literal[True],
 ) -> tuple[Decoded, dict[str, int]]: ...
 
@@ -324,10 +366,12 @@ def decode(
     mode: str = "permissive",
     engine: str = "native",
     keys: Sequence[Any] | Iterable[Any] | pa.Array | None = None,
+    headers: Any = None,
     columns: Columns | None = None,
     schema: TableSchema | None = None,
     tables: Mapping[str, TableSchema] | None = None,
     limits: Limits | None = None,
+    unavailable_value: str | None = None,
     stats: bool = False,
 ) -> Decoded | tuple[Decoded, dict[str, int]]:
     """Decode messages of one format into change events, in one shot.
@@ -340,6 +384,7 @@ def decode(
         mode: ``"permissive"`` (default), ``"dropmalformed"`` or ``"failfast"``.
         engine: ``"native"`` (default) or ``"python"``.
         keys: optional multi-part reassembly keys, one per value.
+        headers: optional Kafka headers, one entry per value (see :meth:`Decoder.decode`).
         columns: ``tdsql-json`` only: the column names of each ``"db.table"``.
         schema: typed mode: the table's columns, a pyarrow schema or a Spark DDL string
             (see :class:`Decoder` and docs/typed.md).
@@ -347,6 +392,8 @@ def decode(
             in one pass.
         limits: the resource limits (:class:`Limits`); ``None``: the defaults. A message
             over a limit gives an error row naming the limit.
+        unavailable_value: ``debezium-json`` only: the connector's placeholder for values
+            it did not read (see :class:`Decoder`).
         stats: also return what the call did (docs/events.md, "Accounting").
 
     Returns:
@@ -381,8 +428,9 @@ def decode(
         schema=schema,
         tables=tables,
         limits=limits,
+        unavailable_value=unavailable_value,
     )
     # The end of input in the same call: no second (mostly empty) batch from finish().
-    batch = decoder._decode_indexed(values, keys, last=True)[0]
+    batch = decoder._decode_indexed(values, keys, last=True, headers=headers)[0]
     result = batch if decoder.tables is None else split_tables(batch, decoder.tables)
     return (result, decoder.stats()) if stats else result

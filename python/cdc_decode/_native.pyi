@@ -15,6 +15,7 @@ class NativeDecoder:
         schema: pa.Schema | None = None,
         tables: list[tuple[str, pa.Schema]] | None = None,
         limits: dict[str, int] | None = None,
+        unavailable_value: str | None = None,
     ) -> None:
         """``schema``: typed mode's checked columns; ``tables``: multi-table typed mode's
         (name, schema) pairs (docs/typed.md). ``ValueError`` for an unsupported type. Typed
@@ -24,10 +25,15 @@ class NativeDecoder:
         ``limits``: ``cdc_decode.Limits`` fields by name (the rest keep their defaults); an
         unknown name is a ``ValueError``."""
     def decode(
-        self, values: pa.Array, keys: pa.Array | None = None, last: bool = False
+        self,
+        values: pa.Array,
+        keys: pa.Array | None = None,
+        last: bool = False,
+        old_keys: pa.Array | None = None,
     ) -> tuple[pa.RecordBatch, pa.Int64Array]:
         """Decode one array of messages: the events and each row's input ordinal.
-        ``TypeError`` for a format of records (``datahub-tuple``).
+        ``TypeError`` for a format of records (``datahub-tuple``). ``old_keys``: each
+        message's ``__debezium.oldkey`` header (binary, null where it has none).
 
         With ``last``, this is also the end of input (incomplete multi-part sets become
         error rows), as :meth:`finish` would say.

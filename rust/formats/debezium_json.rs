@@ -10,13 +10,19 @@ use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, extended, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
-use crate::render;
+use crate::render::{self, Unavailable};
 use crate::sequence::OrderKey;
 use crate::sink::Sink;
 use crate::typed::{Hint, Hints, Unit};
 
 /// The format's name.
 pub const FORMAT: &str = "debezium-json";
+
+/// Debezium's default `unavailable.value.placeholder`.
+pub const UNAVAILABLE_VALUE: &str = "__debezium_unavailable_value";
+
+/// The Kafka header that marks the insert half of a key change, holding the old key.
+const OLD_KEY: &str = "__debezium.oldkey header";
 
 /// Decodes `debezium-json` messages. Holds no state between messages but the parser's
 /// buffers.
@@ -25,15 +31,56 @@ pub struct DebeziumJson {
     parser: json::Parser,
     /// Parses the JSON held in strings: MongoDB's documents, `vgtid`, `sequence`.
     inner: json::Parser,
+    /// Parses the old key of a key change (the `__debezium.oldkey` header).
+    header: json::Parser,
+    /// The placeholder of values the connector did not read (left out of the images).
+    unavailable: Option<Unavailable>,
 }
 
 impl DebeziumJson {
-    /// A decoder whose messages are held to `limits`.
+    /// A decoder whose messages are held to `limits`, with Debezium's default placeholder.
     pub fn new(limits: &Limits) -> Self {
+        Self::with_placeholder(limits, UNAVAILABLE_VALUE)
+    }
+
+    /// A decoder whose images leave out the values equal to `placeholder` (the connector's
+    /// `unavailable.value.placeholder`; an empty text leaves every value in).
+    pub fn with_placeholder(limits: &Limits, placeholder: &str) -> Self {
         Self {
             parser: json::Parser::default().limited(limits),
             inner: json::Parser::default().limited(limits),
+            header: json::Parser::default().limited(limits),
+            unavailable: Unavailable::new(placeholder),
         }
+    }
+
+    fn decode_message(
+        &mut self,
+        sink: &mut Sink,
+        ordinal: i64,
+        value: Bytes,
+        old_key: Option<&[u8]>,
+    ) -> Result<()> {
+        let (parser, inner, header) = (&mut self.parser, &mut self.inner, &mut self.header);
+        let unavailable = self.unavailable.as_ref();
+        sink.events(ordinal, &value, |rows| {
+            let message = parser.parse(&value)?;
+            if let Some(typed) = rows.typed() {
+                if let Some(schema) = message.get_name(&SCHEMA) {
+                    typed.hints = connect_hints(schema, message.get_name(&PAYLOAD));
+                }
+            }
+            match Event::read(message, inner)? {
+                Some(mut event) => {
+                    if let (Some(old_key), "insert") = (old_key, event.op) {
+                        event.moved_from(moved_key(header, old_key)?);
+                    }
+                    event.write(rows, unavailable)
+                }
+                None => rows.push_bare("tombstone", None),
+            }
+            Ok(())
+        })
     }
 }
 
@@ -45,20 +92,40 @@ impl FormatDecoder for DebeziumJson {
         value: Bytes,
         _key: Option<&str>,
     ) -> Result<()> {
-        let (parser, inner) = (&mut self.parser, &mut self.inner);
-        sink.events(ordinal, &value, |rows| {
-            let message = parser.parse(&value)?;
-            if let Some(typed) = rows.typed() {
-                if let Some(schema) = message.get_name(&SCHEMA) {
-                    typed.hints = connect_hints(schema, message.get_name(&PAYLOAD));
-                }
-            }
-            match Event::read(message, inner)? {
-                Some(event) => event.write(rows),
-                None => rows.push_bare("tombstone", None),
-            }
-            Ok(())
-        })
+        self.decode_message(sink, ordinal, value, None)
+    }
+
+    fn decode_with_old_key(
+        &mut self,
+        sink: &mut Sink,
+        ordinal: i64,
+        value: Bytes,
+        _key: Option<&str>,
+        old_key: &[u8],
+    ) -> Result<()> {
+        self.decode_message(sink, ordinal, value, Some(old_key))
+    }
+}
+
+/// The old key of a key change: the `__debezium.oldkey` header's JSON object (the key
+/// converter's, Connect's `schema`/`payload` wrapper taken off).
+#[inline(never)]
+fn moved_key<'h>(parser: &'h mut json::Parser, bytes: &'h [u8]) -> Result<Value<'h>> {
+    let value = parser.parse(bytes).map_err(|e| {
+        field::error(
+            OLD_KEY,
+            format!(
+                "{e} (give Kafka Connect header.converter=org.apache.kafka.connect.json.JsonConverter)"
+            ),
+        )
+    })?;
+    let value = match (value.get_name(&SCHEMA), value.get_name(&PAYLOAD)) {
+        (Some(_), Some(payload)) => payload,
+        _ => value,
+    };
+    match field::object(Some(value), OLD_KEY)? {
+        Some(key) => Ok(key),
+        None => Err(field::error(OLD_KEY, "expected an object, got null".into())),
     }
 }
 
@@ -708,7 +775,14 @@ impl<'a> Event<'a> {
         })
     }
 
-    fn write(&self, rows: &mut EventBuilder) {
+    /// The insert half of a key change (its message came with the old key): an `update`
+    /// from the old key (`before`, the key columns) to this row (`after`).
+    fn moved_from(&mut self, old_key: Value<'a>) {
+        self.op = "update";
+        self.before = Some(Image::Json(old_key));
+    }
+
+    fn write(&self, rows: &mut EventBuilder, unavailable: Option<&Unavailable>) {
         rows.op.push_str(self.op);
         render::push_text(&mut rows.source_op, self.source_op);
         render::push_text(&mut rows.source_db, self.db);
@@ -794,9 +868,14 @@ impl<'a> Event<'a> {
                     Some(Image::Json(value)) => Some(*value),
                     _ => None,
                 };
-                render::write_images(rows, json(&self.before), json(&self.after));
+                render::write_images_except(
+                    rows,
+                    json(&self.before),
+                    json(&self.after),
+                    unavailable,
+                );
             }
-            (before, after) => write_images(rows, before, after),
+            (before, after) => write_images(rows, before, after, unavailable),
         }
         render::push_text(&mut rows.ddl, self.ddl);
         self.write_metadata(&mut rows.metadata);
@@ -841,14 +920,19 @@ fn time_key(nanos: Option<i64>, total: Option<u64>) -> Option<Vec<u8>> {
 
 /// Both images where one or both came from MongoDB's Extended JSON: text maps, or typed
 /// mode's structs converted from the same text.
-fn write_images(rows: &mut EventBuilder, before: &Option<Image<'_>>, after: &Option<Image<'_>>) {
+fn write_images(
+    rows: &mut EventBuilder,
+    before: &Option<Image<'_>>,
+    after: &Option<Image<'_>>,
+    unavailable: Option<&Unavailable>,
+) {
     match rows.typed().filter(|typed| typed.direct()) {
         Some(typed) => {
             for (is_after, image) in [(false, before), (true, after)] {
                 match image {
                     None => typed.close_image(is_after, false),
                     Some(Image::Json(value)) => {
-                        render::convert_image(typed, is_after, Some(*value))
+                        render::convert_image_except(typed, is_after, Some(*value), unavailable)
                     }
                     Some(Image::Owned(entries)) => {
                         typed.open_image(is_after);
@@ -866,7 +950,9 @@ fn write_images(rows: &mut EventBuilder, before: &Option<Image<'_>>, after: &Opt
             for (map, image) in [(&mut rows.before, before), (&mut rows.after, after)] {
                 match image {
                     None => map.push_null(),
-                    Some(Image::Json(value)) => render::write_image(map, Some(*value)),
+                    Some(Image::Json(value)) => {
+                        render::write_image_except(map, Some(*value), unavailable)
+                    }
                     Some(Image::Owned(entries)) => {
                         for (key, value) in entries {
                             map.entry(key, value.as_deref());
