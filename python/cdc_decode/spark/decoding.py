@@ -26,7 +26,9 @@ from .._checks import (
     check_format,
     check_mode,
     check_schema_or_tables,
+    check_unavailable_value,
 )
+from .._headers import first_header
 from .._limits import Limits, as_limits
 from .._schema import RECORD_FORMATS, event_schema
 
@@ -324,6 +326,7 @@ class _Job:
     tables: list[tuple[str, pa.Schema]] | None
     limits: Limits
     event_columns: list[str] | None
+    unavailable_value: str | None = None
 
 
 def _mapped(df: DataFrame, out_schema: Any, reporter: Any, job: _Job, **options: Any) -> DataFrame:
@@ -373,13 +376,16 @@ def decode(
     accounting: DecodeAccounting | None = None,
     event_columns: Sequence[str] | None = None,
     plan: str = "auto",
+    unavailable_value: str | None = None,
 ) -> DataFrame | dict[str | None, DataFrame]:
     """Decode a DataFrame of CDC messages into a DataFrame of change events.
 
     Each Spark partition is decoded by one :class:`cdc_decode.Decoder`, batch after batch,
     so a multi-part message split over several Arrow batches of a partition is joined.
     Multi-part sets are reassembled per ``topic/partition`` (and per the Kafka header
-    ``ShardId`` when the input has a ``headers`` column). Every output row carries the
+    ``ShardId`` when the input has a ``headers`` column). ``debezium-json`` reads the
+    ``__debezium.oldkey`` header of a key change from that column too (Spark's Kafka
+    source gives it with ``includeHeaders``; docs/formats/debezium-json.md). Every output row carries the
     kept input columns of the message it came from; the events of a completed multi-part
     set carry those of its last part.
 
@@ -433,6 +439,9 @@ def decode(
             with the decoder in ``mapInArrow`` otherwise; ``"sql"`` insists on the
             expressions (``ValueError`` saying why they cannot); ``"arrow"`` always runs the
             decoder. The rows are equal either way.
+        unavailable_value: ``debezium-json`` only: the connector's
+            ``unavailable.value.placeholder``, whose columns are left out of the images
+            (absent); ``None``: Debezium's default, ``""``: none (docs/formats/debezium-json.md).
 
     Returns:
         A DataFrame with the kept columns followed by the columns of
@@ -475,6 +484,7 @@ def decode(
     typed = _Typed(schema, tables)
     event_columns = typed.checked_event_columns(event_columns)
     limits = as_limits(limits)
+    unavailable_value = check_unavailable_value(format, unavailable_value)
     if accounting is not None and not isinstance(accounting, DecodeAccounting):
         raise TypeError(
             f"accounting must be a cdc_spark.DecodeAccounting, not {type(accounting).__name__}"
@@ -485,7 +495,9 @@ def decode(
         raise ValueError(f"unknown plan {plan!r}: expected one of {', '.join(_PLANS)}")
     if plan != "auto" and format not in RECORD_FORMATS:
         raise ValueError(f"plan={plan!r} is for datahub-tuple; {format} always runs the decoder")
-    job = _Job(format, mode, engine, typed.schema, typed.tables, limits, event_columns)
+    job = _Job(
+        format, mode, engine, typed.schema, typed.tables, limits, event_columns, unavailable_value
+    )
     if format in RECORD_FORMATS:
         combined, kept = _decode_records(
             df, job, typed, fields, value_col, keep, reporter=reporter, plan=plan
@@ -735,6 +747,7 @@ def _partition_decoder(
             schema=job.schema,
             tables=None if job.tables is None else dict(job.tables),
             limits=job.limits,
+            unavailable_value=job.unavailable_value,
         )
         decoded = _decode_batches(
             decoder, batches, keep, value_col, records, has_topic, has_headers, job.event_columns
@@ -780,7 +793,10 @@ def _decode_batches(
                 events, ordinals = decoder.decode_indexed(batch.select(records))
             else:
                 keys = _reassembly_keys(batch, has_topic, has_headers)
-                events, ordinals = decoder.decode_indexed(batch.column(value_col), keys=keys)
+                headers = _old_key_headers(decoder.format, batch, has_headers)
+                events, ordinals = decoder.decode_indexed(
+                    batch.column(value_col), keys=keys, headers=headers
+                )
         except Exception as exc:
             _raise_located(exc, batch, start)
             raise
@@ -925,27 +941,23 @@ def _reassembly_keys(batch: pa.RecordBatch, has_topic: bool, has_headers: bool) 
 def _shard_ids(headers: pa.Array) -> pa.Array:
     """The first ``ShardId`` header value of each row as text, null where there is none."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    if isinstance(headers, pa.ChunkedArray):
-        headers = headers.combine_chunks()
-    entries = pc.list_flatten(headers)
-    rows = pc.list_parent_indices(headers)
-    is_shard = pc.fill_null(pc.equal(entries.field("key"), _SHARD_HEADER), False)
-    shard_rows = rows.filter(is_shard)
-    values = entries.field("value").filter(is_shard)
+    values = first_header(headers, _SHARD_HEADER)
     try:
-        values = values.cast(pa.string())
+        return values.cast(pa.string())
     except pa.ArrowInvalid:  # not UTF-8: still a usable, stable key
-        values = pa.array(
+        return pa.array(
             [
                 None if v is None else v.decode("utf-8", "backslashreplace")
                 for v in values.to_pylist()
             ],
             pa.string(),
         )
-    # index_in finds the first ShardId header of each row.
-    first = pc.index_in(
-        pa.array(range(len(headers)), pa.int64()), value_set=shard_rows.cast(pa.int64())
-    )
-    return values.take(first)
+
+
+def _old_key_headers(format: str, batch: pa.RecordBatch, has_headers: bool) -> Any:
+    """The Kafka headers for the decoder: ``debezium-json`` reads its key changes'
+    ``__debezium.oldkey`` from them; the other formats none (``ShardId`` is a key)."""
+    if format != "debezium-json" or not has_headers:
+        return None
+    return batch.column("headers")

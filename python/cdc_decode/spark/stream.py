@@ -28,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._checks import check_engine, check_format, check_mode
+from .._checks import check_engine, check_format, check_mode, check_unavailable_value
 from .._limits import Limits, as_limits
 from .decoding import (
     DecodeAccounting,
@@ -73,6 +73,7 @@ def decode_stream(
     limits: Limits | None = None,
     accounting: DecodeAccounting | None = None,
     event_columns: Sequence[str] | None = None,
+    unavailable_value: str | None = None,
 ) -> DataFrame | dict[str | None, DataFrame]:
     """Decode a streaming DataFrame from Spark's Kafka source into change events.
 
@@ -116,6 +117,7 @@ def decode_stream(
             ``messages == decoded + errors + pending``, and the sums over all micro-batches
             have it with ``pending`` = the parts held now.
         event_columns: as :func:`cdc_decode.spark.decode`.
+        unavailable_value: ``debezium-json`` only, as :func:`cdc_decode.spark.decode`.
 
     Returns:
         As :func:`cdc_decode.spark.decode`: the kept columns, then the event columns (a
@@ -144,6 +146,8 @@ def decode_stream(
         "accounting": accounting,
         "event_columns": event_columns,
     }
+    if check_unavailable_value(format, unavailable_value) is not None:
+        options["unavailable_value"] = unavailable_value
     if format not in MULTIPART_FORMATS or not df.isStreaming:
         # No message spans records, or a batch: each partition's decoder sees all of it.
         return decode(df, format, **options)
