@@ -31,7 +31,8 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
 	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply \
-	demo-delta bench-datastream bench-apply-check
+	demo-delta bench-datastream bench-apply-check real-source jars-connect debezium mariadb \
+	connect connect-stop
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -158,7 +159,9 @@ $(DELTA_JARS)/.stamp: tools/delta-jars/pom.xml
 # tests/delta/ needs .venv-spark42; the main pytest run ignores it (pyproject addopts).
 # tests/delta/test_stream_apply.py streams from a Kafka broker (.jars-kafka/) through Spark's
 # Kafka source (.jars/, its spark-avro left off the session) into Delta.
-test-delta: venv-spark42 delta-jars jars jars-kafka ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables, streamed from Kafka too
+# tests/delta/test_real_source.py runs a real PostgreSQL and MariaDB with Debezium in Kafka
+# Connect (make real-source).
+test-delta: venv-spark42 delta-jars jars jars-kafka real-source ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables, streamed from Kafka and from real databases through Debezium
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) -m pytest tests/delta -p no:cacheprovider \
 		-o addopts="-ra --strict-markers --strict-config"
@@ -305,6 +308,49 @@ kafka: build jars-kafka ## Start a Kafka broker on a free loopback port and prin
 kafka-stop: ## Stop the broker `make kafka` started (by its PID)
 	$(PY) -m cdc_decode._kafka_broker stop --state .kafka/broker.json
 
+# A real database and a real Debezium (tests/delta/test_real_source.py, docs/streaming.md
+# "Your own database"): Kafka Connect standalone (tools/kafka-connect/pom.xml, into
+# .jars-connect/), the Debezium connector plugins (tools/debezium/pom.xml, unpacked into
+# .debezium/), and MariaDB from Debian's packages (PostgreSQL 15 is on the machine image).
+CONNECT_JARS := .jars-connect
+DEBEZIUM     := .debezium
+
+real-source: jars-connect debezium mariadb ## Install what the real-database tests need: Kafka Connect, Debezium, MariaDB
+
+jars-connect: $(CONNECT_JARS)/.stamp ## Fetch Kafka Connect standalone's jars into .jars-connect/ with Maven
+
+$(CONNECT_JARS)/.stamp: tools/kafka-connect/pom.xml
+	rm -rf $(CONNECT_JARS)
+	mvn -q -B -f tools/kafka-connect/pom.xml dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory=$(abspath $(CONNECT_JARS))
+	touch $@
+
+debezium: $(DEBEZIUM)/.stamp ## Fetch and unpack the Debezium connector plugins into .debezium/
+
+$(DEBEZIUM)/.stamp: tools/debezium/pom.xml
+	rm -rf $(DEBEZIUM)
+	mvn -q -B -f tools/debezium/pom.xml dependency:unpack -Dplugins.dir=$(abspath $(DEBEZIUM))
+	touch $@
+
+# mariadbd from Debian's mariadb-server (as root, as CI runs; its service is not started: the
+# tests run their own servers).
+mariadb: ## apt-get install mariadb-server when mariadbd is missing
+	@command -v mariadbd >/dev/null 2>&1 || test -x /usr/sbin/mariadbd || { \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends mariadb-server; }
+
+# Debezium against your own database (docs/streaming.md): CONNECTOR names one or more
+# connector .properties files; the broker of `make kafka` (or BOOTSTRAP=host:port).
+CONNECTOR ?=
+BOOTSTRAP ?= $(shell $(PY) -c "import json; print(json.load(open('.kafka/broker.json'))['bootstrap'])" 2>/dev/null)
+
+connect: build jars-connect debezium ## Kafka Connect + Debezium on the `make kafka` broker: CONNECTOR=my-db.properties
+	$(PY) -m cdc_decode._kafka_connect start --jars $(CONNECT_JARS) --plugins $(DEBEZIUM) \
+		--bootstrap $(BOOTSTRAP) $(foreach c,$(CONNECTOR),--connector $(c)) --state .kafka/connect.json
+
+connect-stop: ## Stop the Kafka Connect `make connect` started (by its PID)
+	$(PY) -m cdc_decode._kafka_connect stop --state .kafka/connect.json
+
 # The AutoCDC targets' catalog (Spark's in-memory row-level one, from spark-catalyst's test
 # jar) for examples/autocdc and tests/test_autocdc.py; tools/autocdc-jars/pom.xml says why.
 AUTOCDC_JARS := .jars-autocdc
@@ -348,5 +394,5 @@ clean: ## Remove build outputs, caches and the venv
 	rm -rf fuzz/target fuzz/corpus fuzz/artifacts
 	rm -rf $(VENV) $(VENV35) $(VENV42) $(DIST) $(DELTA_JARS) python/cdc_decode/_native*.so \
 		.pytest_cache .ruff_cache .benchmarks spark-warehouse metastore_db derby.log demo-output \
-		.jars-kafka .kafka
+		.jars-kafka .kafka $(CONNECT_JARS) $(DEBEZIUM)
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
