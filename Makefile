@@ -365,7 +365,9 @@ $(AUTOCDC_JARS)/.stamp: tools/autocdc-jars/pom.xml
 demo-stream: build jars jars-kafka ## Broker, a producer, a streaming query filling the tables, checked against the source
 	$(PY) -m cdc_decode.demo_stream --jars $(JARS) --kafka-jars $(KAFKA_JARS)
 
-bench-stream: build jars jars-kafka ## Streaming: broker -> sink events/s, batch vs streaming, produce -> visible latency
+# Its last section, commit in PostgreSQL -> visible in Delta, runs benches/stream_lag.py on
+# .venv-spark42 with Debezium (make real-source).
+bench-stream: build jars jars-kafka venv-spark42 delta-jars real-source ## Streaming: broker -> sink events/s, batch vs streaming, produce -> visible, DB commit -> Delta lag
 	$(PY) benches/stream_bench.py
 
 bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs passthrough, local[1]

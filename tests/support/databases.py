@@ -253,6 +253,8 @@ def start_mariadb(*, row_image: str = "FULL", timeout: float = 60.0) -> Server:
     def ready() -> None:
         import pymysql
 
+        if not socket.exists():  # the server makes it when it accepts connections
+            raise DatabaseError("no socket yet")
         conn = pymysql.connect(unix_socket=str(socket), user="root", autocommit=True)
         try:
             with conn.cursor() as cursor:
