@@ -188,3 +188,37 @@ pub fn push_text(column: &mut BytesColumn, value: Option<Str<'_>>) {
         None => column.push_null(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Unavailable;
+    use crate::json::Parser;
+
+    /// The placeholder in each shape Debezium sends it (checked on PostgreSQL 15 with
+    /// Debezium 3.6.1), and values that only look like it.
+    #[test]
+    fn the_placeholder_in_its_shapes() {
+        let unavailable = Unavailable::new("__debezium_unavailable_value").unwrap();
+        let codes = format!("{:?}", b"__debezium_unavailable_value").replace(' ', "");
+        let cases: [(&str, bool); 12] = [
+            (r#""__debezium_unavailable_value""#, true),
+            (r#""X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ==""#, true),
+            (r#"["__debezium_unavailable_value"]"#, true),
+            (&codes, true),
+            (r#""\u005f_debezium_unavailable_value""#, true),
+            (r#""__debezium_unavailable_valu""#, false),
+            (r#"["X19kZWJleml1bV91bmF2YWlsYWJsZV92YWx1ZQ=="]"#, false),
+            (r#"["__debezium_unavailable_value","x"]"#, false),
+            (&codes.replace("[95,", "[95.0,"), false),
+            (&codes.replace("101]", "102]"), false),
+            ("28", false),
+            (r#"{"__debezium_unavailable_value":1}"#, false),
+        ];
+        let mut parser = Parser::default();
+        for (json, want) in cases {
+            let value = parser.parse(json.as_bytes()).unwrap();
+            assert_eq!(unavailable.matches(value), want, "{json}");
+        }
+        assert!(Unavailable::new("").is_none());
+    }
+}
