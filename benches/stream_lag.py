@@ -54,10 +54,21 @@ def main() -> int:
     try:
         conn = server.connect()
         conn.execute("CREATE TABLE ticks (id int PRIMARY KEY, payload text, n numeric(12,2))")
-        config = postgres_connector("lag", host="127.0.0.1", port=server.port, user="postgres",
-                                    database="shop", topic_prefix="lag")  # fmt: skip
-        connect = start_connect(ROOT / ".jars-connect", ROOT / ".debezium", broker.bootstrap,
-                                [config], directory=work / "connect")  # fmt: skip
+        config = postgres_connector(
+            "lag",
+            host="127.0.0.1",
+            port=server.port,
+            user="postgres",
+            database="shop",
+            topic_prefix="lag",
+        )
+        connect = start_connect(
+            ROOT / ".jars-connect",
+            ROOT / ".debezium",
+            broker.bootstrap,
+            [config],
+            directory=work / "connect",
+        )
         connect.wait_running("lag")
         spark = delta_session(work / "warehouse", app="stream-lag")
         target = str(work / "ticks")
@@ -68,8 +79,7 @@ def main() -> int:
             started = time.time()
             batch = batch.persist()
             try:
-                cdc_spark.apply_changes(batch, target, keys=["id"], app_id="lag",
-                                        batch_id=batch_id)  # fmt: skip
+                cdc_spark.apply_changes(batch, target, keys=["id"], app_id="lag", batch_id=batch_id)
                 ids = [r[0] for r in batch.where("after is not null").select("after.id").collect()]
             finally:
                 batch.unpersist()
@@ -122,9 +132,13 @@ def main() -> int:
         lags = [visible[i] - committed[i] for i in committed if i in visible]
         lost = len(committed) - len(lags)
         rows = cdc_spark.current_rows(spark, target).count()
-        print(f"\n{len(committed)} rows committed at {args.rate:g}/s for {args.seconds:g} s; "
-              f"{rows} rows in Delta (the warm-up row too); {lost} not seen")  # fmt: skip
-        print("| rows | micro-batches | median lag s | p90 s | p99 s | max s | median micro-batch s |")
+        print(
+            f"\n{len(committed)} rows committed at {args.rate:g}/s for {args.seconds:g} s; "
+            f"{rows} rows in Delta (the warm-up row too); {lost} not seen"
+        )
+        print(
+            "| rows | micro-batches | median lag s | p90 s | p99 s | max s | median micro-batch s |"
+        )
         print("|---:|---:|---:|---:|---:|---:|---:|")
         print(
             f"| {len(lags)} | {len(batch_seconds) - 1} | {statistics.median(lags):.2f} "

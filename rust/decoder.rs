@@ -156,7 +156,9 @@ impl Decoder {
             result = sink.guarded(ordinal, &value.clone(), |sink| {
                 test_hook(panic_at, ordinal);
                 match old_key {
-                    Some(old_key) => format.decode_with_old_key(sink, ordinal, value, key, &old_key),
+                    Some(old_key) => {
+                        format.decode_with_old_key(sink, ordinal, value, key, &old_key)
+                    }
                     None => format.decode(sink, ordinal, value, key),
                 }
             });

@@ -62,8 +62,15 @@ def test_placeholder_columns_are_absent(engine):
     batch = cdc_decode.decode(values(), "debezium-json", headers=headers(), engine=engine)
     got = rows(batch)
     assert [r["op"] for r in got] == [
-        "insert", "update", "delete", "tombstone", "update", "delete", "tombstone", "truncate"
-    ]  # fmt: skip
+        "insert",
+        "update",
+        "delete",
+        "tombstone",
+        "update",
+        "delete",
+        "tombstone",
+        "truncate",
+    ]
     inserted = dict(got[0]["after"])
     assert len(inserted["body"]) == 12_800 and json.loads(inserted["nums"])[:1] != [95]
     for row in (got[1], got[4]):
@@ -93,8 +100,10 @@ def _renamed(text: str, old: str, new: str) -> str:
 def test_a_configured_placeholder(engine):
     """``unavailable.value.placeholder=__gone``: named with ``unavailable_value``; the
     default one is then a value like any other."""
-    renamed = [None if v is None else _renamed(v.decode(), "__debezium_unavailable_value", "__gone")
-               for v in values()]  # fmt: skip
+    renamed = [
+        None if v is None else _renamed(v.decode(), "__debezium_unavailable_value", "__gone")
+        for v in values()
+    ]
     assert "__gone" in renamed[1] and "__debezium" not in renamed[1].split('"payload"')[1]
     batch = cdc_decode.decode(renamed, "debezium-json", engine=engine, unavailable_value="__gone")
     assert not set(TOASTED) & dict(rows(batch)[1]["after"]).keys()
@@ -127,8 +136,9 @@ def test_key_change_is_an_update_from_the_old_key(engine):
     plain = cdc_decode.decode(values(), "debezium-json", engine=engine)
     assert rows(plain)[4]["op"] == "insert" and rows(plain)[4]["before"] is None
     # Typed: before holds the key column only.
-    typed = cdc_decode.decode(values(), "debezium-json", headers=headers(), engine=engine,
-                              schema=TYPED)  # fmt: skip
+    typed = cdc_decode.decode(
+        values(), "debezium-json", headers=headers(), engine=engine, schema=TYPED
+    )
     assert typed.column("before").to_pylist()[4] == dict.fromkeys(TYPED_NAMES, None) | {"id": 3}
 
 
@@ -165,10 +175,12 @@ def test_a_bad_old_key_is_an_error_row(engine, header, error):
 
 def test_engines_agree():
     for options in ({}, {"schema": TYPED}, {"unavailable_value": ""}):
-        native = cdc_decode.decode(values(RECORDS), "debezium-json", headers=headers(RECORDS),
-                                   **options)  # fmt: skip
-        python = cdc_decode.decode(values(RECORDS), "debezium-json", headers=headers(RECORDS),
-                                   engine="python", **options)  # fmt: skip
+        native = cdc_decode.decode(
+            values(RECORDS), "debezium-json", headers=headers(RECORDS), **options
+        )
+        python = cdc_decode.decode(
+            values(RECORDS), "debezium-json", headers=headers(RECORDS), engine="python", **options
+        )
         assert native.equals(python), options
 
 
@@ -189,8 +201,16 @@ def test_spark_reads_the_header(spark):
     ``includeHeaders``: the key change is an update, the placeholder columns absent."""
     from cdc_decode import spark as cdc_spark
 
-    data = [(r["topic"], 0, i, None if r["value"] is None else bytearray(r["value"].encode()),
-             [(k, bytearray(v.encode())) for k, v in r["headers"]]) for i, r in enumerate(DOCS)]  # fmt: skip
+    data = [
+        (
+            r["topic"],
+            0,
+            i,
+            None if r["value"] is None else bytearray(r["value"].encode()),
+            [(k, bytearray(v.encode())) for k, v in r["headers"]],
+        )
+        for i, r in enumerate(DOCS)
+    ]
     df = spark.createDataFrame(
         data,
         "topic string, partition int, offset long, value binary, "

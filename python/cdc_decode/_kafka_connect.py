@@ -303,7 +303,12 @@ def start_connect(
             start_new_session=True,
         )
     connect = Connect(
-        f"http://127.0.0.1:{port}", process.pid, folder, [dict(c) for c in connectors], owns, process
+        f"http://127.0.0.1:{port}",
+        process.pid,
+        folder,
+        [dict(c) for c in connectors],
+        owns,
+        process,
     )
     deadline = time.monotonic() + timeout
     while True:
@@ -321,9 +326,7 @@ def start_connect(
         time.sleep(0.2)
 
 
-def _common(
-    name: str, topic_prefix: str, heartbeat_ms: int, options: Mapping[str, object]
-) -> dict:
+def _common(name: str, topic_prefix: str, heartbeat_ms: int, options: Mapping[str, object]) -> dict:
     config = {
         "name": name,
         "tasks.max": "1",
@@ -495,8 +498,10 @@ def _main(argv: list[str] | None = None) -> int:
     old = json.loads(state.read_text())
     _stop_pid(old["pid"], 30.0)
     state.unlink()
-    print(f"stopped Kafka Connect at {old['url']} (pid {old['pid']}); offsets kept in "
-          f"{old['directory']}")
+    print(
+        f"stopped Kafka Connect at {old['url']} (pid {old['pid']}); offsets kept in "
+        f"{old['directory']}"
+    )
     return 0
 
 

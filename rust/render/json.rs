@@ -60,13 +60,16 @@ impl Unavailable {
         let n = value.len();
         if n == 1 {
             let item = value.items().next();
-            return item.and_then(|v| v.as_str()).is_some_and(|s| self.is_text(s, false));
+            return item
+                .and_then(|v| v.as_str())
+                .is_some_and(|s| self.is_text(s, false));
         }
         let mut digits = itoa::Buffer::new();
         n == self.text.len()
-            && value.items().zip(&self.text).all(|(item, &byte)| {
-                item.number() == Some(digits.format(byte))
-            })
+            && value
+                .items()
+                .zip(&self.text)
+                .all(|(item, &byte)| item.number() == Some(digits.format(byte)))
     }
 
     fn skips(unavailable: Option<&Self>, value: Value<'_>) -> bool {

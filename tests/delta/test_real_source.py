@@ -21,7 +21,14 @@ from pathlib import Path
 
 import pytest
 from support.databases import start_mariadb, start_postgres
-from support.real_source import MARIADB, POSTGRES, SyncSink, Workload, assert_tables_equal, run_query
+from support.real_source import (
+    MARIADB,
+    POSTGRES,
+    SyncSink,
+    Workload,
+    assert_tables_equal,
+    run_query,
+)
 
 from cdc_decode._kafka_connect import mariadb_connector, postgres_connector, start_connect
 
@@ -35,15 +42,23 @@ def fence_records(bootstrap: str, topic: str, timeout: float = 1.0) -> list[int]
     """The ids of every fence row change in ``topic`` so far (redeliveries included)."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"fence-{time.monotonic()}",
-                         "enable.auto.commit": False})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"fence-{time.monotonic()}",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         metadata = consumer.list_topics(topic, timeout=5).topics.get(topic)
         if metadata is None or metadata.error is not None:
             return []
         parts = [TopicPartition(topic, p, 0) for p in metadata.partitions]
         consumer.assign(parts)
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p))[1] for p in metadata.partitions}
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p))[1]
+            for p in metadata.partitions
+        }
         ids, seen = [], dict.fromkeys(ends, 0)
         deadline = time.monotonic() + timeout + 5
         while any(seen[p] < ends[p] for p in ends) and time.monotonic() < deadline:
@@ -91,8 +106,19 @@ def _driver(broker, tmp_path: Path, source: str, pattern: str, sink: SyncSink, *
 def _kill_mid_stream(broker, tmp_path, source, pattern, sink) -> None:
     """A driver applying micro-batches of 12 records, SIGKILLed after micro-batch 1's Delta
     commits and before its checkpoint commit; then a driver that finishes the stream."""
-    job = _driver(broker, tmp_path, source, pattern, sink,
-                  "--max-offsets", "12", "--pause-at", "1", "--pause", "600")  # fmt: skip
+    job = _driver(
+        broker,
+        tmp_path,
+        source,
+        pattern,
+        sink,
+        "--max-offsets",
+        "12",
+        "--pause-at",
+        "1",
+        "--pause",
+        "600",
+    )
     applied = sink.log / "000001.applied"
     try:
         deadline = time.monotonic() + 300
@@ -127,12 +153,25 @@ def test_sql_in_equal_tables_out(delta_spark, kafka_broker, tmp_path, source):
         workload.setup()  # the snapshot's rows
         workload.fence(0)
         if source == "postgres":
-            config = postgres_connector(f"{prefix}-pg", host="127.0.0.1", port=server.port,
-                                        user="postgres", database="shop", topic_prefix=prefix)  # fmt: skip
+            config = postgres_connector(
+                f"{prefix}-pg",
+                host="127.0.0.1",
+                port=server.port,
+                user="postgres",
+                database="shop",
+                topic_prefix=prefix,
+            )
         else:
-            config = mariadb_connector(f"{prefix}-maria", host="127.0.0.1", port=server.port,
-                                       user="cdc", password="cdc", topic_prefix=prefix,
-                                       bootstrap=kafka_broker.bootstrap, databases=["shop"])  # fmt: skip
+            config = mariadb_connector(
+                f"{prefix}-maria",
+                host="127.0.0.1",
+                port=server.port,
+                user="cdc",
+                password="cdc",
+                topic_prefix=prefix,
+                bootstrap=kafka_broker.bootstrap,
+                databases=["shop"],
+            )
 
         streamed = iter(range(100, 200))
 
@@ -140,8 +179,14 @@ def test_sql_in_equal_tables_out(delta_spark, kafka_broker, tmp_path, source):
             """Kafka Connect with the connector, back when a change made now is in Kafka:
             its snapshot is over (a TRUNCATE or a table-rewriting ALTER during the snapshot
             would empty the table in the snapshot's eyes: docs/formats/debezium-json.md)."""
-            c = start_connect(CONNECT_JARS, PLUGINS, kafka_broker.bootstrap, [config],
-                              directory=tmp_path / "connect", offset_flush_ms=flush_ms)  # fmt: skip
+            c = start_connect(
+                CONNECT_JARS,
+                PLUGINS,
+                kafka_broker.bootstrap,
+                [config],
+                directory=tmp_path / "connect",
+                offset_flush_ms=flush_ms,
+            )
             c.wait_running(config["name"])
             value = next(streamed)
             workload.fence(value)
@@ -155,8 +200,14 @@ def test_sql_in_equal_tables_out(delta_spark, kafka_broker, tmp_path, source):
         workload.phase(1)
         workload.fence(1)
         wait_fence(kafka_broker.bootstrap, fence_topic, 1)
-        run_query(delta_spark, kafka_broker.bootstrap, pattern, tables,
-                  checkpoint=tmp_path / "checkpoint", sink=sink)  # fmt: skip
+        run_query(
+            delta_spark,
+            kafka_broker.bootstrap,
+            pattern,
+            tables,
+            checkpoint=tmp_path / "checkpoint",
+            sink=sink,
+        )
         assert_tables_equal(delta_spark, workload, sink)
 
         # 2. The Spark driver SIGKILLed mid-stream, then restarted from its checkpoint.
@@ -179,8 +230,14 @@ def test_sql_in_equal_tables_out(delta_spark, kafka_broker, tmp_path, source):
         workload.fence(4)
         ids = wait_fence(kafka_broker.bootstrap, fence_topic, 4)
         assert ids.count(3) >= 2, ids  # phase 3 was delivered twice
-        run_query(delta_spark, kafka_broker.bootstrap, pattern, tables,
-                  checkpoint=tmp_path / "checkpoint", sink=sink)  # fmt: skip
+        run_query(
+            delta_spark,
+            kafka_broker.bootstrap,
+            pattern,
+            tables,
+            checkpoint=tmp_path / "checkpoint",
+            sink=sink,
+        )
         assert_tables_equal(delta_spark, workload, sink)
     finally:
         workload.close()
@@ -204,24 +261,43 @@ def test_key_change_moves_toasted_values(delta_spark, kafka_broker, tmp_path):
     try:
         workload.setup()
         workload.fence(0)
-        config = postgres_connector(f"{prefix}-pg", host="127.0.0.1", port=server.port,
-                                    user="postgres", database="shop", topic_prefix=prefix)  # fmt: skip
-        connect = start_connect(CONNECT_JARS, PLUGINS, kafka_broker.bootstrap, [config],
-                                directory=tmp_path / "connect")  # fmt: skip
+        config = postgres_connector(
+            f"{prefix}-pg",
+            host="127.0.0.1",
+            port=server.port,
+            user="postgres",
+            database="shop",
+            topic_prefix=prefix,
+        )
+        connect = start_connect(
+            CONNECT_JARS, PLUGINS, kafka_broker.bootstrap, [config], directory=tmp_path / "connect"
+        )
         connect.wait_running(config["name"])
         fence_topic = f"{prefix}.public.fence"
         workload.fence(1)
         wait_fence(kafka_broker.bootstrap, fence_topic, 1)  # the snapshot is over
         sink = SyncSink(tmp_path / "lake", POSTGRES)
         pattern = rf"{prefix}\.public\..*"
-        run_query(delta_spark, kafka_broker.bootstrap, pattern, POSTGRES,
-                  checkpoint=tmp_path / "checkpoint", sink=sink)  # fmt: skip
+        run_query(
+            delta_spark,
+            kafka_broker.bootstrap,
+            pattern,
+            POSTGRES,
+            checkpoint=tmp_path / "checkpoint",
+            sink=sink,
+        )
         assert_tables_equal(delta_spark, workload, sink)  # row 3 with its body, as read
         workload.run("UPDATE public.docs SET title = 'moved', id = 40 WHERE id = 3")
         workload.fence(2)
         wait_fence(kafka_broker.bootstrap, fence_topic, 2)
-        run_query(delta_spark, kafka_broker.bootstrap, pattern, POSTGRES,
-                  checkpoint=tmp_path / "checkpoint", sink=sink)  # fmt: skip
+        run_query(
+            delta_spark,
+            kafka_broker.bootstrap,
+            pattern,
+            POSTGRES,
+            checkpoint=tmp_path / "checkpoint",
+            sink=sink,
+        )
         assert_tables_equal(delta_spark, workload, sink)
     finally:
         workload.close()

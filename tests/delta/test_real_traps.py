@@ -19,7 +19,12 @@ import pytest
 from support.databases import start_mariadb, start_postgres
 
 import cdc_decode
-from cdc_decode._kafka_connect import ConnectError, mariadb_connector, postgres_connector, start_connect
+from cdc_decode._kafka_connect import (
+    ConnectError,
+    mariadb_connector,
+    postgres_connector,
+    start_connect,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 CONNECT_JARS = ROOT / ".jars-connect"
@@ -31,8 +36,14 @@ def read_topic(bootstrap: str, topic: str, *, until, timeout: float = 90.0) -> l
     """Every record of ``topic`` (values and headers) once ``until(records)`` holds."""
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"traps-{time.monotonic()}",
-                         "auto.offset.reset": "earliest", "enable.auto.commit": False})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"traps-{time.monotonic()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     consumer.subscribe([topic])
     records: list = []
     deadline = time.monotonic() + timeout
@@ -50,8 +61,9 @@ def read_topic(bootstrap: str, topic: str, *, until, timeout: float = 90.0) -> l
 
 def decoded(records, engine="native", **options):
     values = [v for v, _ in records]
-    return cdc_decode.decode(values, "debezium-json", headers=[h for _, h in records],
-                             engine=engine, **options)  # fmt: skip
+    return cdc_decode.decode(
+        values, "debezium-json", headers=[h for _, h in records], engine=engine, **options
+    )
 
 
 def ops(records) -> list[str]:
@@ -71,7 +83,9 @@ def postgres(kafka_broker, tmp_path_factory):
     in decimal.handling.mode and time.precision.mode, then streamed changes."""
     server = start_postgres()
     conn = server.connect()
-    conn.execute("CREATE TABLE t (id int PRIMARY KEY, n numeric(30,10), ts timestamp(6), body text)")
+    conn.execute(
+        "CREATE TABLE t (id int PRIMARY KEY, n numeric(30,10), ts timestamp(6), body text)"
+    )
     conn.execute("CREATE TABLE full_image (id int PRIMARY KEY, title text, body text)")
     conn.execute("ALTER TABLE full_image REPLICA IDENTITY FULL")
     conn.execute("INSERT INTO t VALUES (1, %s, '2024-01-02 03:04:05.123456', 'short')", (NUMBER,))
@@ -79,13 +93,25 @@ def postgres(kafka_broker, tmp_path_factory):
     conn.execute("INSERT INTO full_image VALUES (1, 'a', %s)", (body,))
     modes = [("precise", "adaptive"), ("string", "connect"), ("double", "adaptive")]
     configs = [
-        postgres_connector(f"trap-{d}", host="127.0.0.1", port=server.port, user="postgres",
-                           database="shop", topic_prefix=f"trap{d}", heartbeat_ms=500,
-                           **{"decimal.handling.mode": d, "time.precision.mode": p})
+        postgres_connector(
+            f"trap-{d}",
+            host="127.0.0.1",
+            port=server.port,
+            user="postgres",
+            database="shop",
+            topic_prefix=f"trap{d}",
+            heartbeat_ms=500,
+            **{"decimal.handling.mode": d, "time.precision.mode": p},
+        )
         for d, p in modes
-    ]  # fmt: skip
-    connect = start_connect(CONNECT_JARS, PLUGINS, kafka_broker.bootstrap, configs,
-                            directory=tmp_path_factory.mktemp("connect"))  # fmt: skip
+    ]
+    connect = start_connect(
+        CONNECT_JARS,
+        PLUGINS,
+        kafka_broker.bootstrap,
+        configs,
+        directory=tmp_path_factory.mktemp("connect"),
+    )
     try:
         for config in configs:
             connect.wait_running(config["name"])
@@ -178,14 +204,27 @@ def mariadb(kafka_broker, tmp_path_factory):
     with conn.cursor() as cursor:
         cursor.execute("CREATE TABLE u (id int PRIMARY KEY, big bigint unsigned, bits bit(10))")
     configs = [
-        mariadb_connector(f"trap-{mode}", host="127.0.0.1", port=server.port, user="cdc",
-                          password="cdc", topic_prefix=f"trap{mode}", bootstrap=kafka_broker.bootstrap,
-                          databases=["shop"], server_id=5500 + i,
-                          **{"bigint.unsigned.handling.mode": mode})
+        mariadb_connector(
+            f"trap-{mode}",
+            host="127.0.0.1",
+            port=server.port,
+            user="cdc",
+            password="cdc",
+            topic_prefix=f"trap{mode}",
+            bootstrap=kafka_broker.bootstrap,
+            databases=["shop"],
+            server_id=5500 + i,
+            **{"bigint.unsigned.handling.mode": mode},
+        )
         for i, mode in enumerate(["long", "precise"])
-    ]  # fmt: skip
-    connect = start_connect(CONNECT_JARS, PLUGINS, kafka_broker.bootstrap, configs,
-                            directory=tmp_path_factory.mktemp("connect"))  # fmt: skip
+    ]
+    connect = start_connect(
+        CONNECT_JARS,
+        PLUGINS,
+        kafka_broker.bootstrap,
+        configs,
+        directory=tmp_path_factory.mktemp("connect"),
+    )
     try:
         for config in configs:
             connect.wait_running(config["name"])
@@ -217,11 +256,19 @@ def test_mariadb_minimal_row_images_are_refused(kafka_broker, tmp_path):
     """``binlog_row_image=MINIMAL``: the connector refuses to run (it would need the
     columns a minimal image leaves out), and says so."""
     server = start_mariadb(row_image="MINIMAL")
-    config = mariadb_connector("trap-minimal", host="127.0.0.1", port=server.port, user="cdc",
-                               password="cdc", topic_prefix="trapminimal",
-                               bootstrap=kafka_broker.bootstrap, server_id=5600)  # fmt: skip
-    connect = start_connect(CONNECT_JARS, PLUGINS, kafka_broker.bootstrap, [config],
-                            directory=tmp_path / "connect")  # fmt: skip
+    config = mariadb_connector(
+        "trap-minimal",
+        host="127.0.0.1",
+        port=server.port,
+        user="cdc",
+        password="cdc",
+        topic_prefix="trapminimal",
+        bootstrap=kafka_broker.bootstrap,
+        server_id=5600,
+    )
+    connect = start_connect(
+        CONNECT_JARS, PLUGINS, kafka_broker.bootstrap, [config], directory=tmp_path / "connect"
+    )
     try:
         with pytest.raises(ConnectError, match="binlog_row_image=FULL"):
             connect.wait_running("trap-minimal")

@@ -115,7 +115,11 @@ class Table:
         return self.name.replace(".", "__")
 
     def create(self, quote: str) -> str:
-        cols = [f"{quote}{c.name}{quote} {c.sql}" for c in self.columns if not c.name.startswith("added")]
+        cols = [
+            f"{quote}{c.name}{quote} {c.sql}"
+            for c in self.columns
+            if not c.name.startswith("added")
+        ]
         keys = ", ".join(f"{quote}{k}{quote}" for k in self.keys)
         return f"CREATE TABLE {self.name} ({', '.join(cols)}, PRIMARY KEY ({keys})){self.extra}"
 
@@ -252,7 +256,8 @@ class Workload:
 
     def select_all(self, table: Table) -> list[dict]:
         exprs = ", ".join(
-            (c.select or f"{self.quote}{c.name}{self.quote}") + f" AS {self.quote}{c.name}{self.quote}"
+            (c.select or f"{self.quote}{c.name}{self.quote}")
+            + f" AS {self.quote}{c.name}{self.quote}"
             for c in table.columns
             if self.has_column(table, c.name)
         )
@@ -294,13 +299,13 @@ class Workload:
         return (
             id_,
             self.text(r.randint(1, 20)),
-            decimal.Decimal(r.randint(-10**9, 10**9)) / 100,
+            decimal.Decimal(r.randint(-(10**9), 10**9)) / 100,
             decimal.Decimal(r.randint(0, 10**8)) / 100,
             r.choice([0.1, 1.5, -2.25, 3.4028e38, 1e-30, r.uniform(-1e6, 1e6)]),
             r.choice([0.1, -1e300, 2.5e-300, r.uniform(-1e9, 1e9)]),
             r.random() < 0.5,
             r.randint(-32768, 32767),
-            r.randint(-2**31, 2**31 - 1),
+            r.randint(-(2**31), 2**31 - 1),
             dt.date(1990, 1, 1) + dt.timedelta(days=r.randint(0, 20000)),
             dt.datetime(2000, 1, 1) + dt.timedelta(microseconds=r.randint(0, 10**15)),
             dt.datetime(2000, 1, 1, tzinfo=UTC) + dt.timedelta(microseconds=r.randint(0, 10**15)),
@@ -326,56 +331,92 @@ class Workload:
         for _ in range(20):
             self.run(accounts, self.pg_account(self.new_id("accounts")))
         for _ in range(4):
-            self.run("INSERT INTO public.docs VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                     self.pg_doc(self.new_id("docs")))  # fmt: skip
+            self.run(
+                "INSERT INTO public.docs VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                self.pg_doc(self.new_id("docs")),
+            )
         for order in range(1, 4):
             for line in range(1, 4):
-                self.run("INSERT INTO public.items VALUES (%s, %s, %s, %s)",
-                         (order, line, line * 2, decimal.Decimal(order * 1000 + line) / 1000))  # fmt: skip
+                self.run(
+                    "INSERT INTO public.items VALUES (%s, %s, %s, %s)",
+                    (order, line, line * 2, decimal.Decimal(order * 1000 + line) / 1000),
+                )
 
     def postgres_phase(self, phase: int) -> None:
         r = self.rng
-        accounts = "INSERT INTO public.accounts (id, name, balance, fee, rate, score, active, small, counter, opened, created, updated, wake, token, mood, tags, nums) VALUES (" + ", ".join(["%s"] * 17) + ")"  # noqa: E501
+        accounts = (
+            "INSERT INTO public.accounts (id, name, balance, fee, rate, score, active, small, "
+            "counter, opened, created, updated, wake, token, mood, tags, nums) VALUES ("
+            + ", ".join(["%s"] * 17)
+            + ")"
+        )  # noqa: E501
         for _ in range(8):
             self.run(accounts, self.pg_account(self.new_id("accounts")))
         # multi-row transactions: updates of several rows, an insert and a delete
         ids = r.sample(range(1, self.next_id["accounts"] + 1), 6)
         self.transaction(
-            [("UPDATE public.accounts SET balance = balance + %s, active = NOT active WHERE id = %s",
-              (decimal.Decimal(r.randint(1, 999)) / 100, i)) for i in ids[:4]]  # fmt: skip
+            [
+                (
+                    "UPDATE public.accounts SET balance = balance + %s, active = NOT active "
+                    "WHERE id = %s",
+                    (decimal.Decimal(r.randint(1, 999)) / 100, i),
+                )
+                for i in ids[:4]
+            ]
             + [("DELETE FROM public.accounts WHERE id = %s", (ids[4],))]
             + [(accounts, self.pg_account(self.new_id("accounts")))]
         )
-        self.run("UPDATE public.accounts SET tags = %s, nums = NULL, rate = %s WHERE id = %s",
-                 (["x"], 0.5, ids[5]))  # fmt: skip
+        self.run(
+            "UPDATE public.accounts SET tags = %s, nums = NULL, rate = %s WHERE id = %s",
+            (["x"], 0.5, ids[5]),
+        )
         # a primary-key change of an account (no out-of-line values)
         old = ids[0]
-        self.run("UPDATE public.accounts SET id = %s WHERE id = %s",
-                 (self.new_id("accounts") + 1000, old))  # fmt: skip
+        self.run(
+            "UPDATE public.accounts SET id = %s WHERE id = %s",
+            (self.new_id("accounts") + 1000, old),
+        )
         # TOAST: an update that leaves the out-of-line body and blob unchanged (the
         # placeholder; a key change of such a row is test_real_source's own test)
         doc = r.randint(1, self.next_id["docs"])
-        self.run("UPDATE public.docs SET title = %s, labels = %s WHERE id = %s",
-                 (self.text(6), [self.text(3)], doc))  # fmt: skip
-        self.run("INSERT INTO public.docs VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                 self.pg_doc(self.new_id("docs")))  # fmt: skip
-        self.run("UPDATE public.docs SET meta = %s, body = %s WHERE id = (SELECT max(id) FROM public.docs)",
-                 (json.dumps({"phase": phase}), self.text(30)))  # fmt: skip
+        self.run(
+            "UPDATE public.docs SET title = %s, labels = %s WHERE id = %s",
+            (self.text(6), [self.text(3)], doc),
+        )
+        self.run(
+            "INSERT INTO public.docs VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            self.pg_doc(self.new_id("docs")),
+        )
+        self.run(
+            "UPDATE public.docs SET meta = %s, body = %s "
+            "WHERE id = (SELECT max(id) FROM public.docs)",
+            (json.dumps({"phase": phase}), self.text(30)),
+        )
         self.run("UPDATE public.items SET qty = qty + 1 WHERE order_id = %s", (phase % 3 + 1,))
         if phase == 1:
             self.run("ALTER TABLE public.accounts ALTER COLUMN name TYPE varchar(200)")
             self.run("ALTER TABLE public.accounts ALTER COLUMN counter TYPE bigint")
-            self.run("UPDATE public.accounts SET name = %s, counter = %s WHERE id = %s",
-                     (self.text(150), 2**40, ids[5]))  # fmt: skip
+            self.run(
+                "UPDATE public.accounts SET name = %s, counter = %s WHERE id = %s",
+                (self.text(150), 2**40, ids[5]),
+            )
         if phase == 2:
             self.run("ALTER TABLE public.accounts ADD COLUMN added_note text")
             self.run("UPDATE public.accounts SET added_note = %s WHERE id = %s", ("noted", ids[5]))
-            self.run("INSERT INTO public.accounts (id, name, added_note) VALUES (%s, %s, %s)",
-                     (self.new_id("accounts"), "late", "with note"))  # fmt: skip
+            self.run(
+                "INSERT INTO public.accounts (id, name, added_note) VALUES (%s, %s, %s)",
+                (self.new_id("accounts"), "late", "with note"),
+            )
             self.run("TRUNCATE public.items")
-            self.run("INSERT INTO public.items VALUES (%s, %s, %s, %s)", (9, 1, 1, decimal.Decimal("1.5")))
+            self.run(
+                "INSERT INTO public.items VALUES (%s, %s, %s, %s)",
+                (9, 1, 1, decimal.Decimal("1.5")),
+            )
         if phase == 3:
-            self.run("DELETE FROM public.accounts WHERE id IN (SELECT id FROM public.accounts ORDER BY id LIMIT 2)")
+            self.run(
+                "DELETE FROM public.accounts "
+                "WHERE id IN (SELECT id FROM public.accounts ORDER BY id LIMIT 2)"
+            )
 
     # -- MariaDB
 
@@ -386,7 +427,7 @@ class Workload:
             self.text(r.randint(1, 20)),
             r.randint(0, 65535),
             r.choice([0, 2**63 - 1, 2**63, 2**64 - 1, r.randint(0, 2**64 - 1)]),
-            decimal.Decimal(r.randint(-10**9, 10**9)) / 100,
+            decimal.Decimal(r.randint(-(10**9), 10**9)) / 100,
             r.uniform(-1e6, 1e6),
             # FLOAT values a float32 holds exactly (MariaDB prints FLOAT with 6 digits)
             r.choice([0.5, 1.25, -3.75, 1024.0, 0.0]),
@@ -427,12 +468,19 @@ class Workload:
             self.run(self._product_sql(), self.mariadb_product(self.new_id("products")))
         ids = r.sample(range(1, self.next_id["products"] + 1), 5)
         self.transaction(
-            [("UPDATE shop.products SET price = price + 1, qty = %s WHERE id = %s",
-              (r.randint(0, 65535), i)) for i in ids[:3]]  # fmt: skip
+            [
+                (
+                    "UPDATE shop.products SET price = price + 1, qty = %s WHERE id = %s",
+                    (r.randint(0, 65535), i),
+                )
+                for i in ids[:3]
+            ]
             + [("DELETE FROM shop.products WHERE id = %s", (ids[3],))]
         )
-        self.run("UPDATE shop.products SET id = %s WHERE id = %s",
-                 (self.new_id("products") + 1000, ids[4]))  # fmt: skip
+        self.run(
+            "UPDATE shop.products SET id = %s WHERE id = %s",
+            (self.new_id("products") + 1000, ids[4]),
+        )
         self.run("UPDATE shop.lines SET qty = qty + 1 WHERE order_id = %s", (phase % 2 + 1,))
         if phase == 1:
             self.run("ALTER TABLE shop.products MODIFY sku varchar(64)")
@@ -484,8 +532,15 @@ class SyncSink:
     per table, ``batch_id``). A table's ``truncate`` splits its events: those before it are
     applied, then the truncate (:func:`truncate_table`), then the rest."""
 
-    def __init__(self, lake: str | os.PathLike, tables: tuple[Table, ...], *, log: Path | None = None,
-                 pause_at: int | None = None, pause: float = 0.0) -> None:  # fmt: skip
+    def __init__(
+        self,
+        lake: str | os.PathLike,
+        tables: tuple[Table, ...],
+        *,
+        log: Path | None = None,
+        pause_at: int | None = None,
+        pause: float = 0.0,
+    ) -> None:
         self.lake = Path(lake)
         self.tables = tables
         self.log = log
@@ -506,17 +561,26 @@ class SyncSink:
                 r["table"]: (r["truncates"] or [])
                 for r in batch.where(F.col("table").isNotNull())
                 .groupBy("table")
-                .agg(F.collect_list(F.when(F.col("op") == "truncate", F.col("sequence"))).alias("truncates"))
+                .agg(
+                    F.collect_list(F.when(F.col("op") == "truncate", F.col("sequence"))).alias(
+                        "truncates"
+                    )
+                )
                 .collect()
             }
             for i, table in enumerate(self.tables):
                 if table.name not in present:
                     continue
                 frame = batch.where(F.col("table") == table.name).select(
-                    "op", "sequence", "event_time", "primary_key", "ddl",
-                    F.col(f"before_{i}").alias("before"), F.col(f"after_{i}").alias("after"),
+                    "op",
+                    "sequence",
+                    "event_time",
+                    "primary_key",
+                    "ddl",
+                    F.col(f"before_{i}").alias("before"),
+                    F.col(f"after_{i}").alias("after"),
                     "after_absent",
-                )  # fmt: skip
+                )
                 target = self.target(table)
                 cuts = sorted(present[table.name])
                 start = None
@@ -542,8 +606,16 @@ class SyncSink:
             (self.log / f"{batch_id:06d}.done").touch()
 
 
-def run_query(spark: Any, bootstrap: str, pattern: str, tables: tuple[Table, ...], *,
-              checkpoint: str | os.PathLike, sink: SyncSink, max_offsets: int | None = None) -> None:  # fmt: skip
+def run_query(
+    spark: Any,
+    bootstrap: str,
+    pattern: str,
+    tables: tuple[Table, ...],
+    *,
+    checkpoint: str | os.PathLike,
+    sink: SyncSink,
+    max_offsets: int | None = None,
+) -> None:
     """Every topic matching ``pattern`` from its first offset, decoded with ``tables=``,
     applied by ``sink``, until everything there now is done (``availableNow``)."""
     from cdc_decode import spark as cdc_spark
@@ -586,7 +658,7 @@ def assert_tables_equal(spark: Any, workload: Workload, sink: SyncSink) -> None:
         source = workload.select_all(table)
         lake = delta_rows(spark, sink.target(table))
 
-        def keyed(rows: list[dict], side: int) -> dict:
+        def keyed(rows: list[dict], side: int, table: Table = table) -> dict:
             out = {}
             for row in rows:
                 values = {}
@@ -625,8 +697,15 @@ def _main(argv: list[str] | None = None) -> int:
     tables = POSTGRES if args.source == "postgres" else MARIADB
     spark = delta_session(Path(args.warehouse), app="cdc-decode-real-source-job")
     sink = SyncSink(args.lake, tables, log=Path(args.log), pause_at=args.pause_at, pause=args.pause)
-    run_query(spark, args.bootstrap, args.pattern, tables, checkpoint=args.checkpoint, sink=sink,
-              max_offsets=args.max_offsets)  # fmt: skip
+    run_query(
+        spark,
+        args.bootstrap,
+        args.pattern,
+        tables,
+        checkpoint=args.checkpoint,
+        sink=sink,
+        max_offsets=args.max_offsets,
+    )
     spark.stop()
     return 0
 

@@ -385,9 +385,9 @@ def decode(
     Multi-part sets are reassembled per ``topic/partition`` (and per the Kafka header
     ``ShardId`` when the input has a ``headers`` column). ``debezium-json`` reads the
     ``__debezium.oldkey`` header of a key change from that column too (Spark's Kafka
-    source gives it with ``includeHeaders``; docs/formats/debezium-json.md). Every output row carries the
-    kept input columns of the message it came from; the events of a completed multi-part
-    set carry those of its last part.
+    source gives it with ``includeHeaders``; docs/formats/debezium-json.md). Every output
+    row carries the kept input columns of the message it came from; the events of a
+    completed multi-part set carry those of its last part.
 
     ``datahub-tuple`` is different: its input is not a value column but the records
     themselves (docs/formats/datahub-tuple.md). Every column of ``df`` that is not kept
