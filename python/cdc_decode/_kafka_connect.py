@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._kafka_broker import _accepts, _java, _stop_pid, free_port
+from ._kafka_broker import _accepts, _java, _log4j, _stop_pid, free_port
 
 __all__ = [
     "Connect",
@@ -81,28 +81,6 @@ def _worker_properties(
             f"offset.flush.interval.ms={flush_ms}",
             f"plugin.path={plugins}",
             f"listeners=http://127.0.0.1:{port}",
-            "",
-        ]
-    )
-
-
-def _log4j(directory: Path) -> str:
-    return "\n".join(
-        [
-            "status = warn",
-            "appender.file.type = File",
-            "appender.file.name = file",
-            f"appender.file.fileName = {directory / 'connect.log'}",
-            "appender.file.layout.type = PatternLayout",
-            "appender.file.layout.pattern = [%d] %p %m (%c)%n",
-            "rootLogger.level = warn",
-            "rootLogger.appenderRef.file.ref = file",
-            # The start-up line, and what the connectors say about their snapshot and
-            # streaming (INFO), for a failed test's log tail.
-            "logger.connect.name = org.apache.kafka.connect.runtime.Connect",
-            "logger.connect.level = info",
-            "logger.debezium.name = io.debezium",
-            "logger.debezium.level = info",
             "",
         ]
     )
@@ -282,7 +260,10 @@ def start_connect(
     worker.write_text(
         _worker_properties(folder, bootstrap, plugins, port, schemas, offset_flush_ms)
     )
-    (folder / "log4j2.properties").write_text(_log4j(folder))
+    # The start-up line, and what the connectors say about their snapshot and streaming,
+    # for a failed test's log tail.
+    loggers = {"connect": "org.apache.kafka.connect.runtime.Connect", "debezium": "io.debezium"}
+    (folder / "log4j2.properties").write_text(_log4j(folder / "connect.log", loggers))
     files = []
     for config in connectors:
         path = folder / f"{config['name']}.properties"

@@ -86,6 +86,20 @@ def wait_fence(bootstrap: str, topic: str, value: int, timeout: float = 120.0) -
     raise AssertionError(f"fence {value} not in {topic} after {timeout:.0f} s")
 
 
+def sync_and_compare(spark, broker, pattern, workload, sink, tmp_path: Path) -> None:
+    """Every change in Kafka now applied (a query until done), then every Delta table
+    compared with its source table."""
+    run_query(
+        spark,
+        broker.bootstrap,
+        pattern,
+        workload.tables,
+        checkpoint=tmp_path / "checkpoint",
+        sink=sink,
+    )
+    assert_tables_equal(spark, workload, sink)
+
+
 def _driver(broker, tmp_path: Path, source: str, pattern: str, sink: SyncSink, *extra: str):
     """The query as its own driver process (its own process group: a kill takes its JVM and
     Python workers too), its output in driver.log."""
@@ -200,15 +214,7 @@ def test_sql_in_equal_tables_out(delta_spark, kafka_broker, tmp_path, source):
         workload.phase(1)
         workload.fence(1)
         wait_fence(kafka_broker.bootstrap, fence_topic, 1)
-        run_query(
-            delta_spark,
-            kafka_broker.bootstrap,
-            pattern,
-            tables,
-            checkpoint=tmp_path / "checkpoint",
-            sink=sink,
-        )
-        assert_tables_equal(delta_spark, workload, sink)
+        sync_and_compare(delta_spark, kafka_broker, pattern, workload, sink, tmp_path)
 
         # 2. The Spark driver SIGKILLed mid-stream, then restarted from its checkpoint.
         workload.phase(2)
@@ -230,15 +236,7 @@ def test_sql_in_equal_tables_out(delta_spark, kafka_broker, tmp_path, source):
         workload.fence(4)
         ids = wait_fence(kafka_broker.bootstrap, fence_topic, 4)
         assert ids.count(3) >= 2, ids  # phase 3 was delivered twice
-        run_query(
-            delta_spark,
-            kafka_broker.bootstrap,
-            pattern,
-            tables,
-            checkpoint=tmp_path / "checkpoint",
-            sink=sink,
-        )
-        assert_tables_equal(delta_spark, workload, sink)
+        sync_and_compare(delta_spark, kafka_broker, pattern, workload, sink, tmp_path)
     finally:
         workload.close()
         if connect is not None:
@@ -278,27 +276,13 @@ def test_key_change_moves_toasted_values(delta_spark, kafka_broker, tmp_path):
         wait_fence(kafka_broker.bootstrap, fence_topic, 1)  # the snapshot is over
         sink = SyncSink(tmp_path / "lake", POSTGRES)
         pattern = rf"{prefix}\.public\..*"
-        run_query(
-            delta_spark,
-            kafka_broker.bootstrap,
-            pattern,
-            POSTGRES,
-            checkpoint=tmp_path / "checkpoint",
-            sink=sink,
-        )
-        assert_tables_equal(delta_spark, workload, sink)  # row 3 with its body, as read
+        sync_and_compare(
+            delta_spark, kafka_broker, pattern, workload, sink, tmp_path
+        )  # row 3 with its body, as read
         workload.run("UPDATE public.docs SET title = 'moved', id = 40 WHERE id = 3")
         workload.fence(2)
         wait_fence(kafka_broker.bootstrap, fence_topic, 2)
-        run_query(
-            delta_spark,
-            kafka_broker.bootstrap,
-            pattern,
-            POSTGRES,
-            checkpoint=tmp_path / "checkpoint",
-            sink=sink,
-        )
-        assert_tables_equal(delta_spark, workload, sink)
+        sync_and_compare(delta_spark, kafka_broker, pattern, workload, sink, tmp_path)
     finally:
         workload.close()
         if connect is not None:
