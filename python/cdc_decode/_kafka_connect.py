@@ -165,6 +165,21 @@ class Connect:
         with urllib.request.urlopen(f"{self.url}/connectors/{name}/status", timeout=5) as r:
             return json.load(r)
 
+    def add(self, config: Mapping[str, object]) -> None:
+        """Start one more connector on the running worker (``PUT
+        /connectors/<name>/config``); :meth:`wait_running` waits for it."""
+        name = str(config["name"])
+        body = json.dumps({k: str(v) for k, v in config.items()}).encode()
+        request = urllib.request.Request(
+            f"{self.url}/connectors/{name}/config",
+            data=body,
+            method="PUT",
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            response.read()
+        self.connectors.append(dict(config))
+
     def wait_running(self, name: str, timeout: float = 120.0) -> None:
         """Wait until the connector and its task run.
 

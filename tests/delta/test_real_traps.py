@@ -60,10 +60,22 @@ def read_topic(bootstrap: str, topic: str, *, until, timeout: float = 90.0) -> l
 
 
 def decoded(records, engine="native", **options):
+    """The records decoded, a record sent again (Kafka Connect delivers at least once: a
+    task restarted on a loaded machine sends again what it had not stored an offset for)
+    kept once: the first of the rows equal in op, sequence and images."""
     values = [v for v, _ in records]
-    return cdc_decode.decode(
+    batch = cdc_decode.decode(
         values, "debezium-json", headers=[h for _, h in records], engine=engine, **options
     )
+    rows = batch.select(["op", "sequence", "before", "after"]).to_pylist()
+    seen, keep, again = set(), [], False
+    for i, row in enumerate(rows):
+        if row["op"] != "tombstone":  # a tombstone goes with the delete before it
+            again = repr(row) in seen
+            seen.add(repr(row))
+        if not again:
+            keep.append(i)
+    return batch.take(keep)
 
 
 def ops(records) -> list[str]:
@@ -203,6 +215,7 @@ def mariadb(kafka_broker, tmp_path_factory):
     conn = server.connect()
     with conn.cursor() as cursor:
         cursor.execute("CREATE TABLE u (id int PRIMARY KEY, big bigint unsigned, bits bit(10))")
+        cursor.execute("INSERT INTO u VALUES (0, 0, 0)")  # read by the snapshot
     configs = [
         mariadb_connector(
             f"trap-{mode}",
@@ -228,10 +241,12 @@ def mariadb(kafka_broker, tmp_path_factory):
     try:
         for config in configs:
             connect.wait_running(config["name"])
+        for mode in ("long", "precise"):  # the snapshot has read row 0: inserts now stream
+            read_topic(kafka_broker.bootstrap, f"trap{mode}.shop.u", until=has(1))
         with conn.cursor() as cursor:
             cursor.execute("INSERT INTO u VALUES (1, 18446744073709551615, 5)")
             cursor.execute("INSERT INTO u VALUES (2, 9223372036854775807, 512)")
-        yield {"bootstrap": kafka_broker.bootstrap}
+        yield {"bootstrap": kafka_broker.bootstrap, "server": server, "connect": connect}
     finally:
         conn.close()
         connect.stop()
@@ -242,39 +257,36 @@ def mariadb(kafka_broker, tmp_path_factory):
 def test_mariadb_unsigned_bigint(mariadb, engine):
     """Under the default ``long``, 18446744073709551615 arrives as -1; ``precise`` sends it
     exactly (a ``decimal(20,0)``). BIT(10) arrives little-endian."""
-    wrapped = read_topic(mariadb["bootstrap"], "traplong.shop.u", until=has(2))
-    after = [dict(a) for a in decoded(wrapped, engine).column("after").to_pylist()]
+    wrapped = read_topic(mariadb["bootstrap"], "traplong.shop.u", until=has(3))
+    batch = decoded(wrapped, engine)
+    assert batch.column("op").to_pylist() == ["read", "insert", "insert"]
+    after = [dict(a) for a in batch.column("after").to_pylist()[1:]]
     assert [a["big"] for a in after] == ["-1", "9223372036854775807"]
-    exact = read_topic(mariadb["bootstrap"], "trapprecise.shop.u", until=has(2))
+    exact = read_topic(mariadb["bootstrap"], "trapprecise.shop.u", until=has(3))
     typed = decoded(exact, engine, schema="id int, big decimal(20,0), bits binary")
-    rows = typed.column("after").to_pylist()
+    rows = typed.column("after").to_pylist()[1:]
     assert [r["big"] for r in rows] == [decimal.Decimal(2**64 - 1), decimal.Decimal(2**63 - 1)]
     assert [int.from_bytes(r["bits"], "little") for r in rows] == [5, 512]
 
 
-def test_mariadb_minimal_row_images_are_refused(kafka_broker, tmp_path):
+def test_mariadb_minimal_row_images_are_refused(mariadb):
     """``binlog_row_image=MINIMAL``: the connector refuses to run (it would need the
     columns a minimal image leaves out), and says so."""
-    server = start_mariadb(row_image="MINIMAL")
+    with mariadb["server"].connect() as conn, conn.cursor() as cursor:
+        cursor.execute("SET GLOBAL binlog_row_image = 'MINIMAL'")
     config = mariadb_connector(
         "trap-minimal",
         host="127.0.0.1",
-        port=server.port,
+        port=mariadb["server"].port,
         user="cdc",
         password="cdc",
         topic_prefix="trapminimal",
-        bootstrap=kafka_broker.bootstrap,
+        bootstrap=mariadb["bootstrap"],
         server_id=5600,
     )
-    connect = start_connect(
-        CONNECT_JARS, PLUGINS, kafka_broker.bootstrap, [config], directory=tmp_path / "connect"
-    )
-    try:
-        with pytest.raises(ConnectError, match="binlog_row_image=FULL"):
-            connect.wait_running("trap-minimal")
-    finally:
-        connect.stop()
-        server.stop()
+    mariadb["connect"].add(config)
+    with pytest.raises(ConnectError, match="binlog_row_image=FULL"):
+        mariadb["connect"].wait_running("trap-minimal")
 
 
 def test_captured_transaction_metadata(postgres):

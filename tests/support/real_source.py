@@ -455,12 +455,9 @@ class Workload:
                 self.run("INSERT INTO shop.lines VALUES (%s, %s, %s)", (order, line, line))
 
     def _product_sql(self) -> str:
-        return (
-            "INSERT INTO shop.products (id, sku, qty, big, price, weight, ratio, made, seen, "
-            "stamp, day, yr, wake, flags, color, bits, flag, note, blob) VALUES ("
-            + ", ".join(["%s"] * 19)
-            + ")"
-        )
+        names = [c.name for c in MARIADB[0].columns if not c.name.startswith("added")]
+        columns = ", ".join(f"`{n}`" for n in names)  # `blob` is a reserved word
+        return f"INSERT INTO shop.products ({columns}) VALUES ({', '.join(['%s'] * len(names))})"
 
     def mariadb_phase(self, phase: int) -> None:
         r = self.rng
