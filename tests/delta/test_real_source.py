@@ -19,7 +19,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from support.databases import start_mariadb, start_postgres
 from support.real_source import (
     MARIADB,
@@ -86,25 +85,23 @@ def wait_fence(bootstrap: str, topic: str, value: int, timeout: float = 120.0) -
     raise AssertionError(f"fence {value} not in {topic} after {timeout:.0f} s")
 
 
-def sync_and_compare(spark, broker, pattern, workload, sink, tmp_path: Path) -> None:
+def sync_and_compare(spark, broker, pattern, workloads, sink, tmp_path: Path) -> None:
     """Every change in Kafka now applied (a query until done), then every Delta table
     compared with its source table."""
+    tables = tuple(t for w in workloads for t in w.tables)
     run_query(
-        spark,
-        broker.bootstrap,
-        pattern,
-        workload.tables,
-        checkpoint=tmp_path / "checkpoint",
-        sink=sink,
+        spark, broker.bootstrap, pattern, tables, checkpoint=tmp_path / "checkpoint", sink=sink
     )
-    assert_tables_equal(spark, workload, sink)
+    for workload in workloads:
+        assert_tables_equal(spark, workload, sink)
 
 
-def _driver(broker, tmp_path: Path, source: str, pattern: str, sink: SyncSink, *extra: str):
+def _driver(broker, tmp_path: Path, pattern: str, sink: SyncSink, *extra: str):
     """The query as its own driver process (its own process group: a kill takes its JVM and
-    Python workers too), its output in driver.log."""
+    Python workers too), on the same checkpoint as the in-process one, its output in
+    driver.log."""
     command = [sys.executable, str(SUPPORT / "real_source.py"), "--bootstrap", broker.bootstrap]
-    command += ["--pattern", pattern, "--source", source, "--lake", str(sink.lake)]
+    command += ["--pattern", pattern, "--lake", str(sink.lake)]
     command += ["--checkpoint", str(tmp_path / "checkpoint"), "--log", str(sink.log)]
     command += ["--warehouse", str(tmp_path / "warehouse")]
     with open(tmp_path / "driver.log", "ab") as log:
@@ -117,28 +114,22 @@ def _driver(broker, tmp_path: Path, source: str, pattern: str, sink: SyncSink, *
         )
 
 
-def _kill_mid_stream(broker, tmp_path, source, pattern, sink) -> None:
-    """A driver applying micro-batches of 12 records, SIGKILLed after micro-batch 1's Delta
-    commits and before its checkpoint commit; then a driver that finishes the stream."""
+def _kill_mid_stream(broker, tmp_path, pattern, sink) -> None:
+    """A driver taking micro-batches of at most 40 records, SIGKILLed after its first
+    micro-batch's Delta commits and before that micro-batch's checkpoint commit; then a
+    driver that runs that micro-batch again (same offsets) and finishes the stream."""
     job = _driver(
-        broker,
-        tmp_path,
-        source,
-        pattern,
-        sink,
-        "--max-offsets",
-        "12",
-        "--pause-at",
-        "1",
-        "--pause",
-        "600",
+        broker, tmp_path, pattern, sink, "--max-offsets", "40", "--pause-first", "--pause", "600"
     )
-    applied = sink.log / "000001.applied"
     try:
-        deadline = time.monotonic() + 300
-        while not applied.exists() and job.poll() is None and time.monotonic() < deadline:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline and job.poll() is None:
+            applied = sorted(sink.log.glob("*.applied"))
+            if applied:
+                break
             time.sleep(0.2)
-        assert applied.exists(), (tmp_path / "driver.log").read_text()[-3000:]
+        assert applied, (tmp_path / "driver.log").read_text()[-3000:]
+        killed = int(applied[0].stem)
         os.killpg(job.pid, signal.SIGKILL)
         job.wait(30)
     finally:
@@ -146,102 +137,115 @@ def _kill_mid_stream(broker, tmp_path, source, pattern, sink) -> None:
             os.killpg(job.pid, signal.SIGKILL)
             job.wait(30)
     commits = tmp_path / "checkpoint" / "commits"
-    done = sorted(int(p.name) for p in commits.iterdir() if p.name.isdigit())
-    assert 1 not in done  # micro-batch 1 reached Delta, not the checkpoint
-    again = _driver(broker, tmp_path, source, pattern, sink)
-    assert again.wait(600) == 0, (tmp_path / "driver.log").read_text()[-3000:]
+    assert killed not in {int(p.name) for p in commits.iterdir() if p.name.isdigit()}
+    again = _driver(broker, tmp_path, pattern, sink)
+    assert again.wait(900) == 0, (tmp_path / "driver.log").read_text()[-3000:]
 
 
-@pytest.mark.parametrize("source", ["postgres", "mariadb"])
-def test_sql_in_equal_tables_out(delta_spark, kafka_broker, tmp_path, source):
-    prefix = f"{source[:2]}{os.getpid()}"
-    if source == "postgres":
-        server, tables = start_postgres(), POSTGRES
-        fence_topic, pattern = f"{prefix}.public.fence", rf"{prefix}\.public\..*"
-    else:
-        server, tables = start_mariadb(row_image="FULL"), MARIADB
-        fence_topic, pattern = f"{prefix}.shop.fence", rf"{prefix}\.shop\..*"
-    connect = None
-    workload = Workload(server, tables)
+def _connector(kind: str, server, prefix: str, bootstrap: str) -> dict:
+    if kind == "postgres":
+        return postgres_connector(
+            f"{prefix}-pg",
+            host="127.0.0.1",
+            port=server.port,
+            user="postgres",
+            database="shop",
+            topic_prefix=prefix,
+        )
+    return mariadb_connector(
+        f"{prefix}-maria",
+        host="127.0.0.1",
+        port=server.port,
+        user="cdc",
+        password="cdc",
+        topic_prefix=prefix,
+        bootstrap=bootstrap,
+        databases=["shop"],
+    )
+
+
+def test_sql_in_equal_tables_out(delta_spark, kafka_broker, tmp_path):
+    """PostgreSQL and MariaDB at once: one Kafka Connect with both connectors, one query
+    over every table's topic (both sources' tables in one decode), so each kill is tested
+    on both sources with one set of Spark and Connect starts."""
+    bootstrap = kafka_broker.bootstrap
+    pg, maria = f"pg{os.getpid()}", f"ma{os.getpid()}"
+    pattern = rf"{pg}\.public\..*|{maria}\.shop\..*"
+    fences = {pg: f"{pg}.public.fence", maria: f"{maria}.shop.fence"}
+    servers, workloads, connect = [], {}, None
     try:
-        workload.setup()  # the snapshot's rows
-        workload.fence(0)
-        if source == "postgres":
-            config = postgres_connector(
-                f"{prefix}-pg",
-                host="127.0.0.1",
-                port=server.port,
-                user="postgres",
-                database="shop",
-                topic_prefix=prefix,
-            )
-        else:
-            config = mariadb_connector(
-                f"{prefix}-maria",
-                host="127.0.0.1",
-                port=server.port,
-                user="cdc",
-                password="cdc",
-                topic_prefix=prefix,
-                bootstrap=kafka_broker.bootstrap,
-                databases=["shop"],
-            )
-
+        servers.append(start_postgres())
+        servers.append(start_mariadb(row_image="FULL"))
+        for prefix, server, tables in ((pg, servers[0], POSTGRES), (maria, servers[1], MARIADB)):
+            workloads[prefix] = Workload(server, tables)
+            workloads[prefix].setup()  # the snapshot's rows
+            workloads[prefix].fence(0)
+        configs = [
+            _connector("postgres", servers[0], pg, bootstrap),
+            _connector("mariadb", servers[1], maria, bootstrap),
+        ]
         streamed = iter(range(100, 200))
 
+        def fence(value: int) -> list[list[int]]:
+            """A fence row in every source, back when each is in Kafka."""
+            for w in workloads.values():
+                w.fence(value)
+            return [wait_fence(bootstrap, fences[p], value) for p in workloads]
+
         def start(flush_ms: int):
-            """Kafka Connect with the connector, back when a change made now is in Kafka:
-            its snapshot is over (a TRUNCATE or a table-rewriting ALTER during the snapshot
-            would empty the table in the snapshot's eyes: docs/formats/debezium-json.md)."""
+            """Kafka Connect with both connectors, back when a change made now is in Kafka:
+            the snapshots are over (a TRUNCATE or a table-rewriting ALTER during a snapshot
+            empties the table in the snapshot's eyes: docs/formats/debezium-json.md)."""
             c = start_connect(
                 CONNECT_JARS,
                 PLUGINS,
-                kafka_broker.bootstrap,
-                [config],
+                bootstrap,
+                configs,
                 directory=tmp_path / "connect",
                 offset_flush_ms=flush_ms,
             )
-            c.wait_running(config["name"])
-            value = next(streamed)
-            workload.fence(value)
-            wait_fence(kafka_broker.bootstrap, fence_topic, value)
+            for config in configs:
+                c.wait_running(config["name"])
+            fence(next(streamed))
             return c
 
-        connect = start(1000)
-        sink = SyncSink(tmp_path / "lake", tables, log=tmp_path / "log")
+        def phase(n: int) -> None:
+            for w in workloads.values():
+                w.phase(n)
+            fence(n)
 
-        # 1. A clean run: snapshot, then streamed changes.
-        workload.phase(1)
-        workload.fence(1)
-        wait_fence(kafka_broker.bootstrap, fence_topic, 1)
-        sync_and_compare(delta_spark, kafka_broker, pattern, workload, sink, tmp_path)
+        connect = start(1000)
+        sink = SyncSink(tmp_path / "lake", POSTGRES + MARIADB, log=tmp_path / "log")
+        everything = list(workloads.values())
+
+        # 1. A clean run: the snapshots, then streamed changes.
+        phase(1)
+        sync_and_compare(delta_spark, kafka_broker, pattern, everything, sink, tmp_path)
 
         # 2. The Spark driver SIGKILLed mid-stream, then restarted from its checkpoint.
-        workload.phase(2)
-        workload.fence(2)
-        wait_fence(kafka_broker.bootstrap, fence_topic, 2)
-        _kill_mid_stream(kafka_broker, tmp_path, source, pattern, sink)
-        assert_tables_equal(delta_spark, workload, sink)
+        phase(2)
+        _kill_mid_stream(kafka_broker, tmp_path, pattern, sink)
+        for w in everything:
+            assert_tables_equal(delta_spark, w, sink)
 
         # 3. Kafka Connect SIGKILLed with changes it sent but had not stored offsets for
         # (stopped cleanly first, so the offsets up to here are stored, then run with a
         # flush interval longer than the test); restarted, it sends them again.
         connect.stop(remove=False)
         connect = start(600_000)
-        workload.phase(3)
-        workload.fence(3)
-        wait_fence(kafka_broker.bootstrap, fence_topic, 3)
+        phase(3)
         connect.kill()
         connect = start(1000)
-        workload.fence(4)
-        ids = wait_fence(kafka_broker.bootstrap, fence_topic, 4)
-        assert ids.count(3) >= 2, ids  # phase 3 was delivered twice
-        sync_and_compare(delta_spark, kafka_broker, pattern, workload, sink, tmp_path)
+        for ids in fence(4):
+            assert ids.count(3) >= 2, ids  # phase 3 was delivered twice
+        sync_and_compare(delta_spark, kafka_broker, pattern, everything, sink, tmp_path)
     finally:
-        workload.close()
+        for w in workloads.values():
+            w.close()
         if connect is not None:
             connect.stop()
-        server.stop()
+        for server in servers:
+            server.stop()
 
 
 def test_key_change_moves_toasted_values(delta_spark, kafka_broker, tmp_path):
@@ -276,13 +280,12 @@ def test_key_change_moves_toasted_values(delta_spark, kafka_broker, tmp_path):
         wait_fence(kafka_broker.bootstrap, fence_topic, 1)  # the snapshot is over
         sink = SyncSink(tmp_path / "lake", POSTGRES)
         pattern = rf"{prefix}\.public\..*"
-        sync_and_compare(
-            delta_spark, kafka_broker, pattern, workload, sink, tmp_path
-        )  # row 3 with its body, as read
+        # Row 3 with its body and blob, as the snapshot read them:
+        sync_and_compare(delta_spark, kafka_broker, pattern, [workload], sink, tmp_path)
         workload.run("UPDATE public.docs SET title = 'moved', id = 40 WHERE id = 3")
         workload.fence(2)
         wait_fence(kafka_broker.bootstrap, fence_topic, 2)
-        sync_and_compare(delta_spark, kafka_broker, pattern, workload, sink, tmp_path)
+        sync_and_compare(delta_spark, kafka_broker, pattern, [workload], sink, tmp_path)
     finally:
         workload.close()
         if connect is not None:

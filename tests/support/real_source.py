@@ -535,13 +535,13 @@ class SyncSink:
         tables: tuple[Table, ...],
         *,
         log: Path | None = None,
-        pause_at: int | None = None,
+        pause_first: bool = False,
         pause: float = 0.0,
     ) -> None:
         self.lake = Path(lake)
         self.tables = tables
         self.log = log
-        self.pause_at = pause_at
+        self.pause_first = pause_first
         self.pause = pause
 
     def target(self, table: Table) -> str:
@@ -597,7 +597,8 @@ class SyncSink:
             batch.unpersist()
         if self.log is not None:
             self.log.mkdir(parents=True, exist_ok=True)
-            if batch_id == self.pause_at:
+            if self.pause_first:  # the first micro-batch of this process, applied
+                self.pause_first = False
                 (self.log / f"{batch_id:06d}.applied").touch()
                 time.sleep(self.pause)
             (self.log / f"{batch_id:06d}.done").touch()
@@ -648,6 +649,13 @@ def delta_rows(spark: Any, target: str) -> list[dict]:
     return cdc_spark.current_rows(spark, target).toArrow().to_pylist()
 
 
+def _short(value: Any) -> Any:
+    """A value for an assertion message: long texts and bytes cut to their first 40."""
+    if isinstance(value, str | bytes) and len(value) > 40:
+        return f"{value[:40]!r}... ({len(value)})"
+    return value
+
+
 def assert_tables_equal(spark: Any, workload: Workload, sink: SyncSink) -> None:
     """Every Delta table equals ``SELECT *`` of its source table, row for row and value for
     value through :data:`COMPARE`; columns the source does not have (yet) are null."""
@@ -671,7 +679,7 @@ def assert_tables_equal(spark: Any, workload: Workload, sink: SyncSink) -> None:
         extra = sorted(got.keys() - want.keys())[:5]
         assert not missing and not extra, f"{table.name}: keys missing {missing}, extra {extra}"
         for key, row in want.items():
-            diff = {c: (v, got[key][c]) for c, v in row.items() if got[key][c] != v}
+            diff = {c: (_short(v), _short(got[key][c])) for c, v in row.items() if got[key][c] != v}
             assert not diff, f"{table.name} {key}: source vs Delta {diff}"
 
 
@@ -679,21 +687,22 @@ def _main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Debezium topics -> decode_stream -> Delta")
     parser.add_argument("--bootstrap", required=True)
     parser.add_argument("--pattern", required=True)
-    parser.add_argument("--source", choices=["postgres", "mariadb"], required=True)
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--lake", required=True)
     parser.add_argument("--log", required=True)
     parser.add_argument("--warehouse", required=True)
     parser.add_argument("--max-offsets", type=int, default=None)
-    parser.add_argument("--pause-at", type=int, default=None)
+    parser.add_argument("--pause-first", action="store_true")
     parser.add_argument("--pause", type=float, default=0.0)
     args = parser.parse_args(argv)
 
     from support.delta import delta_session
 
-    tables = POSTGRES if args.source == "postgres" else MARIADB
+    tables = POSTGRES + MARIADB
     spark = delta_session(Path(args.warehouse), app="cdc-decode-real-source-job")
-    sink = SyncSink(args.lake, tables, log=Path(args.log), pause_at=args.pause_at, pause=args.pause)
+    sink = SyncSink(
+        args.lake, tables, log=Path(args.log), pause_first=args.pause_first, pause=args.pause
+    )
     run_query(
         spark,
         args.bootstrap,
