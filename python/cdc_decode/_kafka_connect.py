@@ -397,7 +397,7 @@ def mariadb_connector(
     user: str,
     password: str,
     topic_prefix: str,
-    bootstrap: str,
+    history_file: str | os.PathLike,
     server_id: int = 5401,
     databases: Sequence[str] | None = None,
     heartbeat_ms: int = 0,
@@ -413,7 +413,10 @@ def mariadb_connector(
             SHOW DATABASES, REPLICATION SLAVE, REPLICATION CLIENT`` (granted for the host
             it connects from: anonymous users shadow ``'%'``).
         topic_prefix: topics are ``<prefix>.<database>.<table>``.
-        bootstrap: the Kafka broker the connector's schema history topic lives on.
+        history_file: where the connector keeps its schema history (the tables' DDL it
+            replays at a restart). A file, not the usual Kafka topic: 2.7.4's Kafka schema
+            history calls ``KafkaConsumer.poll(long)``, which Kafka 4's clients (the
+            worker's) no longer have, so a restarted task failed with ``NoSuchMethodError``.
         server_id: the connector's replication client id (unique among the server's
             replicas).
         databases: the databases to capture (all when not given).
@@ -430,8 +433,8 @@ def mariadb_connector(
         "database.server.id": str(server_id),
         "database.ssl.mode": "disabled",
         "snapshot.fetch.size": "1000",
-        "schema.history.internal.kafka.bootstrap.servers": bootstrap,
-        "schema.history.internal.kafka.topic": f"{topic_prefix}.schema-history",
+        "schema.history.internal": "io.debezium.storage.file.history.FileSchemaHistory",
+        "schema.history.internal.file.filename": str(history_file),
         # Unsigned BIGINT above 2^63-1 would arrive wrapped (18446744073709551615 as -1)
         # under the default `long`; `precise` sends a decimal(20,0).
         "bigint.unsigned.handling.mode": "precise",

@@ -142,7 +142,7 @@ def _kill_mid_stream(broker, tmp_path, pattern, sink) -> None:
     assert again.wait(900) == 0, (tmp_path / "driver.log").read_text()[-3000:]
 
 
-def _connector(kind: str, server, prefix: str, bootstrap: str) -> dict:
+def _connector(kind: str, server, prefix: str, history: Path) -> dict:
     if kind == "postgres":
         return postgres_connector(
             f"{prefix}-pg",
@@ -159,7 +159,7 @@ def _connector(kind: str, server, prefix: str, bootstrap: str) -> dict:
         user="cdc",
         password="cdc",
         topic_prefix=prefix,
-        bootstrap=bootstrap,
+        history_file=history,
         databases=["shop"],
     )
 
@@ -181,8 +181,8 @@ def test_sql_in_equal_tables_out(delta_spark, kafka_broker, tmp_path):
             workloads[prefix].setup()  # the snapshot's rows
             workloads[prefix].fence(0)
         configs = [
-            _connector("postgres", servers[0], pg, bootstrap),
-            _connector("mariadb", servers[1], maria, bootstrap),
+            _connector("postgres", servers[0], pg, tmp_path / "history.dat"),
+            _connector("mariadb", servers[1], maria, tmp_path / "history.dat"),
         ]
         streamed = iter(range(100, 200))
 

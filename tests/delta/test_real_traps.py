@@ -224,7 +224,7 @@ def mariadb(kafka_broker, tmp_path_factory):
             user="cdc",
             password="cdc",
             topic_prefix=f"trap{mode}",
-            bootstrap=kafka_broker.bootstrap,
+            history_file=tmp_path_factory.mktemp("history") / "history.dat",
             databases=["shop"],
             server_id=5500 + i,
             **{"bigint.unsigned.handling.mode": mode},
@@ -246,7 +246,12 @@ def mariadb(kafka_broker, tmp_path_factory):
         with conn.cursor() as cursor:
             cursor.execute("INSERT INTO u VALUES (1, 18446744073709551615, 5)")
             cursor.execute("INSERT INTO u VALUES (2, 9223372036854775807, 512)")
-        yield {"bootstrap": kafka_broker.bootstrap, "server": server, "connect": connect}
+        yield {
+            "bootstrap": kafka_broker.bootstrap,
+            "server": server,
+            "connect": connect,
+            "history": tmp_path_factory.mktemp("history") / "minimal.dat",
+        }
     finally:
         conn.close()
         connect.stop()
@@ -281,7 +286,7 @@ def test_mariadb_minimal_row_images_are_refused(mariadb):
         user="cdc",
         password="cdc",
         topic_prefix="trapminimal",
-        bootstrap=mariadb["bootstrap"],
+        history_file=mariadb["history"],
         server_id=5600,
     )
     mariadb["connect"].add(config)
