@@ -204,8 +204,12 @@ def test_sql_in_equal_tables_out(delta_spark, kafka_broker, tmp_path):
                 directory=tmp_path / "connect",
                 offset_flush_ms=flush_ms,
             )
-            for config in configs:
-                c.wait_running(config["name"])
+            try:
+                for config in configs:
+                    c.wait_running(config["name"])
+            except BaseException:
+                c.stop(remove=False)
+                raise
             fence(next(streamed))
             return c
 
