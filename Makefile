@@ -27,12 +27,12 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 	--target $(1)-unknown-linux-gnu --out $(DIST)
 
 .DEFAULT_GOAL := help
-.PHONY: help venv build test test-rust test-python wheel wheel-x86_64 wheel-aarch64-run \
+.PHONY: help venv build test test-rust test-python wheel wheel-x86_64 wheel-aarch64-run bench-schemas \
 	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
 	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply \
-	demo-delta bench-datastream bench-apply-check real-source jars-connect debezium mariadb \
-	connect connect-stop
+	demo-delta bench-datastream bench-apply-check check-targets real-source jars-connect debezium \
+	mariadb connect connect-stop
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -54,7 +54,13 @@ $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml
 	$(PY) -c "import cdc_decode._native"
 	touch $@
 
-test: test-rust test-python test-delta test-spark42 test-spark35 test-fuzz ## Everything CI runs: cargo test, pytest (Spark 4.3, Delta and Spark 4.2, Spark 3.5), fuzz briefly
+test: check-targets test-rust test-python test-delta test-spark42 test-spark35 test-fuzz ## Everything CI runs: cargo test, pytest (Spark 4.3, Delta and Spark 4.2, Spark 3.5), fuzz briefly
+
+# Every target the docs name must work from a fresh clone on its own: dry runs of each in a
+# copy of the checkout without the ignored folders, every folder its recipe and scripts use
+# made by a recipe before (docs/development.md, "Targets work from a fresh clone").
+check-targets: ## Every documented target declares what it uses (dry runs in a fresh copy; seconds)
+	$(PYTHON) tools/check_targets.py
 
 test-rust: ## Rust unit tests (no Python needed)
 	cargo test
@@ -118,6 +124,7 @@ $(VENV35)/.stamp: requirements-spark35.txt
 	$(PY35) -m pip install --quiet -r requirements-spark35.txt
 	touch $@
 
+# check-targets: test-spark35 needs no .jars, .jars-kafka: tests/conftest.py loads .jars on Spark 4 only, and these tests ask for no broker
 test-spark35: $(VENV35)/.stamp $(WHEEL_X86) ## The Spark decode and accounting tests on pyspark 3.5
 	$(PY35) -m pip install --quiet --no-deps --force-reinstall $(WHEEL_X86)
 	PYSPARK_PYTHON=$(abspath $(PY35)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY35)) \
@@ -168,10 +175,11 @@ test-delta: venv-spark42 delta-jars jars jars-kafka real-source ## pytest tests/
 
 demo-delta: venv-spark42 delta-jars ## A DTS stream decoded on Spark 4.2, applied to Delta tables (SCD1 + SCD2), checked
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
-		$(PY42) examples/apply_delta.py
+		$(PY42) examples/apply_delta.py --jars $(DELTA_JARS)
 
 # The Spark decode and accounting tests on pyspark 4.2 too (.venv-spark42, shared with
 # the Delta tests): with test-python (4.3) and test-spark35, the versions platforms run.
+# check-targets: test-spark42 needs no .jars-kafka: these tests ask for no broker
 test-spark42: venv-spark42 jars ## The Spark decode and accounting tests on pyspark 4.2
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) -m pytest -q -m spark -p no:cacheprovider \
@@ -302,11 +310,13 @@ $(KAFKA_JARS)/.stamp: tools/kafka-broker/pom.xml
 		-DincludeScope=runtime -DoutputDirectory=$(abspath $(KAFKA_JARS))
 	touch $@
 
-kafka: build jars-kafka ## Start a Kafka broker on a free loopback port and print its address
-	$(PY) -m cdc_decode._kafka_broker start --jars $(KAFKA_JARS) --state .kafka/broker.json
+# The broker module imports only the standard library: run by its path, it needs no build.
+kafka: jars-kafka ## Start a Kafka broker on a free loopback port and print its address
+	$(PYTHON) python/cdc_decode/_kafka_broker.py start --jars $(KAFKA_JARS) --state .kafka/broker.json
 
+# check-targets: kafka-stop needs no .jars-kafka: only `start` reads the broker's jars
 kafka-stop: ## Stop the broker `make kafka` started (by its PID)
-	$(PY) -m cdc_decode._kafka_broker stop --state .kafka/broker.json
+	$(PYTHON) python/cdc_decode/_kafka_broker.py stop --state .kafka/broker.json
 
 # A real database and a real Debezium (tests/delta/test_real_source.py, docs/streaming.md
 # "Your own database"): Kafka Connect standalone (tools/kafka-connect/pom.xml, into
@@ -340,16 +350,19 @@ mariadb: ## apt-get install mariadb-server when mariadbd is missing
 			--no-install-recommends mariadb-server; }
 
 # Debezium against your own database (docs/streaming.md): CONNECTOR names one or more
-# connector .properties files; the broker of `make kafka` (or BOOTSTRAP=host:port).
+# connector .properties files; the broker of `make kafka` (or BOOTSTRAP=host:port). The
+# Connect module imports only the standard library and the broker module beside it: run by
+# its path, it needs no build.
 CONNECTOR ?=
-BOOTSTRAP ?= $(shell $(PY) -c "import json; print(json.load(open('.kafka/broker.json'))['bootstrap'])" 2>/dev/null)
+BOOTSTRAP ?= $(shell $(PYTHON) -c "import json; print(json.load(open('.kafka/broker.json'))['bootstrap'])" 2>/dev/null)
 
-connect: build jars-connect debezium ## Kafka Connect + Debezium on the `make kafka` broker: CONNECTOR=my-db.properties
-	$(PY) -m cdc_decode._kafka_connect start --jars $(CONNECT_JARS) --plugins $(DEBEZIUM) \
+connect: jars-connect debezium ## Kafka Connect + Debezium on the `make kafka` broker: CONNECTOR=my-db.properties
+	$(PYTHON) python/cdc_decode/_kafka_connect.py start --jars $(CONNECT_JARS) --plugins $(DEBEZIUM) \
 		--bootstrap $(BOOTSTRAP) $(foreach c,$(CONNECTOR),--connector $(c)) --state .kafka/connect.json
 
+# check-targets: connect-stop needs no .jars-connect, .debezium: only `start` reads them
 connect-stop: ## Stop the Kafka Connect `make connect` started (by its PID)
-	$(PY) -m cdc_decode._kafka_connect stop --state .kafka/connect.json
+	$(PYTHON) python/cdc_decode/_kafka_connect.py stop --state .kafka/connect.json
 
 # The AutoCDC targets' catalog (Spark's in-memory row-level one, from spark-catalyst's test
 # jar) for examples/autocdc and tests/test_autocdc.py; tools/autocdc-jars/pom.xml says why.
@@ -378,11 +391,16 @@ bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs pa
 bench-datastream: build jars ## Datastream tree race: read_datastream vs spark-avro / spark.read.json, local[1]
 	$(PY) benches/datastream_tree.py --out docs/datastream-tree.md
 
+bench-schemas: build ## The schema pass beside a generic and a typed decode of a 100-table stream, per format
+	$(PY) benches/schema_pass.py
+
 lint: $(STAMPS)/venv ## rustfmt check, clippy -D warnings, ruff
 	cargo fmt --check
 	cargo clippy --all-targets --all-features -- -D warnings
-	$(VENV)/bin/ruff check python tests benches fuzz tools/properties.py tools/check_wheel.py tools/aarch64
-	$(VENV)/bin/ruff format --check python tests benches fuzz tools/properties.py tools/check_wheel.py tools/aarch64
+	$(VENV)/bin/ruff check python tests benches fuzz examples tools/properties.py tools/check_wheel.py \
+		tools/check_targets.py tools/aarch64
+	$(VENV)/bin/ruff format --check python tests benches fuzz examples tools/properties.py \
+		tools/check_wheel.py tools/check_targets.py tools/aarch64
 
 fmt: $(STAMPS)/venv ## Format Rust and Python sources in place
 	cargo fmt

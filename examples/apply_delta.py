@@ -2,34 +2,55 @@
 
 A generated Tencent DTS stream (five tables of a simulated MySQL server) is decoded on
 Spark, and each table's events are applied to a Delta table with ``apply_changes``: type 1
-tables equal to the source, and one type 2 table with its history. Run on the Delta
-environment (Spark 4.2):
+tables equal to the source, and one type 2 table with its history. Exits 1 when a table
+differs from the source.
 
-    make demo-delta        # or: .venv-spark42/bin/python examples/apply_delta.py
+Needs Java 17 and a Python with ``cdc-decode``, ``pyspark==4.2.0`` and
+``delta-spark==4.4.0`` (Delta 4.4 runs on Spark 4.2, not 4.3). Delta's jars come from Maven
+Central on the first run (``spark.jars.packages``, cached in ``~/.ivy2``), or from a folder
+given with ``--jars``:
+
+    pip install 'cdc-decode[python-engine]' 'pyspark[sql]==4.2.0' delta-spark==4.4.0
+    python apply_delta.py [--messages 2000] [--tables shop.orders ...] [--jars DIR] [--out DIR]
+
+In this repository ``make demo-delta`` runs it on ``.venv-spark42`` with the jars of
+``make delta-jars`` (``--jars .jars-delta``).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-
-from support.delta import delta_session  # noqa: E402
-
-from cdc_decode import spark as cdc_spark  # noqa: E402
-from cdc_decode.generate import generate  # noqa: E402
+from cdc_decode import spark as cdc_spark
+from cdc_decode.generate import generate
 
 FORMAT = "tencent-dts"
 HISTORY = "shop.orders"
 
 
-def main() -> int:
-    work = Path(tempfile.mkdtemp(prefix="cdc-decode-delta-"))
-    spark = delta_session(work / "warehouse", app="cdc-decode-apply-demo")
-    stream = generate(FORMAT, messages=2000, seed=7)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=2000, help="stream length")
+    parser.add_argument(
+        "--tables", nargs="+", help="some of the five tables (default: all; db.table names)"
+    )
+    parser.add_argument("--jars", action="append", default=[], help="a folder of Delta's jars")
+    parser.add_argument("--out", help="where the tables go (default: a new temporary folder)")
+    args = parser.parse_args(argv)
+    work = Path(args.out or tempfile.mkdtemp(prefix="cdc-decode-delta-"))
+    spark = cdc_spark.local_session(
+        "cdc-decode-apply-demo",
+        master="local[1]",
+        delta=True,
+        jars=args.jars,
+        spark__sql__shuffle__partitions="2",
+        spark__sql__warehouse__dir=str(work / "warehouse"),
+    )
+    stream = generate(FORMAT, messages=args.messages, seed=7, tables=args.tables)
     kafka = spark.createDataFrame([(v,) for v in stream.values], "value binary").repartition(1)
     events = cdc_spark.decode(kafka, FORMAT).persist()
     print(f"== {FORMAT}: {len(stream.values):,} messages, {events.count():,} events")

@@ -1,17 +1,23 @@
 """Decode a Tencent DTS topic with Structured Streaming into Parquet, one folder per
-micro-batch.
+micro-batch; prints the events per op.
 
-    .venv/bin/python examples/kafka_stream.py BOOTSTRAP TOPIC OUT
+Needs Java 17, a Kafka broker and a Python with ``cdc-decode`` and ``pyspark``. Spark's
+Kafka source is not in the pip ``pyspark`` package: it comes from Maven Central on the
+first run (``spark.jars.packages``, cached in ``~/.ivy2``), or from a folder given with
+``--jars``:
 
-(``make kafka`` starts a broker and prints its address; ``make jars`` fetches Spark's Kafka
-connector into ``.jars/``.) The part between the ``README`` marks is the README's Kafka
-example; tests/test_streaming.py runs it against a real broker.
+    pip install cdc-decode 'pyspark[sql]'
+    python kafka_stream.py BOOTSTRAP TOPIC OUT [--jars DIR]
+
+In this repository: ``make kafka`` starts a broker and prints its address, ``make jars``
+fetches the connector into ``.jars/``, and ``.venv/bin/python examples/kafka_stream.py
+BOOTSTRAP TOPIC OUT --jars .jars`` runs it. The part between the ``README`` marks is the
+README's Kafka example; tests/test_streaming.py runs this file against a real broker.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+import argparse
 
 from cdc_decode import spark as cdc_spark
 
@@ -44,13 +50,18 @@ def main(spark, bootstrap: str, topic: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    bootstrap, topic, out = sys.argv[1:4]
-    jars = sorted((Path(__file__).resolve().parent.parent / ".jars").glob("*.jar"))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("bootstrap", help="the broker, host:port")
+    parser.add_argument("topic")
+    parser.add_argument("out", help="a folder: events/ and checkpoint/ go there")
+    parser.add_argument("--jars", action="append", default=[], help="a folder of Kafka's jars")
+    args = parser.parse_args()
     session = cdc_spark.local_session(
         "kafka-stream",
         master="local[1]",
-        spark__jars=",".join(map(str, jars)),
+        kafka=True,
+        jars=args.jars,
         spark__sql__shuffle__partitions="2",  # the state operator's partitions
     )
-    main(session, bootstrap, topic, out)
-    print(session.read.parquet(f"{out}/events").groupBy("op").count().collect())
+    main(session, args.bootstrap, args.topic, args.out)
+    print(session.read.parquet(f"{args.out}/events").groupBy("op").count().collect())

@@ -1,8 +1,12 @@
 """Typed DataFrames per table from one pass over a multi-table CDC stream.
 
-Run it (local Spark, one core is enough):
+Needs Java 17 and a Python with ``cdc-decode`` (its stream generator needs the
+``python-engine`` extra) and ``pyspark``; a local Spark, one core is enough:
 
-    .venv/bin/python examples/typed_tables.py
+    pip install 'cdc-decode[python-engine]' 'pyspark[sql]'
+    python typed_tables.py [--messages 2000]
+
+In this repository: ``.venv/bin/python examples/typed_tables.py`` after ``make build``.
 
 A DataHub BLOB topic (generated here; in production, Spark's Kafka source) carries five
 tables. ``cdc_spark.decode(..., tables=...)`` decodes the stream once, in one
@@ -12,6 +16,8 @@ write every table in one ``foreachBatch`` so it is not recomputed per table.
 """
 
 from __future__ import annotations
+
+import argparse
 
 import cdc_decode
 from cdc_decode import spark as cdc_spark
@@ -30,9 +36,12 @@ TABLES = {
 }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=2_000, help="stream length")
+    args = parser.parse_args(argv)
     spark = cdc_spark.local_session("typed-tables", master="local[1]")
-    stream = generate("datahub-blob", messages=2_000, seed=1)
+    stream = generate("datahub-blob", messages=args.messages, seed=1)
     kafka = spark.createDataFrame([(v,) for v in stream.values], "value binary")
 
     frames = cdc_spark.decode(kafka, "datahub-blob", tables=TABLES)

@@ -46,6 +46,8 @@ pub struct Decoder {
     mode: Mode,
     stats: Stats,
     typed: Option<Arc<TypedSpec>>,
+    /// The schema pass (`crate::schemas`) instead of events.
+    schemas: bool,
     /// `Limits::max_message_bytes`, checked here for every format of binary values.
     max_message_bytes: usize,
     /// The panic boundary's test hook: the ordinal whose decoding panics.
@@ -62,15 +64,30 @@ impl Decoder {
     pub fn with_options(format: &str, mode: Mode, options: &Options) -> Result<Self> {
         crate::alloc::tune_allocator();
         let (name, format) = formats::new_decoder(format, options)?;
+        if options.schemas && options.typed.is_some() {
+            return Err(Error::Schema(
+                "the schema pass reads the wire's schemas: give it no schema or tables".into(),
+            ));
+        }
         Ok(Self {
             format,
             name,
             mode,
             stats: Stats::default(),
             typed: options.typed.clone(),
+            schemas: options.schemas,
             max_message_bytes: options.limits.max_message_bytes,
             panic_at: panic_at_from_env(),
         })
+    }
+
+    /// A sink for one call: of events, or of the schema pass.
+    fn sink(&self) -> Sink {
+        if self.schemas {
+            Sink::for_schemas(self.name, self.mode)
+        } else {
+            Sink::new(self.name, self.mode, self.typed.clone())
+        }
     }
 
     /// Decodes one array of messages. `keys`, when given, are the multi-part reassembly keys,
@@ -125,7 +142,7 @@ impl Decoder {
             None => None,
         };
         let owner = input.owner();
-        let mut sink = Sink::new(self.name, self.mode, self.typed.clone());
+        let mut sink = self.sink();
         sink.rows.reserve_for_input(input.data_len());
         let base = self.stats.messages as i64;
         let mut result = Ok(());
@@ -184,7 +201,7 @@ impl Decoder {
                 got: "a record batch",
             });
         }
-        let mut sink = Sink::new(self.name, self.mode, self.typed.clone());
+        let mut sink = self.sink();
         // Rows of wide records hold a map entry per column.
         let per_row = 100.max(16 * records.num_columns());
         sink.rows.reserve_for_input(records.num_rows() * per_row);
@@ -237,7 +254,7 @@ impl Decoder {
     /// End of input: rows for whatever the format still holds (incomplete multi-part sets).
     /// A panic here names no message: it fails the call with [`Error::Panic`].
     pub fn finish(&mut self) -> Result<Output> {
-        let mut sink = Sink::new(self.name, self.mode, self.typed.clone());
+        let mut sink = self.sink();
         let format = &mut self.format;
         let result = panic::catch_unwind(AssertUnwindSafe(|| format.finish(&mut sink)))
             .unwrap_or_else(|payload| Err(Error::Panic(panic_text(payload.as_ref()))));

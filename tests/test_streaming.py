@@ -6,7 +6,6 @@ record). The sink is tests/support/streaming.py's idempotent one (a file per bat
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -318,17 +317,22 @@ def _readme_example() -> str:
 
 
 def test_the_readme_kafka_example_runs(spark, kafka_broker, tmp_path):
+    """examples/kafka_stream.py as a user runs it (its own session, the connector from
+    .jars), against the broker: every event of the topic lands in its Parquet folders."""
     assert _readme_example() in (ROOT / "README.md").read_text()
-    spec = importlib.util.spec_from_file_location("kafka_stream", ROOT / "examples/kafka_stream.py")
-    example = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(example)
     stream = _dts(60, 19)
     topic = new_topic(kafka_broker, partitions=2)
     produce(kafka_broker.bootstrap, topic, stream, partitions=2)
-    example.main(spark, kafka_broker.bootstrap, topic, str(tmp_path))
+    example = ROOT / "examples" / "kafka_stream.py"
+    jars = ROOT / ".jars"
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    command = [sys.executable, example, kafka_broker.bootstrap, topic, tmp_path, "--jars", jars]
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
     events = spark.read.parquet(str(tmp_path / "events")).drop("batch_id")
     assert events.count() == stream.rows
     assert events.where("op = 'error'").count() == 0
+    assert "Row(op='insert'" in run.stdout
 
 
 def test_dropmalformed_drops_and_counts(spark, kafka_broker, tmp_path):
@@ -354,3 +358,101 @@ def test_dropmalformed_drops_and_counts(spark, kafka_broker, tmp_path):
     assert totals["messages"] == len(mixed)
     assert totals["messages"] == totals["decoded"] + totals["errors"] + totals["pending"]
     assert table.num_rows == totals["events"]
+
+
+def test_many_pieces_per_micro_batch(spark, kafka_broker, tmp_path):
+    """Each topic-partition's micro-batch comes as many small Arrow blobs (7 records each),
+    decoded one after another by one decoder: sets that span blobs are joined, nothing is
+    concatenated, the rows equal the batch decode's."""
+    stream = _dts(240, 23)
+    topic = new_topic(kafka_broker, partitions=2)
+    produce(kafka_broker.bootstrap, topic, stream, partitions=2)
+    sink = BatchSink(tmp_path / "sink", accounting=cdc_spark.DecodeAccounting(spark))
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")
+    try:
+        run(
+            spark,
+            kafka_broker.bootstrap,
+            topic,
+            "tencent-dts",
+            checkpoint=tmp_path / "checkpoint",
+            sink=sink,
+            max_offsets=stream.messages // 2 + 1,
+        )
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    _assert_equals_batch(spark, kafka_broker, topic, stream, sink)
+    _assert_accounted(sink, stream.messages)
+
+
+def test_pending_timeout_ends_held_parts_as_error_rows(spark, kafka_broker, tmp_path):
+    """Parts 0 and 1 of a set whose last part does not come: held, then, once no record of
+    their partition came for ``pending_timeout``, error rows at their own offsets; the
+    state is cleared (pending back to 0) while the query runs on."""
+    import datetime as dt
+
+    stream = _dts(120, 29)
+    recs = records("tencent-dts", stream.values, partitions=1)
+    first, _ = _a_set(recs, start=3)
+    cut = first + 2
+    topic = new_topic(kafka_broker, partitions=1)
+    produce_records(kafka_broker.bootstrap, topic, recs[:cut])
+    sink = BatchSink(tmp_path / "sink", accounting=cdc_spark.DecodeAccounting(spark))
+    query = run(
+        spark,
+        kafka_broker.bootstrap,
+        topic,
+        "tencent-dts",
+        checkpoint=tmp_path / "checkpoint",
+        sink=sink,
+        available_now=False,
+        interval="1 second",
+        pending_timeout=dt.timedelta(seconds=3),
+    )
+    try:
+        _wait(lambda: _totals(sink)["messages"] == cut, what="the cut set")
+        _wait(lambda: _totals(sink)["pending"] == 0, what="the time-out")
+        assert query.isActive and query.exception() is None
+    finally:
+        query.stop()
+    table = sink.table()
+    errors = table.filter(pc.equal(table.column("op"), "error"))
+    assert errors.column("offset").to_pylist() == [first, first + 1]
+    assert errors.column("raw").to_pylist() == [recs[first][1], recs[first + 1][1]]
+    totals = _totals(sink)
+    assert totals["messages"] == cut
+    assert totals["messages"] == totals["decoded"] + totals["errors"] + totals["pending"]
+    assert totals["errors"] == 2
+
+
+def test_pending_timeout_is_fixed_by_the_checkpoint(spark, kafka_broker, tmp_path):
+    """Spark keeps a time-out's timestamp in the state, so a checkpoint written without
+    ``pending_timeout`` does not restart with one (docs/streaming.md says so)."""
+    import datetime as dt
+
+    from pyspark.errors import StreamingQueryException
+
+    stream = _dts(60, 31)
+    topic = new_topic(kafka_broker, partitions=1)
+    produce(kafka_broker.bootstrap, topic, stream, partitions=1)
+    sink = BatchSink(tmp_path / "sink")
+    options = {"checkpoint": tmp_path / "checkpoint", "sink": sink}
+    run(spark, kafka_broker.bootstrap, topic, "tencent-dts", **options)
+    produce(kafka_broker.bootstrap, topic, stream, partitions=1)
+    query = run(
+        spark,
+        kafka_broker.bootstrap,
+        topic,
+        "tencent-dts",
+        available_now=False,
+        interval="1 second",
+        pending_timeout=dt.timedelta(minutes=10),
+        **options,
+    )
+    try:
+        with pytest.raises(
+            StreamingQueryException, match="STATE_STORE_VALUE_SCHEMA_NOT_COMPATIBLE"
+        ):
+            query.awaitTermination(240)
+    finally:
+        query.stop()

@@ -20,6 +20,8 @@ import zipfile
 from pathlib import Path
 
 MAX_GLIBC = (2, 17)
+# Files beside the Python sources that the package reads at run time.
+DATA_FILES = ("cdc_decode/fallback/subscribe.desc", "cdc_decode/spark/ivysettings.xml")
 # ELF machine names as readelf prints them, per wheel architecture.
 MACHINES = {"x86_64": "Advanced Micro Devices X86-64", "aarch64": "AArch64"}
 # The libraries PEP 599 lets a manylinux2014 wheel link from the system.
@@ -84,6 +86,9 @@ def check(wheel: Path) -> str:
     if newest > MAX_GLIBC:
         too_new = sorted(set(re.findall(r"(\S+@GLIBC_2\.(?:1[89]|[2-9]\d)\S*)", symbols)))
         raise ValueError(f"{wheel.name}: needs glibc {newest}: {too_new[:10]}")
+    absent = [f for f in DATA_FILES if f not in names]
+    if absent:
+        raise ValueError(f"{wheel.name}: lacks {absent}")
     outside = set(needed) - ALLOWED_LIBS
     if outside:
         raise ValueError(f"{wheel.name}: links {sorted(outside)}, outside manylinux2014")

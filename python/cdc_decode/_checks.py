@@ -76,3 +76,28 @@ def check_columns(format: str, columns: Any) -> dict[str, list[str]]:
             raise ValueError(f"columns[{table!r}] names a column twice")
         checked[table] = names
     return checked
+
+
+def check_time_zone(name: object, typed: bool):
+    """``source_time_zone=``: an IANA time zone name (``Asia/Shanghai``), for typed mode
+    only; the ``zoneinfo.ZoneInfo`` (``None`` for ``None``).
+
+    Raises:
+        ValueError: an unknown name (the case counts), or no ``schema=``/``tables=``.
+    """
+    if name is None:
+        return None
+    if not typed:
+        raise ValueError("source_time_zone applies to typed mode: give schema= or tables= too")
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    unknown = ValueError(
+        f"source_time_zone: unknown time zone {name!r}: give an IANA name such as "
+        "'Asia/Shanghai' or 'UTC'"
+    )
+    if not isinstance(name, str) or not name:
+        raise unknown
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise unknown from None

@@ -25,6 +25,7 @@ From a shell (``make connect`` / ``make connect-stop``)::
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import shutil
@@ -39,7 +40,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ._kafka_broker import _accepts, _java, _log4j, _stop_pid, free_port
+# The broker module beside this one: as `cdc_decode._kafka_broker` when imported, as
+# `_kafka_broker` when run by its path (`make connect`: the standard library only, no build).
+_broker = importlib.import_module(f"{__package__}._kafka_broker" if __package__ else "_kafka_broker")
+_accepts, _java, _log4j, _stop_pid = _broker._accepts, _broker._java, _broker._log4j, _broker._stop_pid
+free_port = _broker.free_port
 
 __all__ = [
     "Connect",

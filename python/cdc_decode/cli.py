@@ -99,6 +99,17 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     gen.add_argument(
+        "--table-count",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help=(
+            "simulate a whole database of N generated tables (column mixes of every MySQL "
+            "family, phases touching about half of them, columns added, widened and dropped "
+            "mid-stream) instead of the five; not datahub-tuple"
+        ),
+    )
+    gen.add_argument(
         "--connector",
         choices=("mysql", "oracle", "mongodb"),
         default=None,
@@ -374,6 +385,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 max_message_bytes=args.max_message_bytes,
                 tables=args.tables,
                 connector=args.connector,
+                table_count=args.table_count,
             )
         except ValueError as exc:
             print(f"cdc-decode generate: {exc}", file=sys.stderr)

@@ -3,6 +3,10 @@
 //! down in docs/formats/debezium-json.md, which the Python fallback follows too; the JSON
 //! and field rules are datahub-blob's ([`crate::json`]).
 
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
@@ -11,6 +15,7 @@ use crate::formats::FormatDecoder;
 use crate::json::{self, extended, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
 use crate::render::{self, Unavailable};
+use crate::schemas::{Dialect, SchemaCache, WireSchema};
 use crate::sequence::OrderKey;
 use crate::sink::Sink;
 use crate::typed::{Hint, Hints, Unit};
@@ -35,22 +40,47 @@ pub struct DebeziumJson {
     header: json::Parser,
     /// The placeholder of values the connector did not read (left out of the images).
     unavailable: Option<Unavailable>,
+    /// The schema pass: what it keeps between messages.
+    wire: Option<Box<Wire>>,
 }
 
+/// The schema pass's memory: the columns of each Connect `schema` seen, by its bytes (a
+/// table's `schema` is the same bytes in each of its messages), and the wire schemas.
+#[derive(Debug, Default)]
+struct Wire {
+    connect: HashMap<u64, Vec<Known>>,
+    held: usize,
+    schemas: SchemaCache,
+}
+
+/// A Connect schema's columns and their types ([`connect_columns`]).
+type Columns = Arc<[(String, String)]>;
+
+/// A Connect schema's bytes and its columns (none where it describes no table).
+type Known = (Vec<u8>, Option<Columns>);
+
 impl DebeziumJson {
-    /// A decoder whose messages are held to `limits`, with Debezium's default placeholder.
-    pub fn new(limits: &Limits) -> Self {
-        Self::with_placeholder(limits, UNAVAILABLE_VALUE)
+    /// A decoder whose messages are held to `limits`, with Debezium's default placeholder;
+    /// for the schema pass (`crate::schemas`) when `schema_pass`.
+    pub fn new(limits: &Limits, schema_pass: bool) -> Self {
+        Self::with_placeholder(limits, schema_pass, UNAVAILABLE_VALUE)
     }
 
-    /// A decoder whose images leave out the values equal to `placeholder` (the connector's
-    /// `unavailable.value.placeholder`; an empty text leaves every value in).
-    pub fn with_placeholder(limits: &Limits, placeholder: &str) -> Self {
+    /// [`DebeziumJson::new`], whose images leave out the values equal to `placeholder` (the
+    /// connector's `unavailable.value.placeholder`; an empty text leaves every value in).
+    pub fn with_placeholder(limits: &Limits, schema_pass: bool, placeholder: &str) -> Self {
+        let parser = if schema_pass {
+            // A table's Connect `schema` is the same bytes in each of its messages.
+            json::Parser::default().remembering(&REMEMBER)
+        } else {
+            json::Parser::default()
+        };
         Self {
-            parser: json::Parser::default().limited(limits),
+            parser: parser.limited(limits),
             inner: json::Parser::default().limited(limits),
             header: json::Parser::default().limited(limits),
             unavailable: Unavailable::new(placeholder),
+            wire: schema_pass.then(Box::default),
         }
     }
 
@@ -59,10 +89,11 @@ impl DebeziumJson {
         sink: &mut Sink,
         ordinal: i64,
         value: Bytes,
+        key: Option<&str>,
         old_key: Option<&[u8]>,
     ) -> Result<()> {
         let (parser, inner, header) = (&mut self.parser, &mut self.inner, &mut self.header);
-        let unavailable = self.unavailable.as_ref();
+        let (unavailable, wire) = (self.unavailable.as_ref(), &mut self.wire);
         sink.events(ordinal, &value, |rows| {
             let message = parser.parse(&value)?;
             if let Some(typed) = rows.typed() {
@@ -75,6 +106,10 @@ impl DebeziumJson {
                     if let (Some(old_key), "insert") = (old_key, event.op) {
                         event.moved_from(moved_key(header, old_key)?);
                     }
+                    if let Some(wire) = wire.as_deref_mut() {
+                        let schema = wire.schema(&event, message.get_name(&SCHEMA), key, inner);
+                        rows.observe(schema);
+                    }
                     event.write(rows, unavailable)
                 }
                 None => rows.push_bare("tombstone", None),
@@ -85,14 +120,16 @@ impl DebeziumJson {
 }
 
 impl FormatDecoder for DebeziumJson {
+    /// `key`: in the schema pass, the Kafka message key (its members name the key
+    /// columns); not read otherwise.
     fn decode(
         &mut self,
         sink: &mut Sink,
         ordinal: i64,
         value: Bytes,
-        _key: Option<&str>,
+        key: Option<&str>,
     ) -> Result<()> {
-        self.decode_message(sink, ordinal, value, None)
+        self.decode_message(sink, ordinal, value, key, None)
     }
 
     fn decode_with_old_key(
@@ -100,10 +137,10 @@ impl FormatDecoder for DebeziumJson {
         sink: &mut Sink,
         ordinal: i64,
         value: Bytes,
-        _key: Option<&str>,
+        key: Option<&str>,
         old_key: &[u8],
     ) -> Result<()> {
-        self.decode_message(sink, ordinal, value, Some(old_key))
+        self.decode_message(sink, ordinal, value, key, Some(old_key))
     }
 }
 
@@ -130,6 +167,141 @@ fn moved_key<'h>(parser: &'h mut json::Parser, bytes: &'h [u8]) -> Result<Value<
 }
 
 const SCHEMA: Name = Name::new("schema");
+/// What the schema pass's parser remembers: the Connect `schema`.
+const REMEMBER: [Name; 1] = [SCHEMA];
+
+impl Wire {
+    /// The wire schema of a row change: the Connect schema's columns of its `after` (else
+    /// `before`) struct with their types, else the images' column names; the key from the
+    /// Kafka message key, else Lindorm's HBase `ROW`, else MongoDB's `_id`. `None` for
+    /// events without images.
+    fn schema(
+        &mut self,
+        event: &Event<'_>,
+        connect: Option<Value<'_>>,
+        key: Option<&str>,
+        inner: &mut json::Parser,
+    ) -> Option<Arc<WireSchema>> {
+        if event.before.is_none() && event.after.is_none() {
+            return None;
+        }
+        let columns = connect.and_then(|schema| self.columns(schema));
+        let key = key
+            .and_then(|key| key_names(key, inner))
+            .or_else(|| {
+                let lindorm = event
+                    .source
+                    .is_some_and(|s| s.get("namespace").is_some() && s.get("connector").is_none());
+                (lindorm && event.has_column("ROW")).then(|| vec!["ROW".to_string()])
+            })
+            .or_else(|| {
+                // As `primary_key` says it: MongoDB's changes (not its control events).
+                let control = matches!(event.op, "begin" | "commit" | "heartbeat" | "ddl");
+                (event.mongo && !control).then(|| vec!["_id".to_string()])
+            });
+        match columns {
+            Some(columns) => {
+                // By the columns' object: the same bytes of `schema` share it.
+                let mut hasher = std::hash::DefaultHasher::new();
+                (Arc::as_ptr(&columns) as *const u8 as usize, &key).hash(&mut hasher);
+                let same = |held: &WireSchema| held.key == key && held.has_columns(&columns);
+                let schema = self.schemas.get(hasher.finish(), same, || {
+                    WireSchema::typed(Dialect::Connect, columns.iter().cloned(), key.clone())
+                });
+                Some(schema)
+            }
+            None => Some(
+                self.schemas
+                    .intern(WireSchema::names(event.column_names(), key)),
+            ),
+        }
+    }
+}
+
+impl Wire {
+    /// [`connect_columns`] of a `schema`, read once per distinct bytes.
+    fn columns(&mut self, schema: Value<'_>) -> Option<Columns> {
+        let raw = schema.raw();
+        let hash = u64::from(crc32fast::hash(raw)) | (raw.len() as u64) << 32;
+        if let Some(held) = self.connect.get(&hash) {
+            if let Some((_, columns)) = held.iter().find(|(bytes, _)| bytes.as_slice() == raw) {
+                return columns.clone();
+            }
+        }
+        if self.held >= 4096 {
+            self.connect.clear();
+            self.held = 0;
+        }
+        let columns: Option<Columns> = connect_columns(schema).map(Arc::from);
+        self.connect
+            .entry(hash)
+            .or_default()
+            .push((raw.to_vec(), columns.clone()));
+        self.held += 1;
+        columns
+    }
+}
+
+/// The Connect schema's columns of the `after` struct (else `before`'s), each as its name
+/// and type: the schema type, then the logical name with its parameters (but Debezium's
+/// own `__debezium.*` ones): `int64`, `int64 io.debezium.time.MicroTimestamp`, `bytes
+/// org.apache.kafka.connect.data.Decimal(scale=2,connect.decimal.precision=10)`. `None`
+/// when the schema has no such struct, or a column without a name or a type.
+fn connect_columns(schema: Value<'_>) -> Option<Vec<(String, String)>> {
+    let text = |v: Option<Value<'_>>| v.and_then(|v| v.as_str()).map(|s| s.text().into_owned());
+    let fields = schema.get("fields").filter(|f| f.kind() == Kind::Array)?;
+    let image = |name: &str| {
+        fields
+            .items()
+            .find(|f| text(f.get("field")).as_deref() == Some(name))
+    };
+    let image = image("after").or_else(|| image("before"))?;
+    let columns = image.get("fields").filter(|f| f.kind() == Kind::Array)?;
+    columns
+        .items()
+        .map(|column| {
+            let name = text(column.get("field"))?;
+            let mut spelled = text(column.get("type"))?;
+            if let Some(logical) = text(column.get("name")) {
+                spelled.push(' ');
+                spelled.push_str(&logical);
+                let mut params = Vec::new();
+                for (key, value) in column.get("parameters").iter().flat_map(|p| p.members()) {
+                    let key = key.text();
+                    if key.starts_with("__debezium") {
+                        continue;
+                    }
+                    let mut rendered = Vec::new();
+                    value.render_into(&mut rendered);
+                    params.push(format!("{key}={}", String::from_utf8_lossy(&rendered)));
+                }
+                if !params.is_empty() {
+                    spelled.push_str(&format!("({})", params.join(",")));
+                }
+            }
+            Some((name, spelled))
+        })
+        .collect()
+}
+
+/// The key columns a Kafka message key names: the members of its object (of its `payload`
+/// in Connect's wrapper). `None` for a key that is not such an object.
+fn key_names(key: &str, inner: &mut json::Parser) -> Option<Vec<String>> {
+    let value = inner.parse(key.as_bytes()).ok()?;
+    if value.kind() != Kind::Object {
+        return None;
+    }
+    let object = match (value.get_name(&SCHEMA), value.get_name(&PAYLOAD)) {
+        (Some(_), Some(payload)) => payload,
+        _ => value,
+    };
+    (object.kind() == Kind::Object).then(|| {
+        object
+            .members()
+            .map(|(k, _)| k.text().into_owned())
+            .collect()
+    })
+}
 
 /// Typed mode's hints from the message's Connect schema: for each column of the
 /// `before`/`after` structs, how its logical type is written (docs/typed.md). A `Decimal`
@@ -179,6 +351,11 @@ fn connect_hints(schema: Value<'_>, payload: Option<Value<'_>>) -> Hints {
                 }
                 "io.debezium.time.MicroTimestamp" => Hint::Epoch(Unit::Micros),
                 "io.debezium.time.NanoTimestamp" => Hint::Epoch(Unit::Nanos),
+                "io.debezium.time.Time" | "org.apache.kafka.connect.data.Time" => {
+                    Hint::Time(Unit::Millis)
+                }
+                "io.debezium.time.MicroTime" => Hint::Time(Unit::Micros),
+                "io.debezium.time.NanoTime" => Hint::Time(Unit::Nanos),
                 _ => continue,
             };
             hints.columns.entry(field).or_insert(hint);
@@ -625,6 +802,34 @@ impl<'a> Event<'a> {
         }))
     }
 
+    /// The column names of the images, `before`'s then those only `after` has.
+    fn column_names(&self) -> Vec<String> {
+        let json = |image: &Option<Image<'a>>| match image {
+            Some(Image::Json(value)) => Some(*value),
+            _ => None,
+        };
+        let mut names = render::image_names(json(&self.before), json(&self.after));
+        for image in [&self.before, &self.after] {
+            if let Some(Image::Owned(entries)) = image {
+                for (key, _) in entries {
+                    if !names.iter().any(|n| n == key) {
+                        names.push(key.clone());
+                    }
+                }
+            }
+        }
+        names
+    }
+
+    /// Whether an image has a column of this name.
+    fn has_column(&self, name: &str) -> bool {
+        [&self.before, &self.after].iter().any(|image| match image {
+            Some(Image::Json(value)) => value.get(name).is_some(),
+            Some(Image::Owned(entries)) => entries.iter().any(|(k, _)| k == name),
+            None => false,
+        })
+    }
+
     /// Where the change is for the connectors other than MySQL and PostgreSQL (the
     /// `sequence` table in docs/formats/debezium-json.md).
     #[allow(clippy::too_many_arguments)]
@@ -863,6 +1068,10 @@ impl<'a> Event<'a> {
             rows.primary_key.push_null();
         }
         match (&self.before, &self.after) {
+            _ if rows.schema_pass() => {
+                rows.before.push_null();
+                rows.after.push_null();
+            }
             (None | Some(Image::Json(_)), None | Some(Image::Json(_))) => {
                 let json = |image: &Option<Image<'a>>| match image {
                     Some(Image::Json(value)) => Some(*value),
@@ -878,7 +1087,11 @@ impl<'a> Event<'a> {
             (before, after) => write_images(rows, before, after, unavailable),
         }
         render::push_text(&mut rows.ddl, self.ddl);
-        self.write_metadata(&mut rows.metadata);
+        if rows.schema_pass() {
+            rows.metadata.push_null();
+        } else {
+            self.write_metadata(&mut rows.metadata);
+        }
         rows.error.push_null();
         rows.raw.push_null();
         rows.end_row();

@@ -109,6 +109,9 @@ pub struct Options {
     /// `debezium-json`: the connector's `unavailable.value.placeholder`; `None` for
     /// Debezium's default, an empty text for none (docs/formats/debezium-json.md).
     pub unavailable_value: Option<String>,
+    /// The schema pass (`crate::schemas`): a row per table and wire schema instead of the
+    /// events. Every format takes it.
+    pub schemas: bool,
 }
 
 /// The decoder for a format name, with the name as a `'static` string.
@@ -138,12 +141,13 @@ pub fn new_decoder(
         )),
         "datahub-blob" => Ok((
             datahub_blob::FORMAT,
-            Box::new(datahub_blob::DatahubBlob::new(limits)),
+            Box::new(datahub_blob::DatahubBlob::new(limits, options.schemas)),
         )),
         "debezium-json" => Ok((
             debezium_json::FORMAT,
             Box::new(debezium_json::DebeziumJson::with_placeholder(
                 limits,
+                options.schemas,
                 options
                     .unavailable_value
                     .as_deref()
@@ -162,7 +166,10 @@ pub fn new_decoder(
             tdsql_json::FORMAT,
             Box::new(tdsql_json::TdsqlJson::new(options.columns.clone(), limits)?),
         )),
-        "datahub-tuple" => Ok(("datahub-tuple", Box::new(datahub_tuple::DatahubTuple))),
+        "datahub-tuple" => Ok((
+            "datahub-tuple",
+            Box::new(datahub_tuple::DatahubTuple::default()),
+        )),
         other => Err(Error::UnknownFormat(other.to_string(), FORMATS.join(", "))),
     }
 }

@@ -125,6 +125,11 @@ pub fn write_images_except(
     after: Option<Value<'_>>,
     unavailable: Option<&Unavailable>,
 ) {
+    if rows.schema_pass() {
+        rows.before.push_null();
+        rows.after.push_null();
+        return;
+    }
     match rows.typed().filter(|typed| typed.direct()) {
         Some(typed) => {
             convert_image_except(typed, false, before, unavailable);
@@ -137,6 +142,21 @@ pub fn write_images_except(
             write_image_except(&mut rows.after, after, unavailable);
         }
     }
+}
+
+/// The schema pass, for a wire without types: the column names of a row's images, those of
+/// `before` then those only `after` has, each once, in the order sent.
+pub fn image_names(before: Option<Value<'_>>, after: Option<Value<'_>>) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for image in [before, after].into_iter().flatten() {
+        for (name, _) in image.members() {
+            let name = name.text();
+            if !names.iter().any(|n| *n == name) {
+                names.push(name.into_owned());
+            }
+        }
+    }
+    names
 }
 
 /// Converts a row image straight into typed mode's columns, entry by entry, with the text

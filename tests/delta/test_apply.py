@@ -7,6 +7,7 @@ hand-made typed events.
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 
 import pyarrow as pa
@@ -20,6 +21,7 @@ from support.apply_truth import table_rows as _table_rows
 import cdc_decode
 from cdc_decode import spark as cdc_spark
 from cdc_decode.generate import FORMATS, generate
+from cdc_decode.generate.source import default_tables
 
 TABLE = "shop.users"  # one table per stream keeps the runs short; it gets an ADD COLUMN
 MESSAGES = 400
@@ -114,9 +116,21 @@ def _applied_equals_the_source(delta_spark, tmp_path, fmt, connector, *, typed: 
         key: {c: row.get(c) for c in columns}
         for key, row in stream.final_state.get(name, {}).items()
     }
+    if typed and fmt == "tencent-dts":
+        # A string column of a MySQL json, which DTS sends as bytes, holds its text.
+        for row in want.values():
+            for column in _json_columns(name):
+                if row.get(column) is not None:
+                    row[column] = base64.b64decode(row[column]).decode()
     got = _table_rows(delta_spark, path, keys)
     assert got.keys() == want.keys()
     assert got == want
+
+
+def _json_columns(table: str) -> list[str]:
+    """The generator's json columns of ``table``."""
+    (spec,) = [t for t in default_tables() if f"{t.db}.{t.name}" == table]
+    return [column.name for column in spec.columns if column.type == "json"]
 
 
 # --- the rules, on hand-made typed events ----------------------------------------------

@@ -28,16 +28,15 @@ def delta_session(
     master: str = "local[1]",
     memory: str = "1g",
 ) -> object:
-    """A ``local[1]`` (or ``master``) SparkSession with Delta's SQL extension and catalog
-    and Spark's Kafka source, its Python workers on this interpreter, UTC, two shuffle
-    partitions, ``memory`` for the driver."""
-    jars = sorted(JARS.glob("*.jar"))
-    if not jars:
+    """A ``local[1]`` (or ``master``) SparkSession with Delta Lake and Spark's Kafka source
+    (``cdc_spark.local_session(delta=True, kafka=True)`` with the jars of this checkout),
+    its Python workers on this interpreter, UTC, two shuffle partitions, ``memory`` for the
+    driver."""
+    if not any(JARS.glob("*.jar")):
         raise RuntimeError(f"no Delta jars in {JARS}: run `make delta-jars`")
     kafka = [j for j in sorted(SPARK_JARS.glob("*.jar")) if not j.name.startswith("spark-avro")]
     if not kafka:
         raise RuntimeError(f"no Kafka connector jars in {SPARK_JARS}: run `make jars`")
-    jars += kafka
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
     from cdc_decode.spark import local_session
@@ -45,9 +44,9 @@ def delta_session(
     return local_session(
         app,
         master=master,
-        spark__jars=",".join(str(j) for j in jars),
-        spark__sql__extensions="io.delta.sql.DeltaSparkSessionExtension",
-        spark__sql__catalog__spark_catalog="org.apache.spark.sql.delta.catalog.DeltaCatalog",
+        delta=True,
+        kafka=True,
+        jars=[JARS, *kafka],
         spark__sql__shuffle__partitions="2",
         spark__default__parallelism="1",
         spark__driver__memory=memory,

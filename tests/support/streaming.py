@@ -127,10 +127,12 @@ def run(
     sink: BatchSink,
     max_offsets: int | None = None,
     available_now: bool = True,
+    interval: str = "0 seconds",
     **options: Any,
 ):
     """Start ``decode_stream`` on ``topic`` into ``sink``; with ``available_now`` run until
-    everything there now is processed and return the stopped query, else return it running."""
+    everything there now is processed and return the stopped query, else return it running
+    (triggered every ``interval``)."""
     from cdc_decode import spark as cdc_spark
 
     source = kafka_source(spark, bootstrap, topic, max_offsets=max_offsets)
@@ -144,7 +146,7 @@ def run(
         query = writer.trigger(availableNow=True).start()
         query.awaitTermination()
         return query
-    return writer.trigger(processingTime="0 seconds").start()
+    return writer.trigger(processingTime=interval).start()
 
 
 def _main(argv: list[str] | None = None) -> int:

@@ -40,6 +40,7 @@ from .._checks import (
     check_format,
     check_mode,
     check_schema_or_tables,
+    check_time_zone,
     check_unavailable_value,
 )
 from .._limits import Limits, as_limits
@@ -105,6 +106,9 @@ class PythonDecoder:
         schema: typed mode: a checked pyarrow schema (``cdc_decode._typed.as_schema``).
         tables: multi-table typed mode: (name, checked schema) pairs.
         limits: the resource limits (``cdc_decode.Limits``; the defaults for ``None``).
+        schemas: the schema pass (a row per table and wire schema, ``._schemas``) instead
+            of events.
+        source_time_zone: typed mode's source time zone, an IANA name (docs/typed.md).
         unavailable_value: ``debezium-json`` only: the placeholder of values the connector
             did not read (``None``: Debezium's default, ``""``: none).
 
@@ -121,6 +125,8 @@ class PythonDecoder:
         schema: pa.Schema | None = None,
         tables: list | None = None,
         limits: Limits | None = None,
+        schemas: bool = False,
+        source_time_zone: str | None = None,
         unavailable_value: str | None = None,
     ) -> None:
         check_format(format)
@@ -142,7 +148,13 @@ class PythonDecoder:
         self._stats = {"messages": 0, "decoded": 0, "events": 0, "errors": 0, "dropped": 0}
         check_schema_or_tables(schema, tables)
         typed = schema is not None or tables is not None
-        self._typed = Typed(schema, tables) if typed else None
+        if schemas and typed:
+            raise ValueError(
+                "the schema pass reads the wire's schemas: give it no schema or tables"
+            )
+        zone = check_time_zone(source_time_zone, typed)
+        self._typed = Typed(schema, tables, zone) if typed else None
+        self._schemas = schemas
 
     def decode(
         self,
@@ -185,7 +197,7 @@ class PythonDecoder:
                 f"got {len(old_keys)} old keys"
             )
         old_list = None if old_keys is None else old_keys.cast(pa.binary()).to_pylist()
-        sink = EventSink(self._format, self._mode, self._stats, self._typed)
+        sink = EventSink(self._format, self._mode, self._stats, self._typed, self._schemas)
         decode_one = self._decoder.decode
         decode_moved = getattr(self._decoder, "decode_with_old_key", None)
         first = self._stats["messages"]
@@ -238,7 +250,7 @@ class PythonDecoder:
                 f"{self._format} decodes binary values (an array of messages), not a record batch"
             )
         records = self._decoder.prepare(batch)  # checks the columns first: raises, counts none
-        sink = EventSink(self._format, self._mode, self._stats, self._typed)
+        sink = EventSink(self._format, self._mode, self._stats, self._typed, self._schemas)
         record = records.record
         first = self._stats["messages"]
         done = 0
@@ -259,7 +271,7 @@ class PythonDecoder:
         Returns:
             The rows and their input ordinals, as :meth:`decode` returns them.
         """
-        sink = EventSink(self._format, self._mode, self._stats, self._typed)
+        sink = EventSink(self._format, self._mode, self._stats, self._typed, self._schemas)
         self._decoder.finish(sink)
         return sink.build()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 
 from .._limits import DEFAULT
+from . import _schemas
 from ._events import Malformed
 from ._json import (
     JsonFormat,
@@ -238,6 +239,10 @@ _CONNECT_HINTS = {
     "org.apache.kafka.connect.data.Timestamp": "ms",
     "io.debezium.time.MicroTimestamp": "us",
     "io.debezium.time.NanoTimestamp": "ns",
+    "io.debezium.time.Time": "time-ms",
+    "org.apache.kafka.connect.data.Time": "time-ms",
+    "io.debezium.time.MicroTime": "time-us",
+    "io.debezium.time.NanoTime": "time-ns",
 }
 
 
@@ -281,6 +286,64 @@ def connect_hints(schema: object, payload: object) -> Hints:
     return Hints(columns=columns)
 
 
+def _connect_columns(schema: object) -> list[tuple[str, str]] | None:
+    """The Connect schema's columns of the ``after`` struct (else ``before``'s) with their
+    types, spelled as ``rust/formats/debezium_json.rs`` spells them."""
+    fields = schema.get("fields") if isinstance(schema, dict) else None
+    if not isinstance(fields, list):
+        return None
+
+    def image(name: str):
+        for item in fields:
+            if isinstance(item, dict) and type(item.get("field")) is str:
+                if item["field"] == name:
+                    return item
+        return None
+
+    found = image("after")
+    if found is None:
+        found = image("before")
+    columns = found.get("fields") if found is not None else None
+    if not isinstance(columns, list):
+        return None
+    out = []
+    for column in columns:
+        if not isinstance(column, dict):
+            return None
+        name, spelled = column.get("field"), column.get("type")
+        if type(name) is not str or type(spelled) is not str:
+            return None
+        logical = column.get("name")
+        if type(logical) is str:
+            spelled += f" {logical}"
+            parameters = column.get("parameters")
+            params = [
+                f"{k}={render(v) or ''}"
+                for k, v in (parameters.items() if isinstance(parameters, dict) else ())
+                if not k.startswith("__debezium")
+            ]
+            if params:
+                spelled += f"({','.join(params)})"
+        out.append((name, spelled))
+    return out
+
+
+def _key_names(key: str | None, limits) -> list[str] | None:
+    """The key columns a Kafka message key names (its object's members, its ``payload``'s
+    in Connect's wrapper); ``None`` for a key that is not such an object."""
+    if key is None:
+        return None
+    try:
+        value = parse(key.encode("utf-8"), limits)
+    except Malformed:
+        return None
+    if not isinstance(value, dict):
+        return None
+    if "schema" in value and "payload" in value:
+        value = value["payload"]
+    return list(value) if isinstance(value, dict) else None
+
+
 class DebeziumJson(JsonFormat):
     """Decodes ``debezium-json`` messages: one JSON object, one row (a tombstone for
     Connect's null payload)."""
@@ -301,6 +364,37 @@ class DebeziumJson(JsonFormat):
             self.decode(raw, key, ordinal, sink)
         finally:
             self._moved = None
+
+    def _schema(self, message: object, row: tuple, key: str | None) -> tuple | None:
+        """The Connect schema's columns (else the images' names); the key from the Kafka
+        message key, else Lindorm's HBase ``ROW``, else MongoDB's ``_id``."""
+        before, after = row[13], row[14]
+        if before is None and after is None:
+            return None
+        envelope = message
+        if "payload" in message and ("schema" in message or len(message) == 1):
+            envelope = message["payload"]
+        names = _key_names(key, self._limits)
+        if names is None:
+            source = envelope.get("source")
+            lindorm = (
+                isinstance(source, dict) and "namespace" in source and "connector" not in source
+            )
+            if lindorm and any(k == "ROW" for image in (before, after) for k, _ in image or ()):
+                names = ["ROW"]
+            elif row[12] == ["_id"]:
+                names = ["_id"]
+        columns = _connect_columns(message.get("schema"))
+        if columns is None:
+            if self._unavailable is not None:
+                # Named as sent: a column holding the placeholder is still a column.
+                sent = [envelope.get(side) for side in ("before", "after")]
+                before, after = (
+                    list(image.items()) if isinstance(image, dict) else row_image
+                    for image, row_image in zip(sent, (before, after), strict=True)
+                )
+            return _schemas.names(_schemas.image_names(before, after), names)
+        return _schemas.typed("connect", columns, names)
 
     def _hints(self, message: object) -> Hints | None:
         schema = message.get("schema") if isinstance(message, dict) else None

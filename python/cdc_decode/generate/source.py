@@ -103,6 +103,8 @@ class Table:
     next_key: Callable[[], tuple[Value, ...]] = field(repr=False, default=lambda: ())
     rows: _Rows = field(default_factory=lambda: _Rows(), repr=False)
     weight: float = 1.0
+    # Columns dropped by DDL (generate.database), by name: rows written before keep them.
+    dropped: dict[str, Column] = field(default_factory=dict, repr=False)
 
     @property
     def qualified(self) -> str:
@@ -986,7 +988,9 @@ class MySQLSource:
             else:
                 before = {c.name: row.get(c.name) for c in table.columns}
                 after = {**before, **changes}
-                new_row = dict(after)
+                # A column dropped since the row was written keeps its value (as applying
+                # the events keeps it); otherwise the row is the after image.
+                new_row = {**row, **after}
             self._set_row(table, key, new_row)
             images.append(RowImage(before, dict(after)))
         return self._rows_event(table, "update", images)

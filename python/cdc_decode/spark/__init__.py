@@ -3,14 +3,17 @@
 >>> from cdc_decode import spark as cdc_spark
 >>> events = cdc_spark.decode(kafka_df, "tencent-dts")
 
-- :mod:`cdc_decode.spark.decoding`: ``decode`` (``mapInArrow``), ``DecodeAccounting``,
-  ``local_session``.
+- :mod:`cdc_decode.spark.decoding`: ``decode`` (``mapInArrow``), ``DecodeAccounting``.
+- :mod:`cdc_decode.spark.session`: ``local_session``, a local SparkSession with Delta Lake,
+  Spark's Kafka source or spark-avro (from given jars or from Maven Central).
 - :mod:`cdc_decode.spark.datastream`: ``read_datastream`` (batch and streaming) over the
   ``cdc-datastream`` Python data source, for Datastream bucket trees.
 - :mod:`cdc_decode.spark.stream`: ``decode_stream``, Structured Streaming from Kafka with
   Tencent DTS multi-part sets joined across micro-batches (keyed state).
 - :mod:`cdc_decode.spark.apply`: ``apply_changes`` (events into a Delta table, SCD type 1
   or 2), ``current_rows``, ``ApplyResult``.
+- :mod:`cdc_decode.spark.schemas`: ``table_schemas`` and ``schema_rows``, the schema pass
+  (each table's columns, types and key as the wire describes them).
 
 The decoding runs on the executors in the Python worker that serves ``mapInArrow``; the
 executors' Python (``PYSPARK_PYTHON``) must have ``cdc_decode`` and ``pyarrow`` installed.
@@ -25,9 +28,10 @@ from .decoding import (
     STATS,
     DecodeAccounting,
     decode,
-    local_session,
     spark_event_schema,
 )
+from .schemas import schema_rows, table_schemas
+from .session import local_session
 from .stream import MULTIPART_FORMATS, decode_stream
 
 __all__ = [
@@ -42,5 +46,7 @@ __all__ = [
     "decode_stream",
     "local_session",
     "read_datastream",
+    "schema_rows",
     "spark_event_schema",
+    "table_schemas",
 ]

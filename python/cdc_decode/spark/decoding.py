@@ -26,6 +26,7 @@ from .._checks import (
     check_format,
     check_mode,
     check_schema_or_tables,
+    check_time_zone,
     check_unavailable_value,
 )
 from .._headers import first_header
@@ -40,7 +41,6 @@ __all__ = [
     "KAFKA_COLUMNS",
     "DecodeAccounting",
     "decode",
-    "local_session",
     "spark_event_schema",
 ]
 
@@ -60,44 +60,6 @@ _TUPLE_REQUIRED = (
     ("_before_image_",),
     ("_after_image_",),
 )
-
-
-def local_session(app: str = "cdc-decode", *, master: str = "local[*]", **config: str) -> Any:
-    """A local SparkSession whose Python workers run this interpreter.
-
-    Spark starts its workers with ``PYSPARK_PYTHON``; when that is not the interpreter
-    that has ``cdc_decode`` and ``pyarrow`` installed, every ``mapInArrow`` task fails with
-    ``ModuleNotFoundError``. This sets it (unless already set), with UTC as the session
-    time zone and the UI off, for demos, tests and notebooks on one machine.
-
-    Args:
-        app: the application name.
-        master: the Spark master, ``local[*]`` by default.
-        **config: more Spark settings, with dots written as ``__`` in the names
-            (``spark__sql__shuffle__partitions="4"``).
-
-    Returns:
-        The ``pyspark.sql.SparkSession`` (log level ERROR).
-    """
-    import os
-    import sys
-
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from pyspark.sql import SparkSession
-
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app)
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-    )
-    for key, value in config.items():
-        builder = builder.config(key.replace("__", "."), value)
-    session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
 
 
 class _LatestPerPartition:
@@ -326,6 +288,7 @@ class _Job:
     tables: list[tuple[str, pa.Schema]] | None
     limits: Limits
     event_columns: list[str] | None
+    source_time_zone: str | None = None
     unavailable_value: str | None = None
 
 
@@ -376,6 +339,7 @@ def decode(
     accounting: DecodeAccounting | None = None,
     event_columns: Sequence[str] | None = None,
     plan: str = "auto",
+    source_time_zone: str | None = None,
     unavailable_value: str | None = None,
 ) -> DataFrame | dict[str | None, DataFrame]:
     """Decode a DataFrame of CDC messages into a DataFrame of change events.
@@ -439,6 +403,10 @@ def decode(
             with the decoder in ``mapInArrow`` otherwise; ``"sql"`` insists on the
             expressions (``ValueError`` saying why they cannot); ``"arrow"`` always runs the
             decoder. The rows are equal either way.
+        source_time_zone: typed mode: the source's time zone, an IANA name
+            (``"Asia/Shanghai"``): wall clocks the wire sends without an offset are read in
+            it for ``timestamp`` columns, instants shown in it for ``timestamp_ntz`` and
+            ``date`` columns (docs/typed.md, "The source's time zone"). ``None``: UTC.
         unavailable_value: ``debezium-json`` only: the connector's
             ``unavailable.value.placeholder``, whose columns are left out of the images
             (absent); ``None``: Debezium's default, ``""``: none (docs/formats/debezium-json.md).
@@ -483,6 +451,7 @@ def decode(
         columns = check_columns(format, columns)
     typed = _Typed(schema, tables)
     event_columns = typed.checked_event_columns(event_columns)
+    check_time_zone(source_time_zone, typed.arrow_schema is not None)
     limits = as_limits(limits)
     unavailable_value = check_unavailable_value(format, unavailable_value)
     if accounting is not None and not isinstance(accounting, DecodeAccounting):
@@ -496,7 +465,15 @@ def decode(
     if plan != "auto" and format not in RECORD_FORMATS:
         raise ValueError(f"plan={plan!r} is for datahub-tuple; {format} always runs the decoder")
     job = _Job(
-        format, mode, engine, typed.schema, typed.tables, limits, event_columns, unavailable_value
+        format,
+        mode,
+        engine,
+        typed.schema,
+        typed.tables,
+        limits,
+        event_columns,
+        source_time_zone,
+        unavailable_value,
     )
     if format in RECORD_FORMATS:
         combined, kept = _decode_records(
@@ -601,7 +578,7 @@ def _decode_records(
     if plan != "arrow":
         from .. import _tuple_sql
 
-        why = _sql_refused(engine, typed, reporter)
+        why = _sql_refused(engine, typed, reporter, job.source_time_zone)
         if why is None:
             images = None if typed.schema is None else all_events["before"].dataType
             try:
@@ -625,10 +602,14 @@ def _decode_records(
     return mapped, keep
 
 
-def _sql_refused(engine: str, typed: _Typed, reporter: _Reporter | None) -> str | None:
+def _sql_refused(
+    engine: str, typed: _Typed, reporter: _Reporter | None, zone: str | None = None
+) -> str | None:
     """Why the options need the decoder itself (``None``: they do not)."""
     if engine != "native":
         return f"engine={engine!r} asks for the decoder"
+    if zone is not None:
+        return "source_time_zone= converts in the decoder"
     if typed.tables is not None:
         return "tables= splits the decoder's output"
     if reporter is not None:
@@ -747,6 +728,7 @@ def _partition_decoder(
             schema=job.schema,
             tables=None if job.tables is None else dict(job.tables),
             limits=job.limits,
+            source_time_zone=job.source_time_zone,
             unavailable_value=job.unavailable_value,
         )
         decoded = _decode_batches(

@@ -25,10 +25,17 @@ follow. docs/streaming.md says what this guarantees and what it costs.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._checks import check_engine, check_format, check_mode, check_unavailable_value
+from .._checks import (
+    check_engine,
+    check_format,
+    check_mode,
+    check_time_zone,
+    check_unavailable_value,
+)
 from .._limits import Limits, as_limits
 from .decoding import (
     DecodeAccounting,
@@ -73,6 +80,8 @@ def decode_stream(
     limits: Limits | None = None,
     accounting: DecodeAccounting | None = None,
     event_columns: Sequence[str] | None = None,
+    pending_timeout: dt.timedelta | None = None,
+    source_time_zone: str | None = None,
     unavailable_value: str | None = None,
 ) -> DataFrame | dict[str | None, DataFrame]:
     """Decode a streaming DataFrame from Spark's Kafka source into change events.
@@ -117,6 +126,17 @@ def decode_stream(
             ``messages == decoded + errors + pending``, and the sums over all micro-batches
             have it with ``pending`` = the parts held now.
         event_columns: as :func:`cdc_decode.spark.decode`.
+        pending_timeout: ``tencent-dts``: how long the parts of an open set may wait for
+            their next part (processing time, checked when micro-batches run). When no
+            record of that topic-partition comes for that long, the held parts end as
+            error rows, one per part at its own offset, and the state is cleared.
+            ``None`` (the default): held until their set completes or the next part 0 of
+            their key closes it. With a time-out Spark runs a micro-batch at every trigger,
+            records or not (so give the query a trigger interval), and a query with the
+            ``availableNow`` trigger does not end. docs/streaming.md ("What is held") says
+            how to choose.
+        source_time_zone: typed mode: the source's time zone, as
+            :func:`cdc_decode.spark.decode`.
         unavailable_value: ``debezium-json`` only, as :func:`cdc_decode.spark.decode`.
 
     Returns:
@@ -145,13 +165,20 @@ def decode_stream(
         "limits": limits,
         "accounting": accounting,
         "event_columns": event_columns,
+        "source_time_zone": source_time_zone,
     }
     if check_unavailable_value(format, unavailable_value) is not None:
         options["unavailable_value"] = unavailable_value
+    if pending_timeout is not None and not isinstance(pending_timeout, dt.timedelta):
+        raise TypeError(
+            f"pending_timeout must be a datetime.timedelta, not {type(pending_timeout).__name__}"
+        )
+    if pending_timeout is not None and pending_timeout <= dt.timedelta(0):
+        raise ValueError(f"pending_timeout must be positive, not {pending_timeout}")
     if format not in MULTIPART_FORMATS or not df.isStreaming:
         # No message spans records, or a batch: each partition's decoder sees all of it.
         return decode(df, format, **options)
-    return _decode_multipart(df, format, **options)
+    return _decode_multipart(df, format, pending_timeout=pending_timeout, **options)
 
 
 def _decode_multipart(
@@ -168,6 +195,8 @@ def _decode_multipart(
     limits: Limits | None,
     accounting: DecodeAccounting | None,
     event_columns: Sequence[str] | None,
+    pending_timeout: dt.timedelta | None,
+    source_time_zone: str | None,
 ) -> Any:
     from pyspark.sql.streaming.state import GroupStateTimeout
     from pyspark.sql.types import StructType
@@ -178,6 +207,7 @@ def _decode_multipart(
     if columns is not None:
         raise ValueError(f"columns= is for tdsql-json, not {format}")
     typed = _Typed(schema, tables)
+    check_time_zone(source_time_zone, typed.arrow_schema is not None)
     event_columns = typed.checked_event_columns(event_columns)
     limits = as_limits(limits)
     if accounting is not None and not isinstance(accounting, DecodeAccounting):
@@ -227,10 +257,21 @@ def _decode_multipart(
         limits=limits,
         event_columns=event_columns,
         reporter=reporter,
+        source_time_zone=source_time_zone,
+        pending_timeout_ms=(
+            None if pending_timeout is None else int(pending_timeout.total_seconds() * 1000)
+        ),
     )
     packed = df.select(*needed).mapInArrow(_pack, _PACKED)
+    # A processing-time time-out makes Spark run a micro-batch at every trigger, new
+    # records or not (to check it): only when asked for.
+    timeout = (
+        GroupStateTimeout.NoTimeout
+        if pending_timeout is None
+        else GroupStateTimeout.ProcessingTimeTimeout
+    )
     decoded = packed.groupBy("topic", "partition").applyInPandasWithState(
-        job.run, _PACKED, _STATE, "append", GroupStateTimeout.NoTimeout
+        job.run, _PACKED, _STATE, "append", timeout
     )
     return typed.split(decoded.mapInArrow(_unpack, out_schema), keep)
 
@@ -331,93 +372,216 @@ class _Job:
         self.__dict__.update(options)
 
     def run(self, key: tuple, frames: Iterator[pd.DataFrame], state: Any) -> Iterator[Any]:
-        """One topic-partition's records of one micro-batch, after the parts it held."""
-        import pandas as pd
-        import pyarrow as pa
+        """One topic-partition's records of one micro-batch, after the parts it held.
 
-        import cdc_decode
-
+        The records are decoded piece by piece (one Arrow IPC blob of at most
+        ``_BLOB_BYTES`` at a time) by one decoder, and each piece's events go out before
+        the next piece is read: nothing is concatenated into one array, so a micro-batch
+        of any size stays under Arrow's 2 GiB offset limit, and the events of the whole
+        micro-batch are never held at once.
+        """
         topic, partition = str(key[0]), int(key[1])
         blobs: list[tuple[int, bytes]] = []
         for frame in frames:
             blobs.extend(zip(frame["first_offset"].tolist(), frame["data"].tolist(), strict=True))
         blobs.sort(key=lambda b: b[0])
         pieces = [_read_blob(data) for _, data in blobs]
-        held_before = 0
+        run = _Run(self, topic, partition)
         if state.exists:
             held, held_before = state.get
-            pieces.insert(0, _read_blob(held))
-        if not pieces:
-            return
-        records = pa.concat_tables(pieces, promote_options="permissive").combine_chunks()
+            held_records = _read_blob(held)
+            run.held_before = held_before
+            stale = (
+                bool(pieces) and _last_offset(held_records) >= pieces[0].column("offset")[0].as_py()
+            )
+            if state.hasTimedOut or stale:
+                # No part came within the time-out, or the offsets went back (a topic
+                # deleted and made again, offsets reset): the held parts will never be
+                # completed; they end as error rows, one per part, at their own offsets.
+                yield from run.decode(held_records)
+                yield from run.finish()
+                run.restart()
+            else:
+                pieces.insert(0, held_records)
+        for piece in pieces:
+            yield from run.decode(piece)
+        held_rows = run.open_parts()
+        if held_rows is not None:
+            state.update((_blob(held_rows), held_rows.num_rows))
+            if self.pending_timeout_ms is not None:
+                state.setTimeoutDuration(self.pending_timeout_ms)
+        elif state.exists:
+            state.remove()
+        run.report()
+
+
+def _last_offset(records: pa.Table) -> int:
+    import pyarrow.compute as pc
+
+    return pc.max(records.column("offset")).as_py()
+
+
+class _Run:
+    """One call of :meth:`_Job.run`: a decoder fed piece after piece, the pieces it was fed
+    (to trace an output row's input ordinal back to its record), and the accounting."""
+
+    def __init__(self, job: _Job, topic: str, partition: int) -> None:
+        self.job = job
+        self.topic = topic
+        self.partition = partition
+        self.held_before = 0
+        self.totals: dict[str, int] = dict.fromkeys(
+            ("messages", "decoded", "events", "errors", "pending"), 0
+        )
+        self.restart()
+
+    def restart(self) -> None:
+        """A new decoder (and ordinals from 0); the last one's counts are kept."""
+        import cdc_decode
+
+        if getattr(self, "decoder", None) is not None:
+            self._add_stats()
+        job = self.job
         # Permissive inside: the parts still open are read off finish()'s error rows, and
         # the mode is applied to the rows after (dropmalformed, failfast), as the decoder
         # would have applied it.
-        decoder = cdc_decode.Decoder(
-            self.format,
-            engine=self.engine,
-            schema=self.schema,
-            tables=None if self.tables is None else dict(self.tables),
-            limits=self.limits,
+        self.decoder = cdc_decode.Decoder(
+            job.format,
+            engine=job.engine,
+            schema=job.schema,
+            tables=None if job.tables is None else dict(job.tables),
+            limits=job.limits,
+            source_time_zone=job.source_time_zone,
         )
-        batch = records.to_batches()[0] if records.num_rows else None
-        events, ordinals = decoder.decode_indexed(
-            records.column(self.value_col),
-            keys=None if batch is None else _reassembly_keys(batch, True, self.has_headers),
-        )
-        stats = decoder.stats()
-        pending = stats["pending"]
-        if pending:
-            _, open_parts = decoder.finish_indexed()
-            held_rows = records.take(open_parts)
-            state.update((_blob(held_rows), held_rows.num_rows))
-        elif state.exists:
-            state.remove()
-        kept = records.select(self.keep).take(ordinals)
-        if self.mode != "permissive":
-            import pyarrow.compute as pc
+        self.pieces: list[pa.Table] = []
+        self.starts: list[int] = []
+        self.fed = 0
 
+    def _add_stats(self) -> None:
+        for name, value in self.decoder.stats().items():
+            if name in self.totals:
+                self.totals[name] += value
+
+    def decode(self, piece: pa.Table) -> Iterator[Any]:
+        """Feed one piece of records; its events (and any earlier record's) out."""
+        if not piece.num_rows:
+            return
+        piece = piece.combine_chunks()  # one piece is at most _BLOB_BYTES
+        self.pieces.append(piece)
+        self.starts.append(self.fed)
+        self.fed += piece.num_rows
+        batch = piece.to_batches()[0]
+        events, ordinals = self.decoder.decode_indexed(
+            piece.column(self.job.value_col),
+            keys=_reassembly_keys(batch, True, self.job.has_headers),
+        )
+        yield from self._emit(events, ordinals)
+
+    def finish(self) -> Iterator[Any]:
+        """The decoder's end of input: its open parts become error rows."""
+        events, ordinals = self.decoder.finish_indexed()
+        yield from self._emit(events, ordinals)
+
+    def open_parts(self) -> pa.Table | None:
+        """The records of the sets still open (``None`` when there is none)."""
+        import pyarrow as pa
+
+        if not self.decoder.stats()["pending"]:
+            return None
+        # finish() names them (its error rows carry their ordinals); this decoder is not
+        # used after it.
+        _, ordinals = self.decoder.finish_indexed()
+        self._add_stats()
+        self.totals["errors"] -= len(ordinals)  # not errors: held, pending
+        self.totals["pending"] += len(ordinals)
+        self.decoder = None
+        return pa.concat_tables(self._rows(ordinals, None))
+
+    def _rows(self, ordinals: pa.Array, columns: list[str] | None) -> list[pa.Table]:
+        """The input records (or their ``columns``) at ``ordinals``, in order, as one
+        table per run of ordinals from the same piece."""
+        import bisect
+
+        import pyarrow as pa
+
+        out: list[pa.Table] = []
+        values = ordinals.to_pylist()
+        at = 0
+        while at < len(values):
+            index = bisect.bisect_right(self.starts, values[at]) - 1
+            start, piece = self.starts[index], self.pieces[index]
+            end = at
+            while end < len(values) and start <= values[end] < start + piece.num_rows:
+                end += 1
+            rows = pa.array([v - start for v in values[at:end]], pa.int64())
+            source = piece if columns is None else piece.select(columns)
+            out.append(source.take(rows))
+            at = end
+        return out
+
+    def _emit(self, events: pa.RecordBatch, ordinals: pa.Array) -> Iterator[Any]:
+        import pandas as pd
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        import cdc_decode
+
+        job = self.job
+        if not events.num_rows:
+            return
+        if job.mode != "permissive":
             bad = pc.is_valid(events.column("error"))
             if pc.any(bad).as_py():
-                if self.mode == "failfast":
+                if job.mode == "failfast":
                     first = pc.index(bad, True).as_py()
-                    row = ordinals[first].as_py()
+                    (record,) = self._rows(ordinals.slice(first, 1), ["offset"])
                     raise cdc_decode.DecodeError(
-                        f"topic {topic}, partition {partition}, offset "
-                        f"{records.column('offset')[row].as_py()}: "
+                        f"topic {self.topic}, partition {self.partition}, offset "
+                        f"{record.column('offset')[0].as_py()}: "
                         f"{events.column('error')[first].as_py()}"
                     )
                 good = pc.invert(bad)
                 events = events.filter(good)
-                kept = kept.filter(good)
                 ordinals = ordinals.filter(good)
-        if self.reporter is not None:
-            counts = {
-                "messages": stats["messages"] - held_before,
-                "decoded": stats["decoded"],
-                "events": stats["events"],
-                "errors": stats["errors"],
-                "dropped": stats["errors"] if self.mode == "dropmalformed" else 0,
-                "pending": pending - held_before,
-            }
-            self.reporter.report(topic, partition, counts)
-        if not events.num_rows:
-            return
-        kept_batch = kept.combine_chunks().to_batches()
+                if not events.num_rows:
+                    return
+        columns = list(dict.fromkeys([*job.keep, "offset"]))
+        kept = pa.concat_tables(self._rows(ordinals, columns)).combine_chunks()
+        offsets = kept.column("offset")
+        kept_batch = kept.select(job.keep).to_batches()
         kept_batch = (
-            kept_batch[0] if kept_batch else pa.RecordBatch.from_pylist([], schema=kept.schema)
+            kept_batch[0]
+            if kept_batch
+            else pa.RecordBatch.from_pylist([], schema=kept.select(job.keep).schema)
         )
-        out = _join(kept_batch, events, self.event_columns)
-        offsets = records.column("offset").take(ordinals)
+        out = _join(kept_batch, events, job.event_columns)
         blobs_out, firsts = [], []
         for at in range(0, out.num_rows, _OUT_ROWS):
             blobs_out.append(_blob(out.slice(at, _OUT_ROWS)))
             firsts.append(offsets[at].as_py())
         yield pd.DataFrame(
             {
-                "topic": [topic] * len(blobs_out),
-                "partition": [partition] * len(blobs_out),
+                "topic": [self.topic] * len(blobs_out),
+                "partition": [self.partition] * len(blobs_out),
                 "first_offset": firsts,
                 "data": blobs_out,
             }
         )
+
+    def report(self) -> None:
+        """This topic-partition's counts of the micro-batch, to the accounting."""
+        if self.job.reporter is None:
+            return
+        if self.decoder is not None:
+            self._add_stats()
+            self.decoder = None
+        t = self.totals
+        counts = {
+            "messages": t["messages"] - self.held_before,
+            "decoded": t["decoded"],
+            "events": t["events"],
+            "errors": t["errors"],
+            "dropped": t["errors"] if self.job.mode == "dropmalformed" else 0,
+            "pending": t["pending"] - self.held_before,
+        }
+        self.job.reporter.report(self.topic, self.partition, counts)
