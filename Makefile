@@ -32,7 +32,7 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
 	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply \
 	demo-delta bench-datastream bench-apply-check check-targets real-source jars-connect debezium \
-	mariadb connect connect-stop
+	mariadb connect connect-stop test-real-source
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -167,10 +167,16 @@ $(DELTA_JARS)/.stamp: tools/delta-jars/pom.xml
 # tests/delta/test_stream_apply.py streams from a Kafka broker (.jars-kafka/) through Spark's
 # Kafka source (.jars/, its spark-avro left off the session) into Delta.
 # tests/delta/test_real_source.py runs a real PostgreSQL and MariaDB with Debezium in Kafka
-# Connect (make real-source).
+# Connect (make real-source): here a clean run and a killed Spark driver; the tests marked
+# `long` (Kafka Connect killed and restarted) are make test-real-source's.
 test-delta: venv-spark42 delta-jars jars jars-kafka real-source ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables, streamed from Kafka and from real databases through Debezium
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
-		$(PY42) -m pytest tests/delta -p no:cacheprovider \
+		$(PY42) -m pytest tests/delta -p no:cacheprovider -m "not long" \
+		-o addopts="-ra --strict-markers --strict-config"
+
+test-real-source: venv-spark42 delta-jars jars jars-kafka real-source ## The long real-database runs: Kafka Connect SIGKILLed and restarted, both databases into Delta
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) -m pytest tests/delta/test_real_source.py -p no:cacheprovider -m long \
 		-o addopts="-ra --strict-markers --strict-config"
 
 demo-delta: venv-spark42 delta-jars ## A DTS stream decoded on Spark 4.2, applied to Delta tables (SCD1 + SCD2), checked
