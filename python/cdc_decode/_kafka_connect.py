@@ -42,9 +42,9 @@ from pathlib import Path
 
 # The broker module beside this one: as `cdc_decode._kafka_broker` when imported, as
 # `_kafka_broker` when run by its path (`make connect`: the standard library only, no build).
-_broker = importlib.import_module(f"{__package__}._kafka_broker" if __package__ else "_kafka_broker")
-_accepts, _java, _log4j, _stop_pid = _broker._accepts, _broker._java, _broker._log4j, _broker._stop_pid
-free_port = _broker.free_port
+_broker = importlib.import_module(f"{__package__ or ''}._kafka_broker".lstrip("."))
+_accepts, _java, _log4j = _broker._accepts, _broker._java, _broker._log4j
+_stop_pid, free_port = _broker._stop_pid, _broker.free_port
 
 __all__ = [
     "Connect",
