@@ -69,7 +69,6 @@ def main() -> int:
             [config],
             directory=work / "connect",
         )
-        connect.wait_running("lag")
         spark = delta_session(work / "warehouse", app="stream-lag")
         target = str(work / "ticks")
         visible: dict[int, float] = {}

@@ -12,7 +12,6 @@ again on the same folder goes on from the offsets the connectors stored.
 ...                         [postgres_connector("pg", host="127.0.0.1", port=5432,
 ...                                             user="postgres", database="shop",
 ...                                             topic_prefix="pg")])
->>> connect.wait_running("pg")
 >>> connect.stop()
 
 From a shell (``make connect`` / ``make connect-stop``)::
@@ -235,8 +234,10 @@ def start_connect(
     offset_flush_ms: int = 1000,
     timeout: float = 120.0,
     heap: str = "512m",
+    wait: bool = True,
 ) -> Connect:
-    """Start Kafka Connect standalone with ``connectors`` and wait until its REST API serves.
+    """Start Kafka Connect standalone with ``connectors`` and wait until its REST API serves
+    and (``wait``) every connector and its task run.
 
     Args:
         jars: the worker's jars (``.jars-connect``, ``make jars-connect``).
@@ -256,15 +257,18 @@ def start_connect(
         offset_flush_ms: how often the source offsets are stored (and confirmed to
             PostgreSQL's replication slot); what a killed worker had not stored it sends
             again after a restart.
-        timeout: seconds to wait for the REST API.
+        timeout: seconds to wait for the REST API, and for each connector.
         heap: the JVM's maximum heap.
+        wait: wait for the connectors too (:meth:`Connect.wait_running`); ``False``: back
+            when the REST API serves.
 
     Returns:
-        The running :class:`Connect`; call :meth:`Connect.wait_running` for each connector.
+        The running :class:`Connect`.
 
     Raises:
-        ConnectError: no jars or plugins, or the worker did not get ready in time (it is
-            stopped then, and the message holds its log's last lines).
+        ConnectError: no jars or plugins, the worker did not get ready in time, or a
+            connector failed or did not run in time (the worker is stopped then, its folder
+            kept when given, and the message holds its log's last lines or the trace).
     """
     jars = Path(jars).resolve()
     plugins = Path(plugins).resolve()
@@ -319,12 +323,19 @@ def start_connect(
             raise ConnectError(f"Kafka Connect exited with {process.returncode}:\n{tail}")
         log = folder / "connect.log"
         if log.exists() and _READY in log.read_text(errors="replace") and _accepts(port):
-            return connect
+            break
         if time.monotonic() > deadline:
             tail = connect.log_tail()
             connect.stop(remove=owns)
             raise ConnectError(f"Kafka Connect was not ready after {timeout:.0f} s:\n{tail}")
         time.sleep(0.2)
+    try:
+        for config in connectors if wait else ():
+            connect.wait_running(str(config["name"]), timeout)
+    except BaseException:
+        connect.stop(remove=owns)
+        raise
+    return connect
 
 
 def _common(name: str, topic_prefix: str, heartbeat_ms: int, options: Mapping[str, object]) -> dict:
@@ -488,6 +499,7 @@ def _main(argv: list[str] | None = None) -> int:
             configs,
             directory=state.parent / "connect",
             schemas=not args.no_schemas,
+            wait=False,
         )
         state.write_text(json.dumps(connect.as_dict()) + "\n")
         for config in configs:

@@ -166,28 +166,34 @@ def _connector(kind: str, server, prefix: str, history: Path) -> dict:
     )
 
 
-def _both_sources(spark, broker, tmp_path: Path, kill: str) -> None:
-    """PostgreSQL and MariaDB at once: one Kafka Connect with both connectors, one query
-    over every table's topic (both sources' tables in one decode), so each kill is tested
-    on both sources with one set of Spark and Connect starts. Phase 1 runs clean; phase 2
+# Each source: its topic prefix's start, its server, its tables, its topics' database part.
+SOURCES = {
+    "postgres": ("pg", start_postgres, POSTGRES, "public"),
+    "mariadb": ("ma", lambda: start_mariadb(row_image="FULL"), MARIADB, "shop"),
+}
+
+
+def _sources(spark, broker, tmp_path: Path, kill: str, kinds=("postgres", "mariadb")) -> None:
+    """The ``kinds`` of database at once: one Kafka Connect with their connectors, one query
+    over every table's topic (all sources' tables in one decode), so each kill is tested on
+    every source with one set of Spark and Connect starts. Phase 1 runs clean; phase 2
     with the Spark driver SIGKILLed mid-stream (``kill="driver"``) or clean; with
     ``kill="connect"`` a phase 3 that Kafka Connect sends twice."""
     bootstrap = broker.bootstrap
-    pg, maria = f"pg{os.getpid()}", f"ma{os.getpid()}"
-    pattern = rf"{pg}\.public\..*|{maria}\.shop\..*"
-    fences = {pg: f"{pg}.public.fence", maria: f"{maria}.shop.fence"}
+    prefixes = {kind: f"{SOURCES[kind][0]}{os.getpid()}{kill}" for kind in kinds}
+    pattern = "|".join(rf"{prefixes[k]}\.{SOURCES[k][3]}\..*" for k in kinds)
+    fences = {prefixes[k]: f"{prefixes[k]}.{SOURCES[k][3]}.fence" for k in kinds}
     servers, workloads, connect = [], {}, None
     try:
-        servers.append(start_postgres())
-        servers.append(start_mariadb(row_image="FULL"))
-        for prefix, server, tables in ((pg, servers[0], POSTGRES), (maria, servers[1], MARIADB)):
-            workloads[prefix] = Workload(server, tables)
-            workloads[prefix].setup()  # the snapshot's rows
-            workloads[prefix].fence(0)
-        configs = [
-            _connector("postgres", servers[0], pg, tmp_path / "history.dat"),
-            _connector("mariadb", servers[1], maria, tmp_path / "history.dat"),
-        ]
+        configs, tables = [], ()
+        for kind in kinds:
+            prefix, launch, schema, _ = SOURCES[kind]
+            servers.append(launch())
+            workloads[prefixes[kind]] = Workload(servers[-1], schema)
+            workloads[prefixes[kind]].setup()  # the snapshot's rows
+            workloads[prefixes[kind]].fence(0)
+            configs.append(_connector(kind, servers[-1], prefixes[kind], tmp_path / "history.dat"))
+            tables += schema
         streamed = iter(range(100, 200))
 
         def fence(value: int) -> list[list[int]]:
@@ -209,12 +215,10 @@ def _both_sources(spark, broker, tmp_path: Path, kill: str) -> None:
                 offset_flush_ms=flush_ms,
             )
             try:
-                for config in configs:
-                    c.wait_running(config["name"])
+                fence(next(streamed))
             except BaseException:
                 c.stop(remove=False)
                 raise
-            fence(next(streamed))
             return c
 
         def phase(n: int) -> None:
@@ -223,7 +227,7 @@ def _both_sources(spark, broker, tmp_path: Path, kill: str) -> None:
             fence(n)
 
         connect = start(1000)
-        sink = SyncSink(tmp_path / "lake", POSTGRES + MARIADB, log=tmp_path / "log")
+        sink = SyncSink(tmp_path / "lake", tables, log=tmp_path / "log")
         everything = list(workloads.values())
 
         # 1. A clean run: the snapshots, then streamed changes.
@@ -263,15 +267,27 @@ def _both_sources(spark, broker, tmp_path: Path, kill: str) -> None:
 def test_sql_in_equal_tables_out(delta_spark, kafka_broker, tmp_path):
     """Both databases' workloads equal in Delta after a clean run and after the Spark
     driver is SIGKILLed mid-stream and restarted (what `make test` runs)."""
-    _both_sources(delta_spark, kafka_broker, tmp_path, kill="driver")
+    _sources(delta_spark, kafka_broker, tmp_path, kill="driver")
+
+
+MARIADB_RESTART = (
+    "Debezium 2.7.4's MySQL connector on MariaDB (connector.adapter=mariadb), restarted from "
+    "its stored offset, resumes after the last transaction it sent but still skips one row "
+    "(the offset's row=1), so the first row change after the restart is lost "
+    "(docs/formats/debezium-json.md)"
+)
 
 
 @pytest.mark.long
-def test_connect_killed_and_restarted(delta_spark, kafka_broker, tmp_path):
-    """Both databases' workloads equal in Delta after Kafka Connect is SIGKILLed and
-    restarted and sends again what it had sent (`make test-real-source`: a few minutes
-    longer, so not in `make test`)."""
-    _both_sources(delta_spark, kafka_broker, tmp_path, kill="connect")
+@pytest.mark.parametrize(
+    "kind",
+    ["postgres", pytest.param("mariadb", marks=pytest.mark.xfail(reason=MARIADB_RESTART))],
+)
+def test_connect_killed_and_restarted(delta_spark, kafka_broker, tmp_path, kind):
+    """A database's workload equal in Delta after Kafka Connect is stopped, restarted,
+    SIGKILLed and restarted again, sending again what it had sent (`make test-real-source`:
+    a few minutes longer, so not in `make test`)."""
+    _sources(delta_spark, kafka_broker, tmp_path, kill="connect", kinds=(kind,))
 
 
 @pytest.mark.xfail(
@@ -305,7 +321,6 @@ def test_key_change_moves_toasted_values(delta_spark, kafka_broker, tmp_path):
         connect = start_connect(
             CONNECT_JARS, PLUGINS, kafka_broker.bootstrap, [config], directory=tmp_path / "connect"
         )
-        connect.wait_running(config["name"])
         fence_topic = f"{prefix}.public.fence"
         workload.fence(1)
         wait_fence(kafka_broker.bootstrap, fence_topic, 1)  # the snapshot is over

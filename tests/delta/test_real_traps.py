@@ -125,8 +125,6 @@ def postgres(kafka_broker, tmp_path_factory):
         directory=tmp_path_factory.mktemp("connect"),
     )
     try:
-        for config in configs:
-            connect.wait_running(config["name"])
         # The snapshot is over when its read events are all there (nothing changes before).
         for d, _ in modes:
             read_topic(kafka_broker.bootstrap, f"trap{d}.public.full_image", until=has(1))
@@ -239,8 +237,6 @@ def mariadb(kafka_broker, tmp_path_factory):
         directory=tmp_path_factory.mktemp("connect"),
     )
     try:
-        for config in configs:
-            connect.wait_running(config["name"])
         for mode in ("long", "precise"):  # the snapshot has read row 0: inserts now stream
             read_topic(kafka_broker.bootstrap, f"trap{mode}.shop.u", until=has(1))
         with conn.cursor() as cursor:
