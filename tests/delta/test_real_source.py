@@ -290,19 +290,14 @@ def test_connect_killed_and_restarted(delta_spark, kafka_broker, tmp_path, kind)
     _sources(delta_spark, kafka_broker, tmp_path, kill="connect", kinds=(kind,))
 
 
-@pytest.mark.xfail(
-    reason="apply_changes does not yet fill a moved key's absent columns from the old key's "
-    "stored row (the key-change rule of apply_changes)",
-    strict=True,
-)
 def test_key_change_moves_toasted_values(delta_spark, kafka_broker, tmp_path):
     """``UPDATE docs SET id = 40 WHERE id = 3`` on a row whose ``body`` and ``blob`` are
     out of line and unchanged: PostgreSQL's connector sends a delete of 3 and a create of 40
     whose ``body`` and ``blob`` are the unavailable-value placeholder. The decoder makes the
     create an update from key 3 (the ``__debezium.oldkey`` header) with those columns
     absent; the Delta row of key 40 must still hold row 3's body and blob, moved with the
-    key. This needs ``apply_changes`` to fill a moved key's absent columns from the old
-    key's stored row."""
+    key: ``apply_changes`` fills a moved key's absent columns from the old key's stored
+    row."""
     prefix = f"mv{os.getpid()}"
     server = start_postgres()
     workload = Workload(server, POSTGRES)

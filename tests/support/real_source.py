@@ -7,8 +7,8 @@ compared with the database's own ``SELECT *``.
   Delta value (the type mapping of docs/formats/debezium-json.md, "Types").
 - :class:`Workload`: the SQL, phase by phase, from one seed: the same statements every run.
 - :class:`SyncSink`: the ``foreachBatch`` of one query over every table's topic: decoded
-  once with ``tables=``, each table applied with ``apply_changes`` (and its ``TRUNCATE``,
-  see :func:`truncate_table`).
+  once with ``tables=``, each table's events (its ``TRUNCATE`` too) applied with
+  ``apply_changes``.
 - :func:`assert_tables_equal`: every Delta table against ``SELECT *`` of its source table.
 
 ``python tests/support/real_source.py ...`` runs the query as its own driver process (the
@@ -512,28 +512,12 @@ class Workload:
 # The sink: every table of one decoded micro-batch applied to its Delta table.
 
 
-def truncate_table(spark: Any, target: str, sequence: bytes) -> None:
-    """A ``TRUNCATE`` applied: every live row changed before ``sequence`` becomes a
-    tombstone at that sequence (so a late, older change cannot bring it back). Idempotent:
-    run again, it finds nothing to change."""
-    from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
-
-    table = DeltaTable.forPath(spark, target)
-    columns = [c for c in table.toDF().columns if not c.startswith("_cdc_")]
-    assignments = {f"`{c}`": F.lit(None) for c in columns}
-    assignments.update({"_cdc_deleted": F.lit(True), "_cdc_sequence": F.lit(sequence)})
-    table.update(
-        condition=(~F.col("_cdc_deleted")) & (F.col("_cdc_sequence") < F.lit(sequence)),
-        set=assignments,
-    )
-
-
 class SyncSink:
     """``foreachBatch``: the micro-batch (``decode_stream(..., tables=)["*"]``) applied
-    table by table, each to ``<lake>/<schema__table>`` with ``apply_changes`` (``app_id``
-    per table, ``batch_id``). A table's ``truncate`` splits its events: those before it are
-    applied, then the truncate (:func:`truncate_table`), then the rest."""
+    table by table, each to ``<lake>/<schema__table>`` with ``apply_changes``, its
+    ``truncate`` events included (``apply_changes`` deletes every row at a truncate's
+    sequence). No ``app_id``: a micro-batch run again after a kill runs its MERGEs again,
+    and the sequences keep the tables equal."""
 
     def __init__(
         self,
@@ -561,14 +545,10 @@ class SyncSink:
         batch = batch.persist()
         try:
             present = {
-                r["table"]: (r["truncates"] or [])
+                r["table"]
                 for r in batch.where(F.col("table").isNotNull())
-                .groupBy("table")
-                .agg(
-                    F.collect_list(F.when(F.col("op") == "truncate", F.col("sequence"))).alias(
-                        "truncates"
-                    )
-                )
+                .select("table")
+                .distinct()
                 .collect()
             }
             for i, table in enumerate(self.tables):
@@ -584,21 +564,7 @@ class SyncSink:
                     F.col(f"after_{i}").alias("after"),
                     "after_absent",
                 )
-                target = self.target(table)
-                cuts = sorted(present[table.name])
-                start = None
-                for cut in [*cuts, None]:
-                    part = frame
-                    if start is not None:
-                        part = part.where(F.col("sequence") > F.lit(start))
-                    if cut is not None:
-                        part = part.where(F.col("sequence") < F.lit(cut))
-                    cdc_spark.apply_changes(part, target, keys=list(table.keys))
-                    if cut is not None:
-                        truncate_table(batch.sparkSession, target, cut)
-                    start = cut
-                if not cuts:
-                    pass
+                cdc_spark.apply_changes(frame, self.target(table), keys=list(table.keys))
         finally:
             batch.unpersist()
         if self.log is not None:
