@@ -176,9 +176,10 @@ SOURCES = {
 def _sources(spark, broker, tmp_path: Path, kill: str, kinds=("postgres", "mariadb")) -> None:
     """The ``kinds`` of database at once: one Kafka Connect with their connectors, one query
     over every table's topic (all sources' tables in one decode), so each kill is tested on
-    every source with one set of Spark and Connect starts. Phase 1 runs clean; phase 2
-    with the Spark driver SIGKILLed mid-stream (``kill="driver"``) or clean; with
-    ``kill="connect"`` a phase 3 that Kafka Connect sends twice."""
+    every source with one set of Spark and Connect starts. ``kill="driver"``: phases 1 and
+    2 applied by a Spark driver SIGKILLed mid-stream and restarted. ``kill="connect"``:
+    phases 1 and 2 applied clean, each compared, then a phase 3 that Kafka Connect sends
+    twice."""
     bootstrap = broker.bootstrap
     prefixes = {kind: f"{SOURCES[kind][0]}{os.getpid()}{kill}" for kind in kinds}
     pattern = "|".join(rf"{prefixes[k]}\.{SOURCES[k][3]}\..*" for k in kinds)
@@ -230,17 +231,20 @@ def _sources(spark, broker, tmp_path: Path, kill: str, kinds=("postgres", "maria
         sink = SyncSink(tmp_path / "lake", tables, log=tmp_path / "log")
         everything = list(workloads.values())
 
-        # 1. A clean run: the snapshots, then streamed changes.
         phase(1)
-        sync_and_compare(spark, broker, pattern, everything, sink, tmp_path)
-
-        phase(2)
         if kill == "driver":
-            # 2. The Spark driver SIGKILLed mid-stream, then restarted from its checkpoint.
+            # The Spark driver SIGKILLed mid-stream (after its first micro-batch's Delta
+            # commits), then restarted from its checkpoint: the whole workload, snapshots
+            # and streamed changes, in one query's run.
+            phase(2)
             _kill_mid_stream(broker, tmp_path, pattern, sink)
             for w in everything:
                 assert_tables_equal(spark, w, sink)
             return
+
+        # 1. A clean run: the snapshots, then streamed changes, compared twice.
+        sync_and_compare(spark, broker, pattern, everything, sink, tmp_path)
+        phase(2)
         sync_and_compare(spark, broker, pattern, everything, sink, tmp_path)
 
         # 3. Kafka Connect SIGKILLed with changes it sent but had not stored offsets for
@@ -265,8 +269,8 @@ def _sources(spark, broker, tmp_path: Path, kill: str, kinds=("postgres", "maria
 
 
 def test_sql_in_equal_tables_out(delta_spark, kafka_broker, tmp_path):
-    """Both databases' workloads equal in Delta after a clean run and after the Spark
-    driver is SIGKILLed mid-stream and restarted (what `make test` runs)."""
+    """Both databases' workloads equal in Delta after the Spark driver applying them is
+    SIGKILLed mid-stream and restarted (what `make test` runs)."""
     _sources(delta_spark, kafka_broker, tmp_path, kill="driver")
 
 
@@ -284,9 +288,9 @@ MARIADB_RESTART = (
     ["postgres", pytest.param("mariadb", marks=pytest.mark.xfail(reason=MARIADB_RESTART))],
 )
 def test_connect_killed_and_restarted(delta_spark, kafka_broker, tmp_path, kind):
-    """A database's workload equal in Delta after Kafka Connect is stopped, restarted,
-    SIGKILLed and restarted again, sending again what it had sent (`make test-real-source`:
-    a few minutes longer, so not in `make test`)."""
+    """A database's workload equal in Delta after a clean run, and after Kafka Connect is
+    stopped, restarted, SIGKILLed and restarted again, sending again what it had sent
+    (`make test-real-source`: minutes longer, so not in `make test`)."""
     _sources(delta_spark, kafka_broker, tmp_path, kill="connect", kinds=(kind,))
 
 
