@@ -98,7 +98,11 @@ def generate(
     max_rows: int = 2000,
     tables: Sequence[str] | None = None,
     connector: str | None = None,
+<<<<<<< HEAD
     table_count: int | None = None,
+=======
+    key_changes: float = 0.0,
+>>>>>>> apply-rules
 ) -> Stream:
     """Generate a stream of exactly ``messages`` Kafka values.
 
@@ -123,6 +127,7 @@ def generate(
         connector: ``debezium-json`` only: whose messages to write, ``"mysql"`` (the
             default), ``"oracle"`` or ``"mongodb"`` (:mod:`.debezium_json`); the stream's
             expected events, final state and primary keys are that connector's.
+<<<<<<< HEAD
         table_count: simulate a whole database of this many generated tables instead of
             the five (:mod:`.database`): realistic column mixes, phases of transactions
             that touch about half of the tables, and DDL mid-stream (columns added,
@@ -132,6 +137,13 @@ def generate(
             (``schemas.enable``, decimals as Connect ``Decimal`` bytes) and a Kafka key
             per message (``Stream.message_keys``). ``None`` (the default): the five tables,
             byte for byte as without the option.
+=======
+        key_changes: the share of updated rows whose primary key the update changes
+            (:class:`.source.MySQLSource`); each format sends such an update as its source
+            would (Debezium: a delete and a create at one position; Datastream: an
+            UPDATE-DELETE and an UPDATE-INSERT). ``0`` (the default) changes none: the
+            stream for a seed is the same as without the option.
+>>>>>>> apply-rules
 
     Returns:
         The :class:`Stream`: values, expected events and final table state.
@@ -149,6 +161,7 @@ def generate(
         if connector not in (None, "mysql"):
             raise ValueError("table_count= writes debezium-json as the MySQL connector only")
     if format == datahub_tuple.FORMAT:
+<<<<<<< HEAD
         return _generate_tuple(messages, seed, max_rows, tables)
     if table_count is not None:
         source = DatabaseSource(
@@ -156,6 +169,10 @@ def generate(
         )
     else:
         source = MySQLSource(seed, max_rows=max_rows, tables=tables)
+=======
+        return _generate_tuple(messages, seed, max_rows, tables, key_changes)
+    source = MySQLSource(seed, max_rows=max_rows, tables=tables, key_changes=key_changes)
+>>>>>>> apply-rules
     if format == datahub_blob.FORMAT:
         render = datahub_blob.render
         values, rows = datahub_blob.write_stream(
@@ -208,8 +225,13 @@ def generate(
     }
     if tables is not None:
         options["tables"] = [t.qualified for t in source.tables]
+<<<<<<< HEAD
     if table_count is not None:
         options["table_count"] = table_count
+=======
+    if key_changes:
+        options["key_changes"] = key_changes
+>>>>>>> apply-rules
     if format == tdsql_json.FORMAT:
         # Names for the positional images: decode with ``columns=stream.options["columns"]``.
         options["columns"] = {t.qualified: [c.name for c in t.columns] for t in source.tables}
@@ -260,7 +282,7 @@ def _final_values(source: MySQLSource) -> dict:
 
 
 def _generate_tuple(
-    messages: int, seed: int, max_rows: int, tables: Sequence[str] | None
+    messages: int, seed: int, max_rows: int, tables: Sequence[str] | None, key_changes: float
 ) -> Stream:
     """``datahub-tuple``: one table's TUPLE topic (docs/formats/datahub-tuple.md)."""
     if isinstance(tables, str):
@@ -271,7 +293,7 @@ def _generate_tuple(
             f"datahub-tuple simulates one table (a TUPLE topic maps one), not {len(tables)}: "
             "name it with tables=[...]"
         )
-    source = MySQLSource(seed, max_rows=max_rows, tables=tables)
+    source = MySQLSource(seed, max_rows=max_rows, tables=tables, key_changes=key_changes)
     writer = datahub_tuple.DatahubTupleWriter(source, seed=seed)
     records, rows, state = datahub_tuple.write_stream(source, writer, messages)
     table = writer.table
@@ -291,5 +313,9 @@ def _generate_tuple(
         expected=_events_table(rows),
         final_state=final_state,
         primary_keys={table.qualified: list(table.primary_key)},
-        options={"max_rows": max_rows, "tables": [table.qualified]},
+        options={
+            "max_rows": max_rows,
+            "tables": [table.qualified],
+            **({"key_changes": key_changes} if key_changes else {}),
+        },
     )

@@ -663,6 +663,15 @@ class DebeziumJsonWriter:
                 op = "r" if snapshot else {"insert": "c", "update": "u", "delete": "d"}[event.kind]
                 # Snapshot rows all carry the snapshot's position, row 0, as Debezium's do.
                 row = 0 if snapshot else row_no
+                key = event.primary_key
+                if op == "u" and any(before[c] != after[c] for c in key):
+                    # A primary key update: Debezium sends a delete of the old key and a
+                    # create of the new one, both at the row's position.
+                    order += 1
+                    out.append(self._message("d", event, tx, row, before, None, snapshot, order))
+                    if self.rng.random() < 0.3:
+                        out.append(self.heartbeat(tx.timestamp))
+                    op, before = "c", None
                 order += 1
                 out.append(self._message(op, event, tx, row, before, after, snapshot, order))
                 if op == "d" and self.rng.random() < 0.3:

@@ -11,7 +11,8 @@
 - :mod:`cdc_decode.spark.stream`: ``decode_stream``, Structured Streaming from Kafka with
   Tencent DTS multi-part sets joined across micro-batches (keyed state).
 - :mod:`cdc_decode.spark.apply`: ``apply_changes`` (events into a Delta table, SCD type 1
-  or 2), ``current_rows``, ``ApplyResult``.
+  or 2), ``current_rows``, ``ApplyResult``; its rules in :mod:`cdc_decode.spark._apply_rules`,
+  the table format behind :mod:`cdc_decode.spark._tables`.
 - :mod:`cdc_decode.spark.schemas`: ``table_schemas`` and ``schema_rows``, the schema pass
   (each table's columns, types and key as the wire describes them).
 
@@ -21,7 +22,7 @@ executors' Python (``PYSPARK_PYTHON``) must have ``cdc_decode`` and ``pyarrow`` 
 
 from __future__ import annotations
 
-from .apply import ApplyResult, apply_changes, current_rows
+from .apply import ApplyResult, StaleChangesWarning, apply_changes, current_rows
 from .datastream import read_datastream
 from .decoding import (
     KAFKA_COLUMNS,
@@ -40,6 +41,7 @@ __all__ = [
     "STATS",
     "ApplyResult",
     "DecodeAccounting",
+    "StaleChangesWarning",
     "apply_changes",
     "current_rows",
     "decode",
