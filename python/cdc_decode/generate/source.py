@@ -1000,17 +1000,12 @@ class MySQLSource:
             else:
                 before = {c.name: row.get(c.name) for c in table.columns}
                 after = {**before, **changes}
-<<<<<<< HEAD
                 # A column dropped since the row was written keeps its value (as applying
                 # the events keeps it); otherwise the row is the after image.
                 new_row = {**row, **after}
-            self._set_row(table, key, new_row)
-=======
-                new_row = dict(after)
             if new_key != key:
                 self._set_row(table, key, None)
             self._set_row(table, new_key, new_row)
->>>>>>> apply-rules
             images.append(RowImage(before, dict(after)))
         return self._rows_event(table, "update", images)
 
