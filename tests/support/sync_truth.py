@@ -75,8 +75,6 @@ def differences(
                 want = _want(fmt, columns[column], types[column], value)
                 if not same(want, _normal(have.get(column))):
                     out.append(f"{name} {at}: {column} is {have.get(column)!r}, want {want!r}")
-            for column in set(types) - set(row) - set(columns):
-                pass
         if len(out) >= limit:
             break
     return out[:limit]

@@ -113,6 +113,8 @@ class SyncResult:
         app_id: the replay markers' prefix (each table's is ``app_id/table``).
         batch_id: the ``foreachBatch`` batch id, or ``None``.
         seconds: wall time of the call.
+        phases: wall time of its parts: ``schemas`` (the schema pass and the plans),
+            ``decode`` (the typed decode, counted), ``apply`` (the tables).
     """
 
     tables: dict[str, TableSync] = field(default_factory=dict)
@@ -123,6 +125,7 @@ class SyncResult:
     app_id: str | None = None
     batch_id: int | None = None
     seconds: float = 0.0
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def applied(self) -> list[TableSync]:
@@ -306,6 +309,7 @@ def sync(
                 continue
             if plan is not None:
                 plans[table.name] = plan
+        result.phases["schemas"] = time.monotonic() - started
         result.messages_with_errors = len(wire.errors)
         result.errors = [text for _, text in wire.errors[:10]]
         if plans:
@@ -325,6 +329,7 @@ def sync(
                                   value_col=value_col, columns=columns, limits=limits)}  # fmt: skip
         decoded = frames["*"].persist(StorageLevel.MEMORY_AND_DISK)
         _count(decoded, result, bool(plans))
+        result.phases["decode"] = time.monotonic() - started - result.phases["schemas"]
 
         def run(plan: _Plan) -> None:
             plan.apply(
@@ -343,6 +348,7 @@ def sync(
                     future.result()
                 except Exception as error:
                     _failed(spark, plan.entry, error, on_error)
+        result.phases["apply"] = time.monotonic() - started - sum(result.phases.values())
     finally:
         if decoded is not None:
             decoded.unpersist()
