@@ -182,3 +182,29 @@ def test_sync_stream_killed_mid_batch_resumes_exactly(delta_spark, kafka_broker,
     assert any((t["skipped"] or "").startswith("replay") for t in replayed.values())
     targets = {n: str(lake / n.replace(".", "/")) for n in stream.final_values}
     assert differences(delta_spark, stream, format, targets) == []
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "wider"),
+    [
+        ("int", "bigint", "bigint"),
+        ("bigint", "int", "bigint"),  # older events of a widened column
+        ("tinyint", "smallint", "smallint"),
+        ("float", "double", "double"),
+        ("decimal(10,2)", "decimal(12,2)", "decimal(12,2)"),
+        ("decimal(10,2)", "decimal(10,4)", "decimal(12,4)"),
+        ("int", "decimal(12,2)", "decimal(12,2)"),
+        ("bigint", "decimal(20,0)", "decimal(20,0)"),
+        ("date", "timestamp_ntz", "timestamp_ntz"),
+        ("string", "string", "string"),
+        ("int", "string", None),
+        ("string", "int", None),
+        ("boolean", "bigint", None),
+        ("decimal(38,0)", "decimal(38,10)", None),
+        ("timestamp", "timestamp_ntz", None),
+    ],
+)
+def test_wider_type(old, new, wider):
+    from cdc_decode.spark.sync import wider_type
+
+    assert wider_type(old, new) == wider

@@ -129,8 +129,12 @@ class SyncResult:
 
     @property
     def applied(self) -> list[TableSync]:
-        """The tables applied by this call (not skipped, no error)."""
-        return [t for t in self.tables.values() if t.apply is not None and t.error is None]
+        """The tables this call wrote (not skipped, no replay, no error)."""
+        return [
+            t
+            for t in self.tables.values()
+            if t.apply is not None and t.error is None and not t.apply.skipped
+        ]
 
     @property
     def failed(self) -> list[TableSync]:
