@@ -546,3 +546,131 @@ def test_bad_arguments(delta_spark, tmp_path):
     cdc_spark.apply_changes(events, str(tmp_path / "t"))
     with pytest.raises(ValueError, match="not written as a type 2"):
         cdc_spark.apply_changes(events, str(tmp_path / "t"), scd_type=2)
+
+
+# --- truncate ------------------------------------------------------------------------------
+
+
+def _typed(spark, rows):
+    from support.apply_truth import typed_events
+
+    return typed_events(spark, rows)
+
+
+def _truncate_check(spark, path, batches, want, *, scd_type=1):
+    results = [
+        cdc_spark.apply_changes(_typed(spark, rows), path, scd_type=scd_type) for rows in batches
+    ]
+    assert _live(spark, path) == want
+    for rows in batches:  # the truncate's batch again (no replay markers): no change
+        if any(row[0] == "truncate" for row in rows):
+            cdc_spark.apply_changes(_typed(spark, rows), path, scd_type=scd_type)
+            assert _live(spark, path) == want
+    return results
+
+
+def test_truncate_in_order(delta_spark, tmp_path):
+    """A truncate deletes every row older than it, in the batch (whole and partial images)
+    and in the table; changes after it apply as to an empty table."""
+    path = str(tmp_path / "t")
+    first = [("insert", 1, None, (1, "a", 1)), ("insert", 2, None, (2, "b", 2))]
+    second = [
+        ("insert", 3, None, (3, "c", 3)),
+        ("truncate", 4, None, None),
+        ("insert", 5, None, (2, "b5", 5)),
+        ("update", 6, (2, None, None), (2, "b6", None), ["score"]),
+    ]
+    results = _truncate_check(delta_spark, path, [first, second], {2: ("b6", 5)})
+    assert results[1].truncated and results[1].other == {"truncate": 1}
+    table = delta_spark.read.format("delta").load(path)
+    assert sorted(r["id"] for r in table.where("_cdc_deleted").collect()) == [1]  # 3 never held
+    # An older insert of a key the table did not hold at the truncate stays out.
+    late = cdc_spark.apply_changes(_typed(delta_spark, [("insert", 3, None, (4, "d", 3))]), path)
+    assert (late.stale, late.truncated) == (1, False)
+    assert _live(delta_spark, path) == {2: ("b6", 5)}
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_truncate_delivered_late(delta_spark, tmp_path, whole):
+    """The truncate (seq 10) arrives after newer changes: rows older than it go, a row
+    written since keeps the columns written after it (per column); changes older than it,
+    late too, are not applied, nor an older insert of a key it would have deleted."""
+    path = str(tmp_path / "t")
+    first = [
+        ("insert", 1, None, (1, "a", 1)),
+        ("insert", 2, None, (2, "b", 2)),
+        ("insert", 3, None, (3, "c", 3)),
+    ]
+    second = [("insert", 12, None, (4, "d", 12))]
+    if whole:
+        second.append(("update", 13, (3, "c", 3), (3, "c13", 13)))
+        want3 = ("c13", 13)
+    else:
+        second.append(("update", 13, (3, None, None), (3, None, 13), ["name"]))
+        want3 = (None, 13)  # its name was written at 3, before the truncate
+    third = [("insert", 5, None, (5, "e", 5)), ("truncate", 10, None, None)]
+    fourth = [
+        ("insert", 7, None, (6, "f", 7)),  # not in the table at the truncate
+        ("update", 8, (1, "a", 1), (1, "a8", 8)),  # deleted by it: its tombstone's values
+        ("insert", 15, None, (7, "g", 15)),
+    ]
+    want = {3: want3, 4: ("d", 12), 7: ("g", 15)}
+    results = _truncate_check(delta_spark, path, [first, second, third, fourth], want)
+    assert [r.truncated for r in results] == [False, False, True, False]
+    assert results[3].stale == 1  # 6 (1's tombstone took the values it had at 10)
+    detail = delta_spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
+    assert detail["properties"]["cdc_decode.truncateHorizon"] == _seq(10).hex()
+
+
+def test_truncate_with_replay_markers(delta_spark, tmp_path):
+    """A truncate's batch replayed with its (app_id, batch_id) is skipped; the table is
+    the same."""
+    path = str(tmp_path / "t")
+    batches = [
+        [("insert", 1, None, (1, "a", 1)), ("insert", 2, None, (2, "b", 2))],
+        [("truncate", 3, None, None), ("insert", 4, None, (2, "b4", 4))],
+    ]
+    for i, rows in enumerate(batches):
+        cdc_spark.apply_changes(_typed(delta_spark, rows), path, app_id="q", batch_id=i)
+    again = cdc_spark.apply_changes(_typed(delta_spark, batches[1]), path, app_id="q", batch_id=1)
+    assert again.skipped
+    assert _live(delta_spark, path) == {2: ("b4", 4)}
+
+
+def test_truncate_closes_scd2_versions(delta_spark, tmp_path):
+    """Type 2: a truncate adds a deleted version at its sequence to every key live then
+    (closing the version before it), late ones included; a key already deleted gets
+    none."""
+    path = str(tmp_path / "t")
+    first = [
+        ("insert", 1, None, (1, "a", 1)),
+        ("insert", 2, None, (2, "b", 2)),
+        ("delete", 3, (2, "b", 2), None),
+    ]
+    second = [("truncate", 10, None, None), ("insert", 11, None, (3, "c", 11))]
+    late = [
+        ("insert", 5, None, (4, "d", 5)),  # a key the table did not hold at the truncate
+        ("update", 7, (1, "a", 1), (1, "a7", 7)),
+        ("insert", 12, None, (1, "a12", 12)),
+    ]
+    _truncate_check(
+        delta_spark, path, [first, second, late], {3: ("c", 11), 1: ("a12", 12)}, scd_type=2
+    )
+    rows = delta_spark.read.format("delta").load(path).collect()
+    got = sorted(
+        (r["id"], int.from_bytes(r["_cdc_start_sequence"], "big"),
+         r["_cdc_end_sequence"] and int.from_bytes(r["_cdc_end_sequence"], "big"),
+         r["_cdc_deleted"], r["_cdc_current"], r["name"])
+        for r in rows
+    )  # fmt: skip
+    assert got == [
+        (1, 1, 7, False, False, "a"),
+        (1, 7, 10, False, False, "a7"),
+        (1, 10, 12, True, False, None),
+        (1, 12, None, False, True, "a12"),
+        (2, 2, 3, False, False, "b"),
+        (2, 3, None, True, False, None),
+        (3, 11, None, False, True, "c"),
+        (4, 5, 10, False, False, "d"),
+        (4, 10, None, True, False, None),
+    ]

@@ -455,18 +455,18 @@ def test_a_table_of_the_older_layout_is_brought_up_to_date(delta_spark, tmp_path
     assert detail["properties"]["cdc_decode.keys"] == '["id"]'
 
 
-def test_unsequenced_and_truncate_are_counted(delta_spark, tmp_path):
+def test_unsequenced_rows_and_truncate_are_counted_not_applied(delta_spark, tmp_path):
     from pyspark.sql import functions as F
 
     events = typed_events(
         delta_spark, [("insert", 1, None, (1, "a", 1)), ("insert", 2, None, (2, "b", 2)),
                       ("truncate", 3, None, None)]
     )  # fmt: skip
-    events = events.withColumn(
-        "sequence", F.when(F.col("after.id") == 2, None).otherwise(F.col("sequence"))
-    )
+    unsequenced = (F.col("after.id") == 2) | (F.col("op") == "truncate")
+    events = events.withColumn("sequence", F.when(~unsequenced, F.col("sequence")))
     result = cdc_spark.apply_changes(events, str(tmp_path / "t"))
     assert (result.unsequenced, result.unkeyed, result.other) == (1, 0, {"truncate": 1})
+    assert not result.truncated
     assert live(delta_spark, str(tmp_path / "t")) == {1: ("a", 1)}
 
 

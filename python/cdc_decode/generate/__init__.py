@@ -98,8 +98,8 @@ def generate(
     max_rows: int = 2000,
     tables: Sequence[str] | None = None,
     connector: str | None = None,
-    table_count: int | None = None,
     key_changes: float = 0.0,
+    table_count: int | None = None,
 ) -> Stream:
     """Generate a stream of exactly ``messages`` Kafka values.
 
@@ -124,6 +124,11 @@ def generate(
         connector: ``debezium-json`` only: whose messages to write, ``"mysql"`` (the
             default), ``"oracle"`` or ``"mongodb"`` (:mod:`.debezium_json`); the stream's
             expected events, final state and primary keys are that connector's.
+        key_changes: the share of updated rows whose primary key the update changes
+            (:class:`.source.MySQLSource`); each format sends such an update as its source
+            would (Debezium: a delete and a create at one position; Datastream: an
+            UPDATE-DELETE and an UPDATE-INSERT). ``0`` (the default) changes none: the
+            stream for a seed is the same as without the option.
         table_count: simulate a whole database of this many generated tables instead of
             the five (:mod:`.database`): realistic column mixes, phases of transactions
             that touch about half of the tables, and DDL mid-stream (columns added,
@@ -133,11 +138,6 @@ def generate(
             (``schemas.enable``, decimals as Connect ``Decimal`` bytes) and a Kafka key
             per message (``Stream.message_keys``). ``None`` (the default): the five tables,
             byte for byte as without the option.
-        key_changes: the share of updated rows whose primary key the update changes
-            (:class:`.source.MySQLSource`); each format sends such an update as its source
-            would (Debezium: a delete and a create at one position; Datastream: an
-            UPDATE-DELETE and an UPDATE-INSERT). ``0`` (the default) changes none: the
-            stream for a seed is the same as without the option.
 
     Returns:
         The :class:`Stream`: values, expected events and final table state.
@@ -154,15 +154,13 @@ def generate(
             raise ValueError("give tables= (of the five) or table_count=, not both")
         if connector not in (None, "mysql"):
             raise ValueError("table_count= writes debezium-json as the MySQL connector only")
+        if key_changes:
+            raise ValueError("key_changes= applies to the five tables, not table_count=")
     if format == datahub_tuple.FORMAT:
         return _generate_tuple(messages, seed, max_rows, tables, key_changes)
     if table_count is not None:
         source = DatabaseSource(
-            seed,
-            table_count=table_count,
-            max_rows=max_rows,
-            drops=format != tdsql_json.FORMAT,
-            key_changes=key_changes,
+            seed, table_count=table_count, max_rows=max_rows, drops=format != tdsql_json.FORMAT
         )
     else:
         source = MySQLSource(seed, max_rows=max_rows, tables=tables, key_changes=key_changes)
@@ -218,10 +216,10 @@ def generate(
     }
     if tables is not None:
         options["tables"] = [t.qualified for t in source.tables]
-    if table_count is not None:
-        options["table_count"] = table_count
     if key_changes:
         options["key_changes"] = key_changes
+    if table_count is not None:
+        options["table_count"] = table_count
     if format == tdsql_json.FORMAT:
         # Names for the positional images: decode with ``columns=stream.options["columns"]``.
         options["columns"] = {t.qualified: [c.name for c in t.columns] for t in source.tables}

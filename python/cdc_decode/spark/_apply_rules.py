@@ -363,14 +363,77 @@ def fold_columns(entries: DataFrame, keys: Sequence[str], values: Sequence[str])
     )
 
 
+def _micros(time: int | None) -> Column:
+    from pyspark.sql import functions as F
+
+    if time is None:
+        return F.lit(None).cast("timestamp")
+    return F.timestamp_micros(F.lit(int(time)))
+
+
+def truncate_fold(folded: DataFrame, at: bytes, time: int | None) -> DataFrame:
+    """The folded rows (:func:`fold_whole` or :func:`fold_columns`) with a delete of every
+    key at sequence ``at`` (a ``truncate`` of the table, event time ``time`` in
+    microseconds) folded in,
+    as if the batch held it for each key: the newest change when it is newer, and one of
+    the key's deletes. The ``MERGE`` then drops every value written before it, as a
+    delete's does."""
+    from pyspark.sql import functions as F
+
+    t = F.lit(bytearray(at))
+    last, d1, d2 = F.col(LAST_SEQ), F.col(DEL_SEQ), F.col(DEL_PREV)
+    later = last < t  # an upsert of the truncate's own sequence comes after it
+    replaced = {
+        LAST_SEQ: F.when(later, t).otherwise(last),
+        LAST_KIND: F.when(later, F.lit("d")).otherwise(F.col(LAST_KIND)),
+        LAST_TIME: F.when(later, _micros(time)).otherwise(F.col(LAST_TIME)),
+        DEL_SEQ: F.greatest(d1, t),
+        DEL_PREV: F.when(d1.isNull() | (d1 < t), d1).when(d1 == t, d2).otherwise(F.greatest(d2, t)),
+    }
+    return folded.select(
+        *[replaced[n].alias(n) if n in replaced else col(n) for n in folded.columns]
+    )
+
+
+def truncated_rows(
+    table: Table, keys: Sequence[str], folded: DataFrame, at: bytes, time: int | None
+) -> DataFrame:
+    """Folded rows (of ``folded``'s columns) holding only a delete at ``at`` for every
+    key of the table that ``folded`` lacks and that holds a value written before ``at``
+    (or is a tombstone older than it): with :func:`truncate_fold`, a truncate reaches
+    every row of the table. One scan of the table."""
+    from pyspark.sql import functions as F
+
+    t = F.lit(bytearray(at))
+    older = (F.coalesce(col(BASE_SEQUENCE), col(SEQUENCE)) < t) | (col(SEQUENCE) < t)
+    held = table.read().where(older).select(*[col(k) for k in keys])
+    held = held.join(folded.select(*[col(k) for k in keys]), list(keys), "left_anti")
+    fixed = {
+        LAST_SEQ: t,
+        LAST_KIND: F.lit("d"),
+        LAST_TIME: _micros(time),
+        DEL_SEQ: t,
+    }
+    return held.select(
+        *[
+            col(f.name)
+            if f.name in keys
+            else fixed.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name)
+            for f in folded.schema.fields
+        ]
+    )
+
+
 def stored_key_rows(table: Table, keys: Sequence[str], wanted: DataFrame) -> DataFrame:
     """The table's rows of the keys in ``wanted`` (a frame of the key columns): a
-    ``WHERE key IN (...)`` the format can prune files by when they are few, else a join."""
+    ``WHERE key IN (...)`` the format can prune files by when they are few (1,000 single
+    keys, 100 composite ones), else a join."""
     from pyspark.sql import functions as F
 
     rows = table.read()
-    few = wanted.limit(1001).collect()
-    if len(few) <= 1000:
+    limit = 1000 if len(keys) == 1 else 100  # an OR of ANDs for composite keys
+    few = wanted.limit(limit + 1).collect()
+    if len(few) <= limit:
         if not few:
             return rows.limit(0)
         if len(keys) == 1:
@@ -736,3 +799,54 @@ def scd2_fill_moves(
     )
     out += [col(FROM, "v"), col("_new", "v")]
     return joined.select(*out)
+
+
+def scd2_truncated_keys(table: Table, keys: Sequence[str], at: bytes) -> DataFrame:
+    """The keys of a type 2 table live at sequence ``at``: a version not deleted that
+    starts before it and ends after it (or is current). One scan of the table."""
+    from pyspark.sql import functions as F
+
+    t = F.lit(bytearray(at))
+    spans = (col(START_SEQUENCE) < t) & (col(END_SEQUENCE).isNull() | (col(END_SEQUENCE) > t))
+    return table.read().where(spans & ~col(DELETED)).select(*[col(k) for k in keys]).distinct()
+
+
+def scd2_truncate(
+    versions: DataFrame,
+    touched: DataFrame,
+    keys: Sequence[str],
+    values: Sequence[str],
+    at: bytes,
+    time: int | None,
+) -> DataFrame:
+    """``versions`` (stored and new, before :func:`scd2_chain`) with a deleted version at
+    ``at`` (a ``truncate``, event time ``time``) for each key of ``touched`` whose version
+    before it is live: the truncate closes it. None where a version starts at ``at`` (an
+    upsert of the truncate's sequence comes after it; a stored one is the same truncate
+    applied before), or where the key had no row or a deleted one then."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    t = F.lit(bytearray(at))
+    types = {f.name: f.dataType for f in versions.schema.fields}
+    at_cols = [*keys, START_SEQUENCE]
+    closing = touched.select(
+        *[col(k) for k in keys],
+        t.alias(START_SEQUENCE),
+        _micros(time).alias(START_TIME),
+        F.lit(True).alias(DELETED),
+        *[F.lit(None).cast(types[c]).alias(c) for c in values],
+        *[F.lit(True).alias(f"_p_{i}") for i in range(len(values))],
+        F.array().cast("array<string>").alias(ABSENT),
+        F.lit(None).cast(types[FROM]).alias(FROM),
+        F.lit(True).alias("_new"),
+    )
+    closing = closing.join(versions.select(*[col(c) for c in at_cols]), at_cols, "left_anti")
+    both = versions.withColumn("_trunc", F.lit(False)).unionByName(
+        closing.withColumn("_trunc", F.lit(True))
+    )
+    order = Window.partitionBy(*[col(k) for k in keys]).orderBy(START_SEQUENCE)
+    prev = F.lag(col(DELETED)).over(order)
+    both = both.withColumn("_prev_deleted", prev)
+    kept = ~F.col("_trunc") | F.coalesce(~F.col("_prev_deleted"), F.lit(False))
+    return both.where(kept).drop("_trunc", "_prev_deleted")

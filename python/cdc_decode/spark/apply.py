@@ -62,6 +62,11 @@ KEYS_PROPERTY = "cdc_decode.keys"
 HORIZON_PROPERTY = "cdc_decode.purgeHorizon"
 """The table property holding the purge horizon: the newest purged delete's sequence
 (hex). A key the table does not hold takes no change up to it."""
+TRUNCATE_PROPERTY = "cdc_decode.truncateHorizon"
+"""The table property holding the newest applied ``truncate``'s sequence (hex): no change
+up to it is written (every row of the table was deleted there)."""
+TRUNCATE_TIME_PROPERTY = "cdc_decode.truncateTime"
+"""That ``truncate``'s event time (microseconds since the epoch; absent when unknown)."""
 
 STALE_SHARE = 0.5
 """A batch warns (``on_stale``) when more than this share of its keys were stale ..."""
@@ -93,7 +98,7 @@ class ApplyResult:
         unsequenced: row changes without a sequence (``sequence_by`` null); not applied.
         errors: error rows (``op = "error"``); never applied.
         other: the other events by ``op`` (``begin``, ``commit``, ``heartbeat``, ``ddl``,
-            ``truncate``, ``tombstone`` …); never applied.
+            ``truncate``, ``tombstone`` …); never applied, but for ``truncate``.
         ddl: the ``ddl`` statements seen, in sequence order; reported, not applied.
         key_changes: updates that moved a row to another key.
         unconverted: generic events: per column, the image values (``after``; ``before``
@@ -113,6 +118,8 @@ class ApplyResult:
         retries: write conflicts (a concurrent ``OPTIMIZE``, another writer) after which
             a write was run again.
         purged: tombstones removed by ``tombstone_retention``.
+        truncated: the batch held a ``truncate`` not older than the table's last one, and
+            it was applied (every value written before it deleted).
     """
 
     events: int = 0
@@ -135,6 +142,7 @@ class ApplyResult:
     skipped: bool = False
     retries: int = 0
     purged: int = 0
+    truncated: bool = False
 
 
 def apply_changes(
@@ -176,8 +184,10 @@ def apply_changes(
       value instead).
     - A column of the events that the table lacks is added to it; a column of the table
       that the events lack, or of another type, is a ``ValueError`` naming both.
-    - Error rows and non-row events (``begin``, ``commit``, ``ddl`` …) are counted in the
-      result, never written; ``ddl`` statements are reported, not applied.
+    - A ``truncate`` deletes every row at its sequence (type 2: closes every live
+      version); a change older than it is not applied afterwards.
+    - Error rows and other non-row events (``begin``, ``commit``, ``ddl`` …) are counted
+      in the result, never written; ``ddl`` statements are reported, not applied.
 
     Args:
         events: one table's change events: ``decode(df, fmt, schema=...)``, one frame of
@@ -346,6 +356,7 @@ def apply_changes(
         result = call.scd2(entries)
     if (
         on_stale != "ignore"
+        and not result.truncated  # the keys a truncate of the batch deleted are stale
         and result.stale > STALE_MINIMUM - 1
         and (result.stale > STALE_SHARE * result.keys)
     ):
@@ -439,6 +450,36 @@ class _Call:
             _check_ddl(result.ddl, self.plan.known_columns(), self.table.target)
         return result
 
+    def begin(self, keys: int) -> tuple[ApplyResult, bytes | None, int | None]:
+        """After the batch's one read (``keys``: the keys it touches): the checked counts,
+        the table made or brought up to date, and the sequence and event time of the
+        newest truncate to apply (``result.truncated``: the batch's own)."""
+        result = self.checked(keys)
+        result.created, result.added_columns = self.plan.apply(self.image.keys)
+        cut, cut_time, result.truncated = self.truncation()
+        return result, cut, cut_time
+
+    def truncation(self) -> tuple[bytes | None, int | None, bool]:
+        """``(sequence, event time, apply)`` of the newest ``truncate`` of the table: the
+        batch's when it is not older than the one stored with the table (``apply``: it is
+        applied to every row; stored first, so a rerun after a failure between the two
+        finds it, and applies it again), else the stored one; ``(None, None, False)``
+        when there is none."""
+        table = self.table
+        props = table.properties() if table.exists() else {}
+        stored = props.get(TRUNCATE_PROPERTY)
+        at = None if stored is None else bytes.fromhex(stored)
+        time = props.get(TRUNCATE_TIME_PROPERTY)
+        cut = self.counts.truncate()
+        if cut is not None and (at is None or cut[0] >= at):
+            if cut[0] != at:
+                update = {TRUNCATE_PROPERTY: cut[0].hex()}
+                if cut[1] is not None:
+                    update[TRUNCATE_TIME_PROPERTY] = str(cut[1])
+                table.set_properties(update)
+            return cut[0], cut[1], True
+        return at, None if time is None else int(time), False
+
     def scd1(self, entries: DataFrame, whole: bool, retention: dt.timedelta | None) -> ApplyResult:
         from pyspark import StorageLevel
 
@@ -451,13 +492,17 @@ class _Call:
         folded = folded.persist(StorageLevel.MEMORY_AND_DISK)
         filled = None
         try:
-            result = self.checked(folded.count())
-            result.created, result.added_columns = self.plan.apply(keys)
-            if not result.keys:
+            result, cut, cut_time = self.begin(folded.count())
+            new_cut = result.truncated
+            if not result.keys and not new_cut:
                 result.version = table.version()
                 result.retries = table.retries
                 return result
             source = folded
+            if cut is not None:
+                # A truncate deletes every key: the batch's keys here, the table's others
+                # (when it is new) below, after the key changes are filled.
+                source = rules.truncate_fold(folded, cut, cut_time)
             if not whole and result.key_changes:
                 # A row moved twice in the batch fills from the first move's result: a
                 # pass per link of the longest chain.
@@ -468,12 +513,15 @@ class _Call:
                     source.count()
                     if done is not None:
                         done.unpersist()
+            if new_cut:
+                source = source.unionByName(
+                    rules.truncated_rows(table, keys, source, cut, cut_time)
+                )
             horizon = table.properties().get(HORIZON_PROPERTY)
+            horizons = [bytes.fromhex(horizon)] if horizon is not None else []
+            horizons += [cut] if cut is not None else []
             clauses = rules.scd1_clauses(
-                keys,
-                values,
-                whole=whole,
-                horizon=None if horizon is None else bytes.fromhex(horizon),
+                keys, values, whole=whole, horizon=max(horizons) if horizons else None
             )
             commit = table.merge(source, _on(keys), clauses, self.txn)
         finally:
@@ -531,11 +579,15 @@ class _Call:
             touched = new.select(*[col(k) for k in keys]).distinct()
             # The one read of the batch (``new`` is persisted as it counts), which also
             # takes the counts.
-            result = self.checked(touched.count())
-            result.created, result.added_columns = self.plan.apply(keys)
-            if not result.keys:
+            result, cut, cut_time = self.begin(touched.count())
+            new_cut = result.truncated
+            if not result.keys and not new_cut:
                 result.version = table.version()
                 return result
+            if new_cut:
+                # The versions of every key live at the truncate are read and closed.
+                touched = touched.unionByName(rules.scd2_truncated_keys(table, keys, cut))
+                touched = touched.distinct()
             p_stored = [~F.coalesce(F.array_contains(col(ABSENT), c), F.lit(False)) for c in values]
             old = rules.stored_key_rows(table, keys, touched).select(
                 *[col(k) for k in keys],
@@ -558,6 +610,8 @@ class _Call:
             versions = kept.unionByName(
                 new.join(kept.select(*[col(k) for k in at]), at, "left_anti")
             )
+            if cut is not None:
+                versions = rules.scd2_truncate(versions, touched, keys, values, cut, cut_time)
             if result.key_changes:
                 for _ in range(rules.move_depth(new, keys, START_SEQUENCE)):
                     once = rules.scd2_chain(versions, keys, values)
@@ -808,9 +862,14 @@ class _Counts:
         op = F.col("op")
         row = op.isin(*ROW_OPS)
         upsert = op.isin(*UPSERT_OPS)
+        truncate = (op == "truncate") & F.col("_seq").isNotNull()
         aggs = [
             F.count(F.lit(1)).alias("events"),
             F.max(F.when(row, F.unix_micros("_time"))).alias("newest"),
+            F.max_by(
+                F.struct(F.col("_seq").alias("s"), F.unix_micros("_time").alias("t")),
+                F.when(truncate, F.col("_seq")),
+            ).alias("truncate"),
         ]
         aggs += [F.count(F.when(op == name, 1)).alias(f"op_{name}") for name in OPS]
         aggs.append(F.count(F.when(~op.isin(*OPS), 1)).alias("unknown"))
@@ -885,6 +944,11 @@ class _Counts:
     def newest(self) -> int | None:
         """The newest row change's event time (microseconds since the epoch)."""
         return self._values()["newest"]
+
+    def truncate(self) -> tuple[bytes, int | None] | None:
+        """The batch's newest sequenced ``truncate``: its sequence and event time."""
+        found = self._values()["truncate"]
+        return None if found is None else (bytes(found["s"]), found["t"])
 
     def pk_mismatch(self) -> int:
         return self._values().get("pk_mismatch") or 0
