@@ -473,13 +473,16 @@ class _Plan:
         ]
         entry.untyped_columns = [c.name for c in plan.columns.values() if not c.typed]
         wire_key = list(table.latest.key) if table.latest.key else None
-        plan.keys = list(keys) if keys else (stored_keys or wire_key)
-        if not plan.keys:
+        # Given to apply_changes: keys=, or the wire's for a new table. A table's stored
+        # keys are apply_changes' own default, and then it checks the events' primary key
+        # against them (a source whose key changed is an error, not a silent re-key).
+        plan.keys = list(keys) if keys else (None if stored_keys else wire_key)
+        entry.keys = list(plan.keys or stored_keys or [])
+        if not entry.keys:
             raise ValueError(
                 f"no key for table {table.name}: the wire carries none and the table has "
                 f"none stored; give keys={{{table.name!r}: [...]}}"
             )
-        entry.keys = list(plan.keys)
         if keys and stored_keys and [k.lower() for k in keys] != [k.lower() for k in stored_keys]:
             raise ValueError(
                 f"table {entry.target} is keyed by {', '.join(stored_keys)}, not "
@@ -544,7 +547,7 @@ class _Plan:
                 entry.history = apply_changes(
                     frame,
                     entry.history_target,
-                    keys=self.keys,
+                    keys=entry.keys,
                     scd_type=2,
                     batch_id=batch_id if app_id is not None else None,
                     on_ddl="report",
