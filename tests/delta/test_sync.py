@@ -63,8 +63,10 @@ def _text_differences(spark, stream, targets: dict[str, str]) -> list[str]:
 @pytest.mark.parametrize("format", TYPED + UNTYPED)
 def test_sync_in_batches_equals_the_source(delta_spark, tmp_path, format):
     """Two batches, then the second again (a replay: every table skips it), no schema
-    written by hand where the wire carries types."""
-    stream = generate(format, messages=120, seed=31, table_count=3)
+    written by hand where the wire carries types. (Seed 31 changes a column from int to
+    bigint unsigned, which DataHub and Datastream Avro type as string: Delta cannot widen
+    bigint to string, so that table fails, as test_a_failing_table_… shows for another.)"""
+    stream = generate(format, messages=120, seed=33, table_count=3)
     target = str(tmp_path / "lake" / "{db}" / "{table}")
     half = len(stream.values) // 2
     options = {"app_id": "sync-test", **_options(stream)}
