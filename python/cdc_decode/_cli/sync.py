@@ -74,13 +74,24 @@ def add_parser(commands: Any) -> None:
 
 
 def run(args: Any, say: Any) -> int:
+    if args.kafka and not args.topic:
+        say("sync: --kafka needs --topic")
+        return 2
+    for name in ("keys", "schemas"):
+        text = getattr(args, name)
+        try:
+            value = json.loads(text) if text else None
+        except ValueError as exc:
+            say(f"sync: --{name} is not JSON: {exc}")
+            return 2
+        if value is not None and not isinstance(value, dict):
+            say(f'sync: --{name} must be a JSON object ({{"db.table": ...}})')
+            return 2
+        setattr(args, name, value)
     from pyspark.sql import SparkSession
 
     from ..spark import sync_stream
 
-    if args.kafka and not args.topic:
-        say("sync: --kafka needs --topic")
-        return 2
     if args.master:
         from ..spark import local_session
 
@@ -131,8 +142,8 @@ def run(args: Any, say: Any) -> int:
         progress=progress,
         include=args.include,
         exclude=args.exclude,
-        keys=json.loads(args.keys) if args.keys else None,
-        schemas=json.loads(args.schemas) if args.schemas else None,
+        keys=args.keys,
+        schemas=args.schemas,
         scd2=args.scd2,
         parallelism=args.parallelism,
         on_error=args.on_error,
