@@ -1,16 +1,15 @@
 """Ground truth for ``cdc_spark.sync``: every table a generated database stream
 (``generate(fmt, table_count=N)``) was synced into must hold exactly the source's rows, each
 value as the table's column type carries it (tests/support/typed_truth.py), a widened
-column in its wider type, a column without wire types as its text."""
+column in its wider type."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
-from support.typed_truth import expected_value, same
-
 from cdc_decode.generate import Stream
+from support.typed_truth import expected_value, same
 
 UTC = dt.timezone.utc
 
@@ -24,18 +23,10 @@ def _normal(value: Any) -> Any:
 
 
 def _want(fmt: str, column: Any, spark_type: str, value: Any) -> Any:
-    if spark_type == "string" and column.type not in ("time",):
-        text = stream_text(value)
-        if text is not None:
-            return text
     want = expected_value(fmt, column, spark_type, value)
     if isinstance(want, tuple) and len(want) == 2 and want[0] in ("time", "json"):
         return want
     return _normal(want)
-
-
-def stream_text(value: Any) -> str | None:  # overridden per test where the text is known
-    return None
 
 
 def differences(
