@@ -268,20 +268,13 @@ def sync(
     include = _patterns(include)
     exclude = _patterns(exclude)
     history = _patterns(scd2)
+    # How the messages are read, by the schema pass and the decode alike.
+    reading = {"mode": mode, "engine": engine, "value_col": value_col, "columns": columns,
+               "limits": limits}  # fmt: skip
     messages = df.persist(StorageLevel.MEMORY_AND_DISK)
     decoded = None
     try:
-        wire = table_schemas(
-            messages,
-            format,
-            value_col=value_col,
-            key_col=key_col,
-            mode=mode,
-            engine=engine,
-            columns=columns,
-            limits=limits,
-            streamed=streamed,
-        )
+        wire = table_schemas(messages, format, key_col=key_col, streamed=streamed, **reading)
         plans: dict[str, _Plan] = {}
         targets: dict[str, str] = {}
         for table in wire:
@@ -317,20 +310,12 @@ def sync(
         result.messages_with_errors = len(wire.errors)
         result.errors = [text for _, text in wire.errors[:10]]
         if plans:
+            tables = {name: plan.ddl() for name, plan in plans.items()}
             frames = decode(
-                messages,
-                format,
-                tables={name: plan.ddl() for name, plan in plans.items()},
-                mode=mode,
-                engine=engine,
-                value_col=value_col,
-                columns=columns,
-                limits=limits,
-                source_time_zone=source_time_zone,
+                messages, format, tables=tables, source_time_zone=source_time_zone, **reading
             )
         else:  # nothing to apply: the events are only counted
-            frames = {"*": decode(messages, format, mode=mode, engine=engine,
-                                  value_col=value_col, columns=columns, limits=limits)}  # fmt: skip
+            frames = {"*": decode(messages, format, **reading)}
         decoded = frames["*"].persist(StorageLevel.MEMORY_AND_DISK)
         _count(decoded, result, bool(plans))
         result.phases["decode"] = time.monotonic() - started - result.phases["schemas"]
