@@ -228,8 +228,6 @@ class DatabaseSource(MySQLSource):
         ddl_rate: the share of changes that are DDL.
         drops: whether DDL drops columns (a format whose images are positional, TDSQL,
             cannot name what is left).
-        key_changes: the share of updated rows whose key the update changes
-            (:class:`.source.MySQLSource`).
     """
 
     def __init__(
@@ -242,11 +240,10 @@ class DatabaseSource(MySQLSource):
         phase: int = 150,
         ddl_rate: float = 0.02,
         drops: bool = True,
-        key_changes: float = 0.0,
     ) -> None:
         if table_count < 1:
             raise ValueError("table_count must be at least 1")
-        super().__init__(seed, max_rows=max_rows, key_changes=key_changes)
+        super().__init__(seed, max_rows=max_rows)
         layout = random.Random(f"database/{seed}")
         self.tables = database_tables(table_count, layout)
         self._by_name = {t.qualified: t for t in self.tables}
