@@ -212,3 +212,23 @@ def test_wider_type(old, new, wider):
     from cdc_decode.spark.sync import wider_type
 
     assert wider_type(old, new) == wider
+
+
+def test_schema_changes_across_batches(delta_spark, tmp_path):
+    """A column widened (smallint to int) and one dropped between two batches: the table
+    is widened in place (Delta's type widening), the dropped column keeps its values, and
+    the table equals the source."""
+    format = "tencent-dts"
+    stream = generate(format, messages=120, seed=45, table_count=2)
+    target = str(tmp_path / "lake" / "{db}" / "{table}")
+    half = len(stream.values) // 2
+    first = cdc_spark.sync(_frame(delta_spark, stream, 0, half), format, target)
+    second = cdc_spark.sync(_frame(delta_spark, stream, half), format, target)
+    assert not first.failed and not second.failed
+    changed = second.tables["crm.orders_001"]
+    assert changed.widened_columns == {"c18_sess": ("smallint", "int")}
+    assert "c16_acco" in changed.dropped_columns
+    table = cdc_spark.current_rows(delta_spark, changed.target)
+    assert table.schema["c18_sess"].dataType.simpleString() == "int"
+    targets = {n: t.target for r in (first, second) for n, t in r.tables.items()}
+    assert differences(delta_spark, stream, format, targets) == []
