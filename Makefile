@@ -30,7 +30,7 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 .PHONY: help venv build test test-rust test-python wheel wheel-x86_64 wheel-aarch64-run bench-schemas \
 	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
-	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply \
+	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply bench-sync \
 	demo-delta bench-datastream bench-apply-check check-targets real-source jars-connect debezium \
 	mariadb connect connect-stop test-real-source
 
@@ -195,6 +195,10 @@ test-spark42: venv-spark42 jars ## The Spark decode and accounting tests on pysp
 bench-apply: venv-spark42 delta-jars jars ## apply_changes vs row_number() + MERGE, 1M events of one table, local[1]
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) benches/apply_bench.py
+
+bench-sync: venv-spark42 delta-jars jars ## sync of a 100-table stream vs the loop over tables (decode tables= + apply_changes each), local[2]
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) benches/sync_bench.py $(BENCH_SYNC_ARGS)
 
 # The ground truth at scale (docs/apply.md, "Checked at 100,000 changes per format"): every
 # format's generated stream, 100,000 row changes, decoded on Spark, applied in 4 batches

@@ -122,6 +122,11 @@ class Table:
     def set_properties(self, properties: Mapping[str, str]) -> None:
         raise NotImplementedError
 
+    def widen_columns(self, types: Mapping[str, str]) -> None:
+        """Change each named column to the wider Spark type (``{"qty": "bigint"}``): a
+        change the format makes without rewriting the data, or an error."""
+        raise NotImplementedError
+
     def merge(
         self,
         source: DataFrame,

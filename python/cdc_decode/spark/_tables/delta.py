@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
 TXN_APP = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+TYPE_WIDENING = "delta.enableTypeWidening"
 TAG = "cdc_decode.apply_changes "
 """The start of the ``userMetadata`` of a commit of ours (then a unique id)."""
 
@@ -179,6 +180,16 @@ class DeltaTarget(Table):
             "set properties",
             lambda: self.spark.sql(f"ALTER TABLE {self.sql_name} SET TBLPROPERTIES ({spec})"),
         )
+        self.refresh()
+
+    def widen_columns(self, types: Mapping[str, str]) -> None:
+        """Delta's type widening (the ``typeWidening`` table feature, turned on by the
+        first widening): ``ALTER TABLE … ALTER COLUMN c TYPE t``, metadata only."""
+        if self.properties().get(TYPE_WIDENING) != "true":
+            self.set_properties({TYPE_WIDENING: "true"})
+        for name, data_type in types.items():
+            statement = f"ALTER TABLE {self.sql_name} ALTER COLUMN {quote(name)} TYPE {data_type}"
+            self.retrying("widen a column", lambda s=statement: self.spark.sql(s))
         self.refresh()
 
     def delete(self, condition: str) -> int:
