@@ -31,7 +31,8 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
 	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply bench-sync \
-	demo-delta bench-datastream bench-apply-check check-targets
+	demo-delta bench-datastream bench-apply-check check-targets real-source jars-connect debezium \
+	mariadb connect connect-stop test-real-source
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -165,9 +166,17 @@ $(DELTA_JARS)/.stamp: tools/delta-jars/pom.xml
 # tests/delta/ needs .venv-spark42; the main pytest run ignores it (pyproject addopts).
 # tests/delta/test_stream_apply.py streams from a Kafka broker (.jars-kafka/) through Spark's
 # Kafka source (.jars/, its spark-avro left off the session) into Delta.
-test-delta: venv-spark42 delta-jars jars jars-kafka ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables, streamed from Kafka too
+# tests/delta/test_real_source.py runs a real PostgreSQL and MariaDB with Debezium in Kafka
+# Connect (make real-source): here a clean run and a killed Spark driver; the tests marked
+# `long` (Kafka Connect killed and restarted) are make test-real-source's.
+test-delta: venv-spark42 delta-jars jars jars-kafka real-source ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables, streamed from Kafka and from real databases through Debezium
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
-		$(PY42) -m pytest tests/delta -p no:cacheprovider \
+		$(PY42) -m pytest tests/delta -p no:cacheprovider -m "not long" \
+		-o addopts="-ra --strict-markers --strict-config"
+
+test-real-source: venv-spark42 delta-jars jars jars-kafka real-source ## The long real-database runs: Kafka Connect SIGKILLed and restarted, both databases into Delta
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) -m pytest tests/delta/test_real_source.py -p no:cacheprovider -m long \
 		-o addopts="-ra --strict-markers --strict-config"
 
 demo-delta: venv-spark42 delta-jars ## A DTS stream decoded on Spark 4.2, applied to Delta tables (SCD1 + SCD2), checked
@@ -319,6 +328,52 @@ kafka: jars-kafka ## Start a Kafka broker on a free loopback port and print its 
 kafka-stop: ## Stop the broker `make kafka` started (by its PID)
 	$(PYTHON) python/cdc_decode/_kafka_broker.py stop --state .kafka/broker.json
 
+# A real database and a real Debezium (tests/delta/test_real_source.py, docs/streaming.md
+# "Your own database"): Kafka Connect standalone (tools/kafka-connect/pom.xml, into
+# .jars-connect/), the Debezium connector plugins (tools/debezium/pom.xml, unpacked into
+# .debezium/), and MariaDB from Debian's packages (PostgreSQL 15 is on the machine image).
+CONNECT_JARS := .jars-connect
+DEBEZIUM     := .debezium
+
+real-source: jars-connect debezium mariadb ## Install what the real-database tests need: Kafka Connect, Debezium, MariaDB
+
+jars-connect: $(CONNECT_JARS)/.stamp ## Fetch Kafka Connect standalone's jars into .jars-connect/ with Maven
+
+$(CONNECT_JARS)/.stamp: tools/kafka-connect/pom.xml
+	rm -rf $(CONNECT_JARS)
+	mvn -q -B -f tools/kafka-connect/pom.xml dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory=$(abspath $(CONNECT_JARS))
+	touch $@
+
+debezium: $(DEBEZIUM)/.stamp ## Fetch and unpack the Debezium connector plugins into .debezium/
+
+$(DEBEZIUM)/.stamp: tools/debezium/pom.xml
+	rm -rf $(DEBEZIUM)
+	mvn -q -B -f tools/debezium/pom.xml dependency:unpack -Dplugins.dir=$(abspath $(DEBEZIUM))
+	touch $@
+
+# mariadbd from Debian's mariadb-server (as root, as CI runs; its service is not started: the
+# tests run their own servers).
+mariadb: ## apt-get install mariadb-server when mariadbd is missing
+	@command -v mariadbd >/dev/null 2>&1 || test -x /usr/sbin/mariadbd || { \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends mariadb-server; }
+
+# Debezium against your own database (docs/streaming.md): CONNECTOR names one or more
+# connector .properties files; the broker of `make kafka` (or BOOTSTRAP=host:port). The
+# Connect module imports only the standard library and the broker module beside it: run by
+# its path, it needs no build.
+CONNECTOR ?=
+BOOTSTRAP ?= $(shell $(PYTHON) -c "import json; print(json.load(open('.kafka/broker.json'))['bootstrap'])" 2>/dev/null)
+
+connect: jars-connect debezium ## Kafka Connect + Debezium on the `make kafka` broker: CONNECTOR=my-db.properties
+	$(PYTHON) python/cdc_decode/_kafka_connect.py start --jars $(CONNECT_JARS) --plugins $(DEBEZIUM) \
+		--bootstrap $(BOOTSTRAP) $(foreach c,$(CONNECTOR),--connector $(c)) --state .kafka/connect.json
+
+# check-targets: connect-stop needs no .jars-connect, .debezium: only `start` reads them
+connect-stop: ## Stop the Kafka Connect `make connect` started (by its PID)
+	$(PYTHON) python/cdc_decode/_kafka_connect.py stop --state .kafka/connect.json
+
 # The AutoCDC targets' catalog (Spark's in-memory row-level one, from spark-catalyst's test
 # jar) for examples/autocdc and tests/test_autocdc.py; tools/autocdc-jars/pom.xml says why.
 AUTOCDC_JARS := .jars-autocdc
@@ -333,7 +388,9 @@ $(AUTOCDC_JARS)/.stamp: tools/autocdc-jars/pom.xml
 demo-stream: build jars jars-kafka ## Broker, a producer, a streaming query filling the tables, checked against the source
 	$(PY) -m cdc_decode.demo_stream --jars $(JARS) --kafka-jars $(KAFKA_JARS)
 
-bench-stream: build jars jars-kafka ## Streaming: broker -> sink events/s, batch vs streaming, produce -> visible latency
+# Its last section, commit in PostgreSQL -> visible in Delta, runs benches/stream_lag.py on
+# .venv-spark42 with Debezium (make real-source).
+bench-stream: build jars jars-kafka venv-spark42 delta-jars real-source ## Streaming: broker -> sink events/s, batch vs streaming, produce -> visible, DB commit -> Delta lag
 	$(PY) benches/stream_bench.py
 
 bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs passthrough, local[1]
@@ -367,5 +424,5 @@ clean: ## Remove build outputs, caches and the venv
 	rm -rf fuzz/target fuzz/corpus fuzz/artifacts
 	rm -rf $(VENV) $(VENV35) $(VENV42) $(DIST) $(DELTA_JARS) python/cdc_decode/_native*.so \
 		.pytest_cache .ruff_cache .benchmarks spark-warehouse metastore_db derby.log demo-output \
-		.jars-kafka .kafka
+		.jars-kafka .kafka $(CONNECT_JARS) $(DEBEZIUM)
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
