@@ -32,7 +32,7 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
 	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply bench-sync \
 	demo-delta bench-datastream bench-apply-check check-targets real-source jars-connect debezium \
-	mariadb connect connect-stop test-real-source
+	mariadb connect connect-stop test-long test-real-source
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -177,6 +177,13 @@ test-delta: venv-spark42 delta-jars jars jars-kafka real-source ## pytest tests/
 test-real-source: venv-spark42 delta-jars jars jars-kafka real-source ## The long real-database runs: Kafka Connect SIGKILLed and restarted, both databases into Delta
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) -m pytest tests/delta/test_real_source.py -p no:cacheprovider -m long \
+		-o addopts="-ra --strict-markers --strict-config"
+
+# Everything make test-delta leaves out: the other formats' ground truth, SCD2 histories and
+# syncs (tests/delta marked `long`), the real databases' Kafka Connect kills included.
+test-long: venv-spark42 delta-jars jars jars-kafka real-source ## The tests/delta runs make test leaves out (every format's ground truth and sync, Connect kills)
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) -m pytest tests/delta -p no:cacheprovider -m long \
 		-o addopts="-ra --strict-markers --strict-config"
 
 demo-delta: venv-spark42 delta-jars ## A DTS stream decoded on Spark 4.2, applied to Delta tables (SCD1 + SCD2), checked

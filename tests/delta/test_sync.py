@@ -60,7 +60,13 @@ def _text_differences(spark, stream, targets: dict[str, str]) -> list[str]:
     return out[:10]
 
 
-@pytest.mark.parametrize("format", TYPED + UNTYPED)
+@pytest.mark.parametrize(
+    "format",
+    [
+        f if f in ("tencent-dts", "tdsql-json") else pytest.param(f, marks=pytest.mark.long)
+        for f in TYPED + UNTYPED
+    ],
+)  # make test syncs a typed and an untyped format; make test-long all six
 def test_sync_in_batches_equals_the_source(delta_spark, tmp_path, format):
     """Two batches, then the second again (a replay: every table skips it), no schema
     written by hand where the wire carries types. (Seed 31 changes a column from int to
