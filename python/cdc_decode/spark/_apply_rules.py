@@ -440,9 +440,7 @@ def stored_key_rows(table: Table, keys: Sequence[str], wanted: DataFrame) -> Dat
             return rows.where(col(keys[0]).isin([r[0] for r in few]))
         match = [_all([col(k) == F.lit(r[i]) for i, k in enumerate(keys)]) for r in few]
         return rows.where(_any(match))
-    # Aliased sides: the key columns have the same names in both.
-    match = [F.col(f"_t.{quote(k)}") == F.col(f"_w.{quote(k)}") for k in keys]
-    return rows.alias("_t").join(F.broadcast(wanted).alias("_w"), _all(match), "left_semi")
+    return rows.join(F.broadcast(wanted), list(keys), "left_semi")
 
 
 def move_depth(moves: DataFrame, keys: Sequence[str], start: str) -> int:
