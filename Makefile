@@ -30,7 +30,7 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 .PHONY: help venv build test test-rust test-python wheel wheel-x86_64 wheel-aarch64-run bench-schemas \
 	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
-	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply bench-sync \
+	jars-autocdc demo-stream demo-formats bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply bench-sync \
 	demo-delta bench-datastream bench-apply-check check-targets real-source jars-connect debezium \
 	mariadb connect connect-stop test-long test-real-source
 
@@ -286,9 +286,12 @@ fuzz-campaign: $(CARGO_FUZZ) build ## Long runs: FUZZ_RUNS executions of each fu
 test-fuzz: ## Every fuzz target briefly (10 s each), as CI runs them
 	$(MAKE) fuzz FUZZ_SECONDS=10
 
-demo: build venv-spark42 delta-jars ## Streams in every format decoded on local Spark, then applied to Delta tables (SCD1, SCD2)
-	$(PY) -m cdc_decode.demo
-	$(MAKE) --no-print-directory demo-delta
+demo: build venv-spark42 delta-jars jars jars-kafka ## Whole databases on a local broker synced into Delta tables (cdc-decode sync), each checked equal to the source
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) -m cdc_decode.demo --jars $(DELTA_JARS) --jars $(JARS) --kafka-jars $(KAFKA_JARS)
+
+demo-formats: build ## Streams in every format decoded on local Spark 4.3, tables built in Spark SQL, throughput
+	$(PY) -m cdc_decode.demo_formats
 
 BENCH_DATA := target/bench-data
 

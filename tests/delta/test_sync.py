@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 from support.kafka import new_topic, produce
-from support.sync_truth import differences
 
 import cdc_decode
 from cdc_decode import spark as cdc_spark
 from cdc_decode.generate import generate
+from cdc_decode.generate.truth import differences
 
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
 TYPED = ("tencent-dts", "datahub-blob", "debezium-json", "datastream-avro")

@@ -129,7 +129,8 @@ def run(args: Any, say: Any) -> int:
     trigger = {"availableNow": True} if args.trigger == "once" else {"processingTime": args.trigger}
 
     def progress(result: Any) -> None:
-        print(result.summary(), flush=True)
+        lag = result.lag()
+        print(result.summary() + ("" if lag is None else f", lag {_duration(lag)}"), flush=True)
         for table in result.failed:
             print(f"  {table.name} -> {table.target}: {table.error}", flush=True)
 
@@ -167,3 +168,11 @@ def run(args: Any, say: Any) -> int:
         say(f"sync: the query stopped: {error}")
         return 1
     return 0
+
+
+def _duration(seconds: float) -> str:
+    """``4.2 s``, ``3.5 min``, ``2.0 h`` or ``12.3 days``."""
+    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:.1f} s"

@@ -15,6 +15,7 @@ replay marker (``app_id``). docs/sync.md gives every rule.
 
 from __future__ import annotations
 
+import datetime as dt
 import fnmatch
 import json
 import re
@@ -113,6 +114,10 @@ class SyncResult:
         app_id: the replay markers' prefix (each table's is ``app_id/table``).
         batch_id: the ``foreachBatch`` batch id, or ``None``.
         seconds: wall time of the call.
+        newest_event: the newest ``event_time`` of the batch's events (when the change
+            happened in the source), a naive ``datetime`` in the driver's local time as
+            PySpark gives ``timestamp`` values, or ``None``; :meth:`lag` is the wall clock
+            minus it.
         phases: wall time of its parts: ``schemas`` (the schema pass and the plans),
             ``decode`` (the typed decode, counted), ``apply`` (the tables).
     """
@@ -125,6 +130,7 @@ class SyncResult:
     app_id: str | None = None
     batch_id: int | None = None
     seconds: float = 0.0
+    newest_event: dt.datetime | None = None
     phases: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -144,6 +150,12 @@ class SyncResult:
     @property
     def rows_written(self) -> int:
         return sum(t.rows_written for t in self.tables.values())
+
+    def lag(self) -> float | None:
+        """Seconds from the batch's newest source change to now (``None`` without one)."""
+        if self.newest_event is None:
+            return None
+        return max(0.0, time.time() - self.newest_event.timestamp())
 
     def summary(self) -> str:
         """One line: tables applied, created, evolved, failed; events; rows; seconds."""
@@ -638,9 +650,12 @@ def _count(decoded: DataFrame, result: SyncResult, multi: bool) -> None:
     from pyspark.sql import functions as F
 
     by = ["table", "op"] if multi else [F.lit(None).alias("table"), "op"]
-    rows = decoded.groupBy(*by).count().collect()
+    rows = decoded.groupBy(*by).agg(F.count(F.lit(1)).alias("count"),
+                                    F.max("event_time").alias("newest")).collect()  # fmt: skip
     for row in rows:
         result.events += row["count"]
+        if row["newest"] is not None and row["op"] != "error":
+            result.newest_event = max(result.newest_event or row["newest"], row["newest"])
         name = row["table"]
         if name is not None and name in result.tables:
             result.tables[name].events += row["count"]
