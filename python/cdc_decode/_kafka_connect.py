@@ -419,9 +419,10 @@ def mariadb_connector(
     heartbeat_ms: int = 0,
     **options: object,
 ) -> dict:
-    """A Debezium MySQL connector (2.7.4) configuration for MariaDB 10.11
-    (``connector.adapter=mariadb``), with the settings docs/formats/debezium-json.md
-    recommends; the server needs ``log_bin``, ``binlog_format=ROW`` and a ``server_id``.
+    """A Debezium MySQL connector (2.6.2) configuration for MariaDB 10.11
+    (``connector.adapter=mariadb``: MariaDB's GTID events start its transactions, so a
+    restart resumes exactly), with the settings docs/formats/debezium-json.md recommends;
+    the server needs ``log_bin``, ``binlog_format=ROW`` and a ``server_id``.
 
     Args:
         name: the connector's name.
@@ -430,7 +431,7 @@ def mariadb_connector(
             it connects from: anonymous users shadow ``'%'``).
         topic_prefix: topics are ``<prefix>.<database>.<table>``.
         history_file: where the connector keeps its schema history (the tables' DDL it
-            replays at a restart). A file, not the usual Kafka topic: 2.7.4's Kafka schema
+            replays at a restart). A file, not the usual Kafka topic: its Kafka schema
             history calls ``KafkaConsumer.poll(long)``, which Kafka 4's clients (the
             worker's) no longer have, so a restarted task failed with ``NoSuchMethodError``.
         server_id: the connector's replication client id (unique among the server's

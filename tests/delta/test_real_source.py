@@ -274,19 +274,8 @@ def test_sql_in_equal_tables_out(delta_spark, kafka_broker, tmp_path):
     _sources(delta_spark, kafka_broker, tmp_path, kill="driver")
 
 
-MARIADB_RESTART = (
-    "Debezium 2.7.4's MySQL connector on MariaDB (connector.adapter=mariadb), restarted from "
-    "its stored offset, resumes after the last transaction it sent but still skips one row "
-    "(the offset's row=1), so the first row change after the restart is lost "
-    "(docs/formats/debezium-json.md)"
-)
-
-
 @pytest.mark.long
-@pytest.mark.parametrize(
-    "kind",
-    ["postgres", pytest.param("mariadb", marks=pytest.mark.xfail(reason=MARIADB_RESTART))],
-)
+@pytest.mark.parametrize("kind", ["postgres", "mariadb"])
 def test_connect_killed_and_restarted(delta_spark, kafka_broker, tmp_path, kind):
     """A database's workload equal in Delta after a clean run, and after Kafka Connect is
     stopped, restarted, SIGKILLed and restarted again, sending again what it had sent

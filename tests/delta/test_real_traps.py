@@ -1,5 +1,5 @@
 """A real Debezium's traps, each seen on the real chain and decoded: PostgreSQL 15 with
-Debezium 3.6.1 and MariaDB 10.11 with Debezium 2.7.4's MySQL connector, in Kafka Connect
+Debezium 3.6.1 and MariaDB 10.11 with Debezium 2.6.2's MySQL connector, in Kafka Connect
 standalone on the test broker (docs/formats/debezium-json.md, "From a real Debezium").
 
 Here (on .venv-spark42, which has the database clients) rather than in the main run; no
@@ -298,3 +298,20 @@ def test_captured_transaction_metadata(postgres):
     got = batch.column("op").to_pylist()
     assert got[:2] == ["begin", "commit"] and set(got) == {"begin", "commit"}
     assert json.loads(dict(batch.column("metadata").to_pylist()[1])["event_count"]) >= 1
+
+
+def test_mariadb_transaction_metadata(mariadb):
+    """``provide.transaction.metadata`` on MariaDB: the connector takes MariaDB's GTID event
+    as a transaction's start, so each of the two streamed inserts has a BEGIN and an END
+    (its event count 1) on ``<prefix>.transaction``, and its change carries the GTID as
+    its ``tx_id``."""
+    records = read_topic(mariadb["bootstrap"], "traplong.transaction", until=has(4))
+    batch = cdc_decode.decode([v for v, _ in records], "debezium-json")
+    rows = [r for r in batch.to_pylist() if r["op"] in ("begin", "commit")]
+    ends = [r for r in rows if r["op"] == "commit"]
+    assert len(ends) >= 2 and {r["op"] for r in rows} == {"begin", "commit"}
+    assert {json.loads(dict(r["metadata"])["event_count"]) for r in ends} == {1}
+    changes = decoded(read_topic(mariadb["bootstrap"], "traplong.shop.u", until=has(3)))
+    inserts = [r for r in changes.to_pylist() if r["op"] == "insert"]
+    ids = [r["tx_id"] for r in inserts]
+    assert len(set(ids)) == 2 and set(ids) <= {r["tx_id"] for r in ends}, (ids, ends)

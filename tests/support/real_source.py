@@ -420,9 +420,8 @@ class Workload:
 
     # -- MariaDB
 
-    def mariadb_product(self, id_: int, *, snapshot: bool = False) -> tuple:
-        """A products row. The snapshot's TIME values are whole seconds: Debezium 2.7.4's
-        snapshot reads TIME(6) without its fraction (docs/formats/debezium-json.md)."""
+    def mariadb_product(self, id_: int) -> tuple:
+        """A products row (its ``TIME(6)`` with microseconds, in the snapshot's rows too)."""
         r = self.rng
         day = 86_400_000_000
         return (
@@ -439,9 +438,7 @@ class Workload:
             dt.datetime(2001, 1, 1) + dt.timedelta(milliseconds=r.randint(0, 10**12)),
             dt.date(1990, 1, 1) + dt.timedelta(days=r.randint(0, 20000)),
             r.randint(1901, 2155),
-            dt.timedelta(seconds=r.randint(0, 86_399))
-            if snapshot
-            else dt.timedelta(microseconds=r.randint(0, day - 1)),
+            dt.timedelta(microseconds=r.randint(0, day - 1)),
             ",".join(sorted(r.sample(["a", "b", "c"], r.randint(0, 3)))),
             r.choice(["red", "green", "blue"]),
             r.getrandbits(10),
@@ -454,7 +451,7 @@ class Workload:
         for table in self.tables:
             self.run(table.create("`"))
         for _ in range(15):
-            row = self.mariadb_product(self.new_id("products"), snapshot=True)
+            row = self.mariadb_product(self.new_id("products"))
             self.run(self._product_sql(), row)
         for order in range(1, 3):
             for line in range(1, 4):
