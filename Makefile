@@ -167,8 +167,9 @@ $(DELTA_JARS)/.stamp: tools/delta-jars/pom.xml
 # tests/delta/test_stream_apply.py streams from a Kafka broker (.jars-kafka/) through Spark's
 # Kafka source (.jars/, its spark-avro left off the session) into Delta.
 # tests/delta/test_real_source.py runs a real PostgreSQL and MariaDB with Debezium in Kafka
-# Connect (make real-source): here a clean run and a killed Spark driver; the tests marked
-# `long` (Kafka Connect killed and restarted) are make test-real-source's.
+# Connect (make real-source): here both databases through a killed Spark driver and a killed
+# Kafka Connect; the tests marked `long` (each database's Connect kill alone) are
+# make test-real-source's.
 test-delta: venv-spark42 delta-jars jars jars-kafka real-source ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables, streamed from Kafka and from real databases through Debezium
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) -m pytest tests/delta -p no:cacheprovider -m "not long" \

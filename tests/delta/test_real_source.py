@@ -6,12 +6,14 @@ Delta table must equal ``SELECT *`` of its source table, value by value through 
 mapping of docs/formats/debezium-json.md: after a clean run, after the Spark driver is
 SIGKILLed mid-stream (between a micro-batch's Delta commits and its checkpoint) and
 restarted, and after Kafka Connect is SIGKILLed and restarted (it sends again what it had
-not stored an offset for; the redelivered records change nothing). The Connect kill is
-marked ``long``: `make test-real-source` runs it, `make test` (``-m "not long"``) does not.
+not stored an offset for; the redelivered records change nothing). `make test` runs both
+kills on both databases at once; `make test-real-source` runs the Connect kill on each
+database alone too (marked ``long``).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import signal
@@ -32,6 +34,7 @@ from support.real_source import (
 )
 
 from cdc_decode._kafka_connect import mariadb_connector, postgres_connector, start_connect
+from cdc_decode.generate.truth import parse_time
 
 ROOT = Path(__file__).resolve().parents[2]
 CONNECT_JARS = ROOT / ".jars-connect"
@@ -96,6 +99,54 @@ def sync_and_compare(spark, broker, pattern, workloads, sink, tmp_path: Path) ->
     )
     for workload in workloads:
         assert_tables_equal(spark, workload, sink)
+
+
+class _SyncLake:
+    """Where ``cdc_spark.sync_stream`` put each workload table (what assert_tables_equal
+    reads through ``target``)."""
+
+    def __init__(self, lake: Path) -> None:
+        self.lake = lake
+
+    def target(self, table) -> str:
+        return str(self.lake / table.path)
+
+
+def whole_database_sync(spark, broker, pattern, workloads, tmp_path: Path) -> None:
+    """Every table of every topic that matches ``pattern``, by ``cdc_spark.sync_stream``
+    alone: tables created with the types and keys of the Connect schemas and the message
+    keys (no DDL), the redelivered records included; then each compared with its source
+    table."""
+    from cdc_decode import spark as cdc_spark
+
+    tables = {t.name: t for w in workloads for t in w.tables}
+    lake = _SyncLake(tmp_path / "sync-lake")
+
+    def target(wire) -> str | None:
+        name = wire.name.split(".", 1)[1] if wire.source_schema else wire.name
+        table = tables.get(name)
+        return None if table is None else lake.target(table)
+
+    source = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribePattern", pattern)
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        .option("maxOffsetsPerTrigger", "400")
+        .load()
+    )
+    query = cdc_spark.sync_stream(source, "debezium-json", target,
+                                  checkpoint=str(tmp_path / "sync-checkpoint"),
+                                  trigger={"availableNow": True})  # fmt: skip
+    query.awaitTermination()
+    for workload in workloads:
+        # sync maps Debezium's MicroTime to its wall-clock text (docs/types.md).
+        assert_tables_equal(spark, workload, lake, delta={"time": _micros_of_day})
+
+
+def _micros_of_day(text: str) -> int:
+    return parse_time(text) // dt.timedelta(microseconds=1)
 
 
 def _driver(broker, tmp_path: Path, pattern: str, sink: SyncSink, *extra: str):
@@ -259,6 +310,8 @@ def _sources(spark, broker, tmp_path: Path, kill: str, kinds=("postgres", "maria
         for ids in fence(4):
             assert ids.count(3) >= 2, ids  # phase 3 was delivered twice
         sync_and_compare(spark, broker, pattern, everything, sink, tmp_path)
+        # 4. The whole-database sync of the same topics, redeliveries included.
+        whole_database_sync(spark, broker, pattern, everything, tmp_path)
     finally:
         for w in workloads.values():
             w.close()
@@ -274,12 +327,18 @@ def test_sql_in_equal_tables_out(delta_spark, kafka_broker, tmp_path):
     _sources(delta_spark, kafka_broker, tmp_path, kill="driver")
 
 
+def test_connect_killed_and_restarted(delta_spark, kafka_broker, tmp_path):
+    """Both databases' workloads equal in Delta after a clean run, and after Kafka Connect
+    is stopped, restarted, SIGKILLed and restarted again, sending again what it had sent
+    (one Connect with both connectors, one query over every table); then the same topics
+    synced whole by ``sync_stream``, with no DDL, equal too."""
+    _sources(delta_spark, kafka_broker, tmp_path, kill="connect")
+
+
 @pytest.mark.long
 @pytest.mark.parametrize("kind", ["postgres", "mariadb"])
-def test_connect_killed_and_restarted(delta_spark, kafka_broker, tmp_path, kind):
-    """A database's workload equal in Delta after a clean run, and after Kafka Connect is
-    stopped, restarted, SIGKILLed and restarted again, sending again what it had sent
-    (`make test-real-source`: minutes longer, so not in `make test`)."""
+def test_connect_killed_and_restarted_alone(delta_spark, kafka_broker, tmp_path, kind):
+    """The same for one database at a time (`make test-real-source`)."""
     _sources(delta_spark, kafka_broker, tmp_path, kill="connect", kinds=(kind,))
 
 
