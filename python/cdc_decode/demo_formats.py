@@ -2,7 +2,8 @@
 tables they build.
 
 Run it with ``make demo-formats`` or
-``python -m cdc_decode.demo_formats [--messages N] [--formats ...]``. It needs ``pyspark`` (and Java) besides ``cdc_decode``. For each format:
+``python -m cdc_decode.demo_formats [--messages N] [--formats ...]``. It needs ``pyspark``
+(and Java) besides ``cdc_decode``. For each format:
 
 1. generates a stream of the same simulated MySQL server (:mod:`cdc_decode.generate`),
    adds a tombstone and a broken message, and stores it as a Parquet file shaped like
