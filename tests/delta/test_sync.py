@@ -238,3 +238,38 @@ def test_schema_changes_across_batches(delta_spark, tmp_path):
     assert table.schema["c18_sess"].dataType.simpleString() == "int"
     targets = {n: t.target for r in (first, second) for n, t in r.tables.items()}
     assert differences(delta_spark, stream, format, targets) == []
+
+
+@pytest.mark.parametrize("fmt", ["datastream-avro", "datastream-json"])
+def test_command_line_syncs_a_datastream_bucket(delta_spark, tmp_path, fmt):
+    """``cdc-decode sync --datastream`` on a bucket tree (Avro: each file one message; JSON:
+    files of 20 lines), ``--trigger once``, on the session at hand (as on spark-submit):
+    every table equal to the source (Avro in its writer schemas' types)."""
+    import signal as signals
+
+    from cdc_decode import cli
+
+    stream = generate(fmt, messages=60, seed=41, table_count=3)
+    bucket = tmp_path / "bucket"
+    values = [v for v in stream.values if v is not None]
+    if fmt == "datastream-json":  # files of 20 lines
+        values = [b"\n".join(values[i : i + 20]) + b"\n" for i in range(0, len(values), 20)]
+    for i, value in enumerate(values):
+        path = bucket / "shop_tables" / "2024" / "05" / "01" / "10" / f"{i // 20:02d}"
+        path.mkdir(parents=True, exist_ok=True)
+        (path / f"{i:06d}{'.avro' if fmt == 'datastream-avro' else '.jsonl'}").write_bytes(value)
+    lake = tmp_path / "lake"
+    handlers = {s: signals.getsignal(s) for s in (signals.SIGINT, signals.SIGTERM)}
+    try:
+        status = cli.main(["sync", "--format", fmt, "--datastream", str(bucket),
+                           "--target", str(lake / "{db}" / "{table}"), "--checkpoint",
+                           str(tmp_path / "checkpoint"), "--trigger", "once"])  # fmt: skip
+    finally:
+        for number, handler in handlers.items():  # the command's Ctrl-C handling
+            signals.signal(number, handler)
+    assert status == 0
+    targets = {n: str(lake / n.replace(".", "/")) for n in stream.final_values}
+    if fmt == "datastream-avro":
+        assert differences(delta_spark, stream, fmt, targets) == []
+    else:
+        assert _text_differences(delta_spark, stream, targets) == []

@@ -115,6 +115,8 @@ def run(args: Any, say: Any) -> int:
     elif args.format == "datastream-avro":  # each .avro file is one message
         source = (
             spark.readStream.format("binaryFile")
+            # a file stream needs its schema given: binaryFile's own
+            .schema("path string, modificationTime timestamp, length bigint, content binary")
             .option("recursiveFileLookup", "true")
             .option("pathGlobFilter", "*.avro")
             .load(args.datastream)
