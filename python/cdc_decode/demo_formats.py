@@ -147,7 +147,6 @@ def _spark():
 
     return local_session(
         "cdc-decode-demo",
-        spark__sql__shuffle__partitions="4",
         # map_concat while building the table: later images win.
         spark__sql__mapKeyDedupPolicy="LAST_WIN",
     )

@@ -30,6 +30,7 @@ from support.real_source import (
     SyncSink,
     Workload,
     assert_tables_equal,
+    kafka_source,
     run_query,
 )
 
@@ -101,17 +102,6 @@ def sync_and_compare(spark, broker, pattern, workloads, sink, tmp_path: Path) ->
         assert_tables_equal(spark, workload, sink)
 
 
-class _SyncLake:
-    """Where ``cdc_spark.sync_stream`` put each workload table (what assert_tables_equal
-    reads through ``target``)."""
-
-    def __init__(self, lake: Path) -> None:
-        self.lake = lake
-
-    def target(self, table) -> str:
-        return str(self.lake / table.path)
-
-
 def whole_database_sync(spark, broker, pattern, workloads, tmp_path: Path) -> None:
     """Every table of every topic that matches ``pattern``, by ``cdc_spark.sync_stream``
     alone: tables created with the types and keys of the Connect schemas and the message
@@ -120,22 +110,14 @@ def whole_database_sync(spark, broker, pattern, workloads, tmp_path: Path) -> No
     from cdc_decode import spark as cdc_spark
 
     tables = {t.name: t for w in workloads for t in w.tables}
-    lake = _SyncLake(tmp_path / "sync-lake")
+    lake = SyncSink(tmp_path / "sync-lake", tuple(tables.values()))  # its targets only
 
     def target(wire) -> str | None:
         name = wire.name.split(".", 1)[1] if wire.source_schema else wire.name
         table = tables.get(name)
         return None if table is None else lake.target(table)
 
-    source = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", broker.bootstrap)
-        .option("subscribePattern", pattern)
-        .option("startingOffsets", "earliest")
-        .option("includeHeaders", "true")
-        .option("maxOffsetsPerTrigger", "400")
-        .load()
-    )
+    source = kafka_source(spark, broker.bootstrap, pattern, max_offsets=400)
     query = cdc_spark.sync_stream(source, "debezium-json", target,
                                   checkpoint=str(tmp_path / "sync-checkpoint"),
                                   trigger={"availableNow": True})  # fmt: skip

@@ -248,16 +248,14 @@ def test_command_line_syncs_a_datastream_bucket(delta_spark, tmp_path, fmt):
     import signal as signals
 
     from cdc_decode import cli
+    from cdc_decode.generate.tree import write_files
 
     stream = generate(fmt, messages=60, seed=41, table_count=3)
     bucket = tmp_path / "bucket"
     values = [v for v in stream.values if v is not None]
     if fmt == "datastream-json":  # files of 20 lines
         values = [b"\n".join(values[i : i + 20]) + b"\n" for i in range(0, len(values), 20)]
-    for i, value in enumerate(values):
-        path = bucket / "shop_tables" / "2024" / "05" / "01" / "10" / f"{i // 20:02d}"
-        path.mkdir(parents=True, exist_ok=True)
-        (path / f"{i:06d}{'.avro' if fmt == 'datastream-avro' else '.jsonl'}").write_bytes(value)
+    write_files(bucket, values, format=fmt, files_per_minute=20)
     lake = tmp_path / "lake"
     handlers = {s: signals.getsignal(s) for s in (signals.SIGINT, signals.SIGTERM)}
     try:

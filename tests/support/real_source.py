@@ -573,6 +573,21 @@ class SyncSink:
             (self.log / f"{batch_id:06d}.done").touch()
 
 
+def kafka_source(spark: Any, bootstrap: str, pattern: str, max_offsets: int | None = None) -> Any:
+    """Every topic matching ``pattern`` from its first offset, headers included (the
+    old-key headers of a key change), at most ``max_offsets`` records a micro-batch."""
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribePattern", pattern)
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+    )
+    if max_offsets is not None:
+        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
+    return reader.load()
+
+
 def run_query(
     spark: Any,
     bootstrap: str,
@@ -587,17 +602,11 @@ def run_query(
     applied by ``sink``, until everything there now is done (``availableNow``)."""
     from cdc_decode import spark as cdc_spark
 
-    reader = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribePattern", pattern)
-        .option("startingOffsets", "earliest")
-        .option("includeHeaders", "true")
-    )
-    if max_offsets is not None:
-        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
     decoded = cdc_spark.decode_stream(
-        reader.load(), "debezium-json", tables={t.name: t.ddl for t in tables}, mode="failfast"
+        kafka_source(spark, bootstrap, pattern, max_offsets),
+        "debezium-json",
+        tables={t.name: t.ddl for t in tables},
+        mode="failfast",
     )["*"]
     query = (
         decoded.writeStream.option("checkpointLocation", str(checkpoint))
