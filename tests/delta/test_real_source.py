@@ -30,9 +30,9 @@ from support.real_source import (
     SyncSink,
     Workload,
     assert_tables_equal,
-    kafka_source,
     run_query,
 )
+from support.streaming import kafka_source
 
 from cdc_decode._kafka_connect import mariadb_connector, postgres_connector, start_connect
 from cdc_decode.generate.truth import parse_time
@@ -117,7 +117,7 @@ def whole_database_sync(spark, broker, pattern, workloads, tmp_path: Path) -> No
         table = tables.get(name)
         return None if table is None else lake.target(table)
 
-    source = kafka_source(spark, broker.bootstrap, pattern, max_offsets=400)
+    source = kafka_source(spark, broker.bootstrap, pattern=pattern, max_offsets=400)
     query = cdc_spark.sync_stream(source, "debezium-json", target,
                                   checkpoint=str(tmp_path / "sync-checkpoint"),
                                   trigger={"availableNow": True})  # fmt: skip

@@ -36,6 +36,8 @@ _HERE = Path(__file__).resolve().parent
 sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _HERE]
 sys.path.append(str(_HERE.parent))
 
+from support.streaming import kafka_source  # noqa: E402
+
 UTC = dt.timezone.utc
 
 
@@ -573,21 +575,6 @@ class SyncSink:
             (self.log / f"{batch_id:06d}.done").touch()
 
 
-def kafka_source(spark: Any, bootstrap: str, pattern: str, max_offsets: int | None = None) -> Any:
-    """Every topic matching ``pattern`` from its first offset, headers included (the
-    old-key headers of a key change), at most ``max_offsets`` records a micro-batch."""
-    reader = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribePattern", pattern)
-        .option("startingOffsets", "earliest")
-        .option("includeHeaders", "true")
-    )
-    if max_offsets is not None:
-        reader = reader.option("maxOffsetsPerTrigger", str(max_offsets))
-    return reader.load()
-
-
 def run_query(
     spark: Any,
     bootstrap: str,
@@ -603,7 +590,7 @@ def run_query(
     from cdc_decode import spark as cdc_spark
 
     decoded = cdc_spark.decode_stream(
-        kafka_source(spark, bootstrap, pattern, max_offsets),
+        kafka_source(spark, bootstrap, pattern=pattern, max_offsets=max_offsets),
         "debezium-json",
         tables={t.name: t.ddl for t in tables},
         mode="failfast",
