@@ -2,15 +2,18 @@
 
 For each format the generator writes (and Debezium's Oracle and MongoDB connectors): a
 stream of at least ``--changes`` row changes (``insert``/``read``/``update``/
-``update_before``/``update_after``/``delete`` events) from the simulated source, decoded
-on Spark by the native engine (generic events: map images keep a partial image's absent
-columns absent, and every column is text, so values compare with the source's exactly),
-delivered in ``--batches`` batches, and applied with ``apply_changes`` into one Delta table
-per source table. Then every table must equal the generator's ``final_state`` row for row,
-value for value, and one table applied as SCD type 2 must hold the source's change log
-(tests/support/apply_truth.py). The delivery: the events in sequence order, cut into
-``--batches`` consecutive slices, each slice shuffled, and about one event in ten
-delivered a second time, in its own batch or a later one (a late duplicate).
+``update_before``/``update_after``/``delete`` events) from the simulated source, with
+``--key-changes`` of its updated rows moving to a new key, decoded on Spark by the native
+engine (generic events: map images keep a partial image's absent columns absent, and
+every column is text, so values compare with the source's exactly), delivered in
+``--batches`` batches, and applied with ``apply_changes`` into one Delta table per source
+table. Then every table must equal the generator's ``final_state`` row for row, value for
+value, and one table applied as SCD type 2 must hold the source's change log
+(tests/support/apply_truth.py). The delivery (``apply_truth.deliveries``): the events in
+sequence order cut into ``--batches`` consecutive slices, a quarter of them delivered in a
+later batch than their slice (late partial images, late deletes and inserts), about one in
+ten delivered a second time, each batch shuffled; only a change of a key that a later
+update moves is never delivered after that update (docs/apply.md, "Key changes").
 
     make bench-apply-check                       # every format, 100,000 changes each
     python benches/apply_check.py --changes 5000 --formats tencent-dts datahub-tuple
@@ -69,7 +72,7 @@ def label(fmt: str, connector: str | None) -> str:
     return fmt if connector is None else f"{fmt}/{connector}"
 
 
-def generated(fmt: str, connector: str | None, changes: int, seed: int):
+def generated(fmt: str, connector: str | None, changes: int, seed: int, key_changes: float):
     """A stream with at least ``changes`` row changes (re-generated larger if short)."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -77,6 +80,7 @@ def generated(fmt: str, connector: str | None, changes: int, seed: int):
     from cdc_decode.generate import generate
 
     extra = {} if connector is None else {"connector": connector}
+    extra["key_changes"] = key_changes
     messages = max(100, MESSAGES_PER_100K[fmt] * changes // 100_000)
     while True:
         stream = generate(fmt, messages=messages, seed=seed, **extra)
@@ -98,34 +102,6 @@ def messages_frame(spark, stream):
     return spark.createDataFrame(values).coalesce(1)
 
 
-def delivered(spark, events_path: str, out: str, batches: int, seed: int) -> None:
-    """The events cut into ``batches`` consecutive slices by sequence, each shuffled, and
-    about one in ten delivered again in its slice or a later one; written partitioned
-    by ``_batch``."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    events = spark.read.parquet(events_path)
-    sliced = events.withColumn(
-        "_batch", F.ntile(batches).over(Window.orderBy(F.col("sequence").asc_nulls_first())) - 1
-    )
-    again = sliced.sample(fraction=0.1, seed=seed).withColumn(
-        "_batch",
-        (F.col("_batch") + F.floor(F.rand(seed + 1) * (F.lit(batches) - F.col("_batch")))).cast(
-            "int"
-        ),
-    )
-    (
-        sliced.unionByName(again)
-        .withColumn("_r", F.rand(seed + 2))
-        .repartition("_batch")
-        .sortWithinPartitions("_r")
-        .drop("_r")
-        .write.partitionBy("_batch")
-        .parquet(out)
-    )
-
-
 def check_format(spark, work: Path, fmt: str, connector: str | None, args) -> dict:
     """Generate, decode, deliver, apply and compare one format; the numbers and the diffs."""
     from pyspark.sql import functions as F
@@ -136,7 +112,7 @@ def check_format(spark, work: Path, fmt: str, connector: str | None, args) -> di
     name = label(fmt, connector)
     here = work / name.replace("/", "-")
     start = time.perf_counter()
-    stream, changes = generated(fmt, connector, args.changes, args.seed)
+    stream, changes = generated(fmt, connector, args.changes, args.seed, args.key_changes)
     generate_s = time.perf_counter() - start
     log(
         f"{name}: generated {stream.messages:,} messages, {stream.expected.num_rows:,} events, "
@@ -168,15 +144,6 @@ def check_format(spark, work: Path, fmt: str, connector: str | None, args) -> di
         f"{counts.get('error', 0)} errors) on Spark in {decode_s:.1f} s"
     )
 
-    batches_path = str(here / "batches")
-    delivered(spark, events_path, batches_path, args.batches, args.seed)
-    stored = spark.read.parquet(batches_path)
-    per_batch = {r["_batch"]: r["count"] for r in stored.groupBy("_batch").count().collect()}
-    log(
-        f"{name}: {sum(per_batch.values()):,} deliveries in {args.batches} batches "
-        f"({', '.join(f'{per_batch.get(b, 0):,}' for b in range(args.batches))})"
-    )
-
     tables = sorted(stream.primary_keys)
     history = HISTORY_TABLE if HISTORY_TABLE in tables else tables[0]
     if connector == "oracle":
@@ -191,11 +158,18 @@ def check_format(spark, work: Path, fmt: str, connector: str | None, args) -> di
         ddl = ", ".join(f"`{c}` string" for c in columns)
         path = str(here / "lake" / short)
         history_path = str(here / "lake" / f"{short}_history")
-        for b in range(args.batches):
-            batch = stored.where(F.col("_batch") == b).drop("_batch")
-            mine = batch.where((F.col("source_table") == short) | F.col("source_table").isNull())
+        table_events = events.where(
+            (F.col("source_table") == short) | F.col("source_table").isNull()
+        ).toArrow()
+        batches = apply_truth.deliveries(table_events, keys, args.batches, seed=args.seed)
+        log(
+            f"{name}: {table}: {sum(map(len, batches)):,} deliveries in {args.batches} batches "
+            f"({', '.join(f'{len(b):,}' for b in batches)})"
+        )
+        for b, rows in enumerate(batches):
+            mine = spark.createDataFrame(table_events.take(rows))
             begin = time.perf_counter()
-            result = cdc_spark.apply_changes(mine, path, keys=keys, schema=ddl)
+            result = cdc_spark.apply_changes(mine, path, keys=keys, schema=ddl, on_stale="ignore")
             apply_s += time.perf_counter() - begin
             applied += result.changes
             if result.errors or result.unkeyed:
@@ -273,6 +247,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--changes", type=int, default=100_000, help="row changes per format")
     parser.add_argument("--batches", type=int, default=4)
+    parser.add_argument(
+        "--key-changes", type=float, default=0.1, help="share of updated rows moved to a new key"
+    )
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--cores", type=int, default=1, help="local[N]")
     parser.add_argument("--memory", default="2g", help="the driver's memory")

@@ -4,6 +4,7 @@
 //! in the environment, rows are typed to the Spark race's columns of `shop.order_items`
 //! (benches/spark_race.py), as the race's native contender decodes them; with
 //! `DECODE_TABLES=1` as well, through multi-table mode (`tables=`) with that one table.
+//! With `DECODE_SCHEMAS=1`, the schema pass instead (docs/schemas.md).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -71,6 +72,7 @@ fn main() {
         rows = 0;
         let options = Options {
             typed: std::env::var_os("DECODE_TYPED").map(|_| race_spec()),
+            schemas: std::env::var_os("DECODE_SCHEMAS").is_some(),
             ..Options::default()
         };
         let mut decoder = Decoder::with_options(format, Mode::Permissive, &options).unwrap();

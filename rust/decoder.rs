@@ -46,6 +46,8 @@ pub struct Decoder {
     mode: Mode,
     stats: Stats,
     typed: Option<Arc<TypedSpec>>,
+    /// The schema pass (`crate::schemas`) instead of events.
+    schemas: bool,
     /// `Limits::max_message_bytes`, checked here for every format of binary values.
     max_message_bytes: usize,
     /// The panic boundary's test hook: the ordinal whose decoding panics.
@@ -62,15 +64,30 @@ impl Decoder {
     pub fn with_options(format: &str, mode: Mode, options: &Options) -> Result<Self> {
         crate::alloc::tune_allocator();
         let (name, format) = formats::new_decoder(format, options)?;
+        if options.schemas && options.typed.is_some() {
+            return Err(Error::Schema(
+                "the schema pass reads the wire's schemas: give it no schema or tables".into(),
+            ));
+        }
         Ok(Self {
             format,
             name,
             mode,
             stats: Stats::default(),
             typed: options.typed.clone(),
+            schemas: options.schemas,
             max_message_bytes: options.limits.max_message_bytes,
             panic_at: panic_at_from_env(),
         })
+    }
+
+    /// A sink for one call: of events, or of the schema pass.
+    fn sink(&self) -> Sink {
+        if self.schemas {
+            Sink::for_schemas(self.name, self.mode)
+        } else {
+            Sink::new(self.name, self.mode, self.typed.clone())
+        }
     }
 
     /// Decodes one array of messages. `keys`, when given, are the multi-part reassembly keys,
@@ -80,6 +97,19 @@ impl Decoder {
         &mut self,
         values: &ArrayRef,
         keys: Option<&StringArray>,
+        last: bool,
+    ) -> Result<Output> {
+        self.decode_with_old_keys(values, keys, None, last)
+    }
+
+    /// [`Decoder::decode`], with each message's old key where it has one: the value of
+    /// Debezium's `__debezium.oldkey` Kafka header (binary or text, null where the message
+    /// has none), one per value.
+    pub fn decode_with_old_keys(
+        &mut self,
+        values: &ArrayRef,
+        keys: Option<&StringArray>,
+        old_keys: Option<&ArrayRef>,
         last: bool,
     ) -> Result<Output> {
         if self.format.takes_records() {
@@ -98,8 +128,21 @@ impl Decoder {
                 });
             }
         }
+        let old_keys = match old_keys {
+            Some(array) => {
+                let old = Values::new(array)?;
+                if old.len() != input.len() {
+                    return Err(Error::Keys {
+                        values: input.len(),
+                        keys: format!("{} old keys", old.len()),
+                    });
+                }
+                Some((old.owner(), old))
+            }
+            None => None,
+        };
         let owner = input.owner();
-        let mut sink = Sink::new(self.name, self.mode, self.typed.clone());
+        let mut sink = self.sink();
         sink.rows.reserve_for_input(input.data_len());
         let base = self.stats.messages as i64;
         let mut result = Ok(());
@@ -123,10 +166,18 @@ impl Decoder {
             }
             let key = keys.and_then(|k| k.is_valid(i).then(|| k.value(i)));
             let value = owner.slice(range);
+            let old_key = old_keys
+                .as_ref()
+                .and_then(|(bytes, old)| old.range(i).map(|r| bytes.slice(r)));
             let (format, panic_at) = (&mut self.format, self.panic_at);
             result = sink.guarded(ordinal, &value.clone(), |sink| {
                 test_hook(panic_at, ordinal);
-                format.decode(sink, ordinal, value, key)
+                match old_key {
+                    Some(old_key) => {
+                        format.decode_with_old_key(sink, ordinal, value, key, &old_key)
+                    }
+                    None => format.decode(sink, ordinal, value, key),
+                }
             });
             if result.is_err() {
                 break;
@@ -150,7 +201,7 @@ impl Decoder {
                 got: "a record batch",
             });
         }
-        let mut sink = Sink::new(self.name, self.mode, self.typed.clone());
+        let mut sink = self.sink();
         // Rows of wide records hold a map entry per column.
         let per_row = 100.max(16 * records.num_columns());
         sink.rows.reserve_for_input(records.num_rows() * per_row);
@@ -203,7 +254,7 @@ impl Decoder {
     /// End of input: rows for whatever the format still holds (incomplete multi-part sets).
     /// A panic here names no message: it fails the call with [`Error::Panic`].
     pub fn finish(&mut self) -> Result<Output> {
-        let mut sink = Sink::new(self.name, self.mode, self.typed.clone());
+        let mut sink = self.sink();
         let format = &mut self.format;
         let result = panic::catch_unwind(AssertUnwindSafe(|| format.finish(&mut sink)))
             .unwrap_or_else(|payload| Err(Error::Panic(panic_text(payload.as_ref()))));

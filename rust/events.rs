@@ -13,6 +13,7 @@ use arrow_schema::{DataType, Field, FieldRef, Schema, SchemaRef, TimeUnit};
 
 use crate::columns::{list_item_field, map_entries_field, offsets};
 pub use crate::columns::{BytesColumn, ListColumn, MapColumn, TimestampColumn};
+use crate::schemas::WireSchema;
 use crate::typed::{TypedImages, TypedSpec};
 
 /// The output schema, column order included.
@@ -85,6 +86,16 @@ pub struct EventBuilder {
     rows: usize,
     /// Typed mode: the struct images, converted from `before`/`after` as each row ends.
     typed: Option<Box<TypedImages>>,
+    /// The schema pass (`crate::schemas`): each row's wire schema.
+    schemas: Option<SchemaRows>,
+}
+
+/// The schema pass's rows: the wire schema of each row ended, and of the rows being
+/// written now ([`EventBuilder::observe`]).
+#[derive(Debug, Default)]
+struct SchemaRows {
+    current: Option<Arc<WireSchema>>,
+    rows: Vec<Option<Arc<WireSchema>>>,
 }
 
 impl EventBuilder {
@@ -118,7 +129,40 @@ impl EventBuilder {
             raw: BytesColumn::new(),
             rows: 0,
             typed: typed.map(|spec| Box::new(TypedImages::new(spec))),
+            schemas: None,
         }
+    }
+
+    /// An empty builder for the schema pass (`crate::schemas`): formats report each row's
+    /// wire schema ([`EventBuilder::observe`]) and leave its images and metadata null.
+    pub fn for_schemas(format: &'static str) -> Self {
+        Self {
+            schemas: Some(SchemaRows::default()),
+            ..Self::new(format)
+        }
+    }
+
+    /// True in the schema pass: the rows' images and metadata are not wanted (a format
+    /// writes nulls there), their wire schemas are.
+    #[inline(always)]
+    pub fn schema_pass(&self) -> bool {
+        self.schemas.is_some()
+    }
+
+    /// The schema pass: the wire schema of the rows ended from now on, until the next call
+    /// (or the next message). Nothing outside the schema pass.
+    pub fn observe(&mut self, schema: Option<Arc<WireSchema>>) {
+        if let Some(schemas) = self.schemas.as_mut() {
+            schemas.current = schema;
+        }
+    }
+
+    /// The schema pass: each row's wire schema, taken out of the builder.
+    pub fn take_schemas(&mut self) -> Vec<Option<Arc<WireSchema>>> {
+        self.schemas
+            .as_mut()
+            .map(|s| std::mem::take(&mut s.rows))
+            .unwrap_or_default()
     }
 
     /// Rows ended so far.
@@ -180,6 +224,18 @@ impl EventBuilder {
         self.typed.as_deref_mut()
     }
 
+    /// The schema pass: ends a row whose names, op and sequence are written, with no
+    /// images, DDL, metadata, error or raw bytes.
+    pub fn end_schema_row(&mut self) {
+        self.before.push_null();
+        self.after.push_null();
+        self.ddl.push_null();
+        self.metadata.push_null();
+        self.error.push_null();
+        self.raw.push_null();
+        self.end_row();
+    }
+
     /// Ends the row every column has just received a value for.
     pub fn end_row(&mut self) {
         if let Some(typed) = self.typed.as_mut() {
@@ -197,6 +253,9 @@ impl EventBuilder {
                 self.before.null_last_row();
                 self.after.null_last_row();
             }
+        }
+        if let Some(schemas) = self.schemas.as_mut() {
+            schemas.rows.push(schemas.current.clone());
         }
         self.rows += 1;
         debug_assert!(
@@ -245,12 +304,16 @@ impl EventBuilder {
         if let Some(typed) = self.typed.as_mut() {
             typed.truncate(rows);
         }
+        if let Some(schemas) = self.schemas.as_mut() {
+            schemas.rows.truncate(rows);
+        }
         self.rows = rows;
     }
 
     /// A row that is `op` and nothing else (tombstones), or with `error` and `raw` set, an
     /// error row.
     pub fn push_bare(&mut self, op: &str, error: Option<(&str, &[u8])>) {
+        self.observe(None);
         self.op.push_str(op);
         for column in [
             &mut self.source_op,

@@ -9,6 +9,8 @@
 //!   way for every format; [`text`]: the scalar texts under it (charsets, base64, floats,
 //!   decimals, dates, times, JSON strings); [`sequence`]: ordering keys;
 //! - [`typed`]: typed mode, the text images converted to structs of a table's columns;
+//! - [`schemas`]: the schema pass, each table's columns and key as the wire describes
+//!   them, and the mapping of source types to Spark types;
 //! - [`error`]: the one error type; [`input`]: reading the input array;
 //! - [`limits`]: the resource limits ([`limits::Limits`]) every decoder enforces;
 //! - [`avro`]: Avro object-container files read with bounds, for `datastream-avro`;
@@ -32,6 +34,7 @@ pub mod proto;
 #[cfg(feature = "python")]
 mod python;
 pub mod render;
+pub mod schemas;
 pub mod sequence;
 pub mod sink;
 pub mod text;

@@ -58,8 +58,16 @@ fn output<'py>(py: Python<'py>, out: Output) -> PyResult<(Bound<'py, PyAny>, Bou
 impl NativeDecoder {
     /// `schema`: a pyarrow schema (typed mode); `tables`: a list of (name, pyarrow schema)
     /// pairs (multi-table typed mode).
+    /// `schemas`: the schema pass (a row per table and wire schema, not the events);
+    /// `source_time_zone`: typed mode's source time zone (an IANA name);
+    /// `unavailable_value`: debezium-json's placeholder (`None`: Debezium's default, `""`:
+    /// none).
     #[new]
-    #[pyo3(signature = (format, mode, columns=None, schema=None, tables=None, limits=None))]
+    #[pyo3(signature = (
+        format, mode, columns=None, schema=None, tables=None, limits=None, schemas=false,
+        source_time_zone=None, unavailable_value=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         format: &str,
         mode: &str,
@@ -67,6 +75,9 @@ impl NativeDecoder {
         schema: Option<&Bound<'_, PyAny>>,
         tables: Option<Vec<(String, Bound<'_, PyAny>)>>,
         limits: Option<HashMap<String, usize>>,
+        schemas: bool,
+        source_time_zone: Option<&str>,
+        unavailable_value: Option<String>,
     ) -> PyResult<Self> {
         let mode = Mode::from_name(mode)?;
         let typed = match (schema, tables) {
@@ -75,16 +86,25 @@ impl NativeDecoder {
             }
             (Some(schema), None) => {
                 let schema = Arc::new(Schema::from_pyarrow_bound(schema)?);
-                Some(Arc::new(TypedSpec::single(&schema)?))
+                Some(TypedSpec::single(&schema)?)
             }
             (None, Some(tables)) => {
                 let mut specs = Vec::with_capacity(tables.len());
                 for (name, schema) in tables {
                     specs.push((name, Arc::new(Schema::from_pyarrow_bound(&schema)?)));
                 }
-                Some(Arc::new(TypedSpec::tables(specs)?))
+                Some(TypedSpec::tables(specs)?)
             }
             (None, None) => None,
+        };
+        let typed = match (typed, source_time_zone) {
+            (Some(spec), Some(zone)) => Some(Arc::new(spec.with_time_zone(zone)?)),
+            (None, Some(_)) => {
+                return Err(PyValueError::new_err(
+                    "source_time_zone applies to typed mode: give schema= or tables= too",
+                ))
+            }
+            (spec, None) => spec.map(Arc::new),
         };
         let limits = limits.unwrap_or_default();
         let limits = Limits::with(limits.iter().map(|(k, v)| (k.as_str(), *v)))?;
@@ -92,6 +112,8 @@ impl NativeDecoder {
             columns,
             typed,
             limits,
+            unavailable_value,
+            schemas,
         };
         Ok(Self {
             inner: Decoder::with_options(format, mode, &options)?,
@@ -99,13 +121,16 @@ impl NativeDecoder {
     }
 
     /// Decodes a pyarrow array of messages; returns (RecordBatch, int64 ordinals).
-    #[pyo3(signature = (values, keys=None, last=false))]
+    /// `old_keys`: a binary or string array, each message's `__debezium.oldkey` header or
+    /// null.
+    #[pyo3(signature = (values, keys=None, last=false, old_keys=None))]
     fn decode<'py>(
         &mut self,
         py: Python<'py>,
         values: &Bound<'py, PyAny>,
         keys: Option<&Bound<'py, PyAny>>,
         last: bool,
+        old_keys: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let values = make_array(ArrayData::from_pyarrow_bound(values)?);
         let keys = match keys.filter(|k| !k.is_none()) {
@@ -125,9 +150,15 @@ impl NativeDecoder {
                 }
             }
         };
+        let old_keys = match old_keys.filter(|k| !k.is_none()) {
+            None => None,
+            Some(old) => Some(make_array(ArrayData::from_pyarrow_bound(old)?)),
+        };
         let values = Arc::clone(&values);
         let inner = &mut self.inner;
-        let out = py.detach(|| inner.decode(&values, keys.as_ref(), last))?;
+        let out = py.detach(|| {
+            inner.decode_with_old_keys(&values, keys.as_ref(), old_keys.as_ref(), last)
+        })?;
         output(py, out)
     }
 
@@ -168,6 +199,30 @@ impl NativeDecoder {
     }
 }
 
+/// The Spark type of a source type in a dialect (`crate::schemas::mapping`), `None` for one
+/// the mapping does not know; a `ValueError` for an unknown dialect.
+#[pyfunction]
+fn spark_type(dialect: &str, source_type: &str) -> PyResult<Option<String>> {
+    use crate::schemas::Dialect;
+    let dialect = match dialect {
+        "mysql" => Dialect::Mysql,
+        "postgresql" => Dialect::Postgresql,
+        "oracle" => Dialect::Oracle,
+        "sqlserver" => Dialect::Sqlserver,
+        "connect" => Dialect::Connect,
+        "avro" => Dialect::Avro,
+        "datahub" => Dialect::Datahub,
+        "arrow" => Dialect::Arrow,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown dialect {other:?}: expected mysql, postgresql, oracle, sqlserver, \
+                 connect, avro, datahub or arrow"
+            )))
+        }
+    };
+    Ok(crate::schemas::spark_type(dialect, source_type))
+}
+
 /// The change-event schema, as the Rust core builds it.
 #[pyfunction]
 fn event_schema_native(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
@@ -178,6 +233,7 @@ fn event_schema_native(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeDecoder>()?;
     m.add_function(wrap_pyfunction!(event_schema_native, m)?)?;
+    m.add_function(wrap_pyfunction!(spark_type, m)?)?;
     m.add("FORMATS", FORMATS.to_vec())?;
     Ok(())
 }

@@ -80,6 +80,14 @@ impl Sink {
         }
     }
 
+    /// A sink for the schema pass (`crate::schemas`).
+    pub(crate) fn for_schemas(format: &'static str, mode: Mode) -> Self {
+        Self {
+            rows: EventBuilder::for_schemas(format),
+            ..Self::new(format, mode, None)
+        }
+    }
+
     /// Runs `write`, which appends the events of the message with this ordinal. On error the
     /// message's rows are taken back and the error is returned, not yet reported.
     pub fn try_events(
@@ -91,6 +99,7 @@ impl Sink {
         if let Some(typed) = self.rows.typed() {
             typed.start_message();
         }
+        self.rows.observe(None);
         let converted = |rows: &mut EventBuilder| match rows.typed().and_then(|t| t.take_error()) {
             Some(error) => Err(Error::Convert(error)),
             None => Ok(()),
@@ -179,7 +188,14 @@ impl Sink {
         self.stats.decoded += 1;
     }
 
-    pub(crate) fn finish(self) -> (Output, Stats) {
+    pub(crate) fn finish(mut self) -> (Output, Stats) {
+        if self.rows.schema_pass() {
+            // The schema pass: a row per table and schema seen, and per error row.
+            let schemas = self.rows.take_schemas();
+            let events = self.rows.finish();
+            let (batch, ordinals) = crate::schemas::aggregate(&events, &self.ordinals, &schemas);
+            return (Output { batch, ordinals }, self.stats);
+        }
         (
             Output {
                 batch: self.rows.finish(),

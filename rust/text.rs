@@ -60,6 +60,20 @@ impl Charset {
         }
     }
 
+    /// Whether `bytes` are valid in this charset: [`Charset::decode_into`]'s check, without
+    /// the text.
+    pub fn is_valid(self, bytes: &[u8]) -> bool {
+        match self {
+            Self::Utf8 => utf8(bytes).is_some(),
+            Self::Ascii => bytes.is_ascii(),
+            Self::Legacy(_) if bytes.is_ascii() => true,
+            Self::Legacy(encoding) => encoding
+                .decode_without_bom_handling_and_without_replacement(bytes)
+                .is_some(),
+            Self::Binary => true,
+        }
+    }
+
     /// Appends `bytes` decoded from this charset to `out` as UTF-8. `false` (and nothing
     /// appended) when the bytes are not valid in the charset.
     pub fn decode_into(self, bytes: &[u8], out: &mut Vec<u8>) -> bool {

@@ -1,7 +1,7 @@
-"""Hostile inputs for every format, decoded on one engine (the argument: native or
-python); prints {"problems", "counts", "peak"} as JSON. tests/test_hardening.py runs it
-under a 3 GiB address-space limit. Inputs are built one at a time, as decoded, so the
-process holds one hostile input at a time, as a worker would.
+"""Hostile inputs for every format, decoded (and read by the schema pass) on one engine
+(the argument: native or python); prints {"problems", "counts", "peak"} as JSON.
+tests/test_hardening.py runs it under a 3 GiB address-space limit. Inputs are built one at
+a time, as decoded, so the process holds one hostile input at a time, as a worker would.
 
 Usage: python tests/hostile.py ENGINE
 """
@@ -122,8 +122,16 @@ for engine in [sys.argv[1]]:
             raw = batch.column("raw")[0].as_buffer() if batch.num_rows else None
             if not (ops == ["error"] and error and raw is not None and raw == value):
                 problems.append(f"{engine} {format} {name}: {ops} {str(error)[:200]}")
+            del batch, raw
+            if engine == "native":
+                # The schema pass reads the message as the decoder does: the same one error.
+                # (The Python engine's pass is its decode, already run above.)
+                schemas = cdc_decode.table_schemas([value], format, engine=engine)
+                if len(schemas) or [o for o, _ in schemas.errors] != [0]:
+                    problems.append(f"{engine} {format} {name} (schema pass): {schemas!r}")
+                del schemas
             counts[engine] = counts.get(engine, 0) + 1
-            del batch, raw, value
+            del value
     for name, make in TUPLE.items():
         batch = cdc_decode.decode(pa.table(make()), "datahub-tuple", engine=engine)
         ops = batch.column("op").to_pylist()
@@ -136,6 +144,11 @@ for engine in [sys.argv[1]]:
         ):
             problems.append(f"{engine} datahub-tuple {name}: {ops}")
         del batch, raw
+        if engine == "native":
+            schemas = cdc_decode.table_schemas(pa.table(make()), "datahub-tuple", engine=engine)
+            if len(schemas) or [o for o, _ in schemas.errors] != [0]:
+                problems.append(f"{engine} datahub-tuple {name} (schema pass): {schemas!r}")
+            del schemas
         counts[engine] += 1
 status = Path("/proc/self/status").read_text().splitlines()
 peak = [line for line in status if line.startswith("VmPeak")]

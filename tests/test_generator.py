@@ -307,6 +307,65 @@ def test_tables_option_keeps_the_default_stream():
     assert b.options["tables"] == everything
 
 
+KEY_CHANGE_CASES = [
+    ("tencent-dts", None),
+    ("datahub-blob", None),
+    ("tdsql-json", None),
+    ("datahub-tuple", None),
+    ("debezium-json", None),
+    ("debezium-json", "mongodb"),
+    ("datastream-json", None),
+    ("datastream-avro", None),
+]
+
+
+@pytest.mark.parametrize(("fmt", "connector"), KEY_CHANGE_CASES)
+def test_key_changes_option(fmt, connector):
+    """key_changes= moves rows to new keys, each format as its source would send it; both
+    engines decode the stream to its expected events, which applied give its final state.
+    Without the option (or with 0) the stream is the default one."""
+    extra = {} if connector is None else {"connector": connector}
+    stream = generate(fmt, messages=400, seed=3, key_changes=0.3, **extra)
+    assert stream.options["key_changes"] == 0.3
+    for engine in ("native", "python"):
+        got = pa.Table.from_batches([cdc_decode.decode(stream.values, fmt, engine=engine)])
+        assert got.equals(stream.expected), engine
+    options = {"columns": stream.options["columns"]} if "columns" in stream.options else {}
+    events = pa.Table.from_batches([cdc_decode.decode(stream.values, fmt, **options)])
+    assert apply_events(events, primary_keys=stream.primary_keys) == stream.final_state
+    plain = generate(fmt, messages=400, seed=3, **extra)
+    moved = plain.final_state != stream.final_state
+    assert moved, "some key moved"
+    same = generate(fmt, messages=400, seed=3, key_changes=0.0, **extra)
+    if isinstance(plain.values, list):
+        assert same.values == plain.values
+    else:
+        assert same.values.equals(plain.values)
+    assert "key_changes" not in same.options
+
+
+def test_key_changes_move_rows_in_the_source():
+    from cdc_decode.generate.source import MySQLSource, Transaction
+
+    source = MySQLSource(5, tables=["shop.users"], key_changes=1.0)
+    moves = 0
+    for _ in range(300):
+        record = source.next_record()
+        if not isinstance(record, Transaction):
+            continue
+        for event in record.events:
+            if event.kind != "update":
+                continue
+            for image in event.rows:
+                old = image.before["id"]
+                new = image.after["id"]
+                assert old != new
+                moves += 1
+    assert moves > 10
+    with pytest.raises(ValueError, match="key_changes"):
+        MySQLSource(1, key_changes=2)
+
+
 def test_tables_option_rejects_unknown_tables():
     with pytest.raises(ValueError, match="unknown table"):
         generate("tencent-dts", messages=10, seed=1, tables=["shop.nope"])

@@ -65,6 +65,7 @@ def _job(**options):
         "event_columns": None,
         "reporter": Accounting(),
         "pending_timeout_ms": None,
+        "source_time_zone": None,
     }
     base.update(options)
     return stream_module._Job(**base)
@@ -178,3 +179,28 @@ def test_failfast_names_the_record_of_an_earlier_piece():
     broken = values[:5] + [b"\x08\x01\x10\x01\x22\xff\xff\xff"] + values[5:20]
     with pytest.raises(cdc_decode.DecodeError, match=r"topic t, partition 0, offset 105: "):
         list(job.run(("t", 0), iter([_frame(broken, 100, pieces=4)]), State()))
+
+
+def test_typed_in_the_source_time_zone():
+    """``source_time_zone`` reaches the step's decoder: its rows are the batch decode's
+    with the same zone."""
+    stream = generate("tencent-dts", messages=60, seed=37, max_message_bytes=1024)
+    values = [v for _, v, _ in records("tencent-dts", stream.values, partitions=1)]
+    schemas = cdc_decode.table_schemas(values, "tencent-dts")
+    # datetime columns as timestamps: their wall clocks are read in the zone
+    tables = {
+        name: ddl.replace("timestamp_ntz", "timestamp")
+        for name, ddl in schemas.ddl(unknown="string").items()
+    }
+    job = _job(tables=tables, source_time_zone="Asia/Shanghai")
+    events = _events(job.run(("t", 0), iter([_frame(values, 0, pieces=3)]), State()))
+    rows = list(map(repr, events.drop_columns(["topic", "partition", "offset"]).to_pylist()))
+
+    def decoded(zone):  # repr: typed doubles hold NaN, which is not equal to itself
+        batch = cdc_decode.Decoder("tencent-dts", tables=tables, source_time_zone=zone).decode(
+            values
+        )
+        return list(map(repr, batch.to_pylist()))
+
+    assert rows == decoded("Asia/Shanghai")
+    assert rows != decoded(None)

@@ -569,6 +569,11 @@ def test_generated_streams_decode_typed_per_table(format):
                     else reference(values[column], ddl_type, format, hex_binary)
                     for column, ddl_type in types[name]
                 }
+                if format == "tencent-dts":
+                    # DTS sends MySQL json as BYTES: a string column gets its text.
+                    for column in TABLES[name].columns:
+                        if column.type == "json" and expected.get(column.name) is not None:
+                            expected[column.name] = base64.b64decode(expected[column.name]).decode()
                 assert typed[image] == expected, (name, image)
     assert claimed > 0
 

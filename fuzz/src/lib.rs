@@ -6,7 +6,8 @@
 //! - `stats()`: `messages` is the number of input values, rows = `events` + `errors`, and
 //!   nothing is `pending` after the last call;
 //! - a message gives all of its events or exactly one error row, with its raw bytes whole;
-//! - formats where one input value is one change give exactly one row per value.
+//! - formats where one input value is one change give exactly one row per value;
+//! - the schema pass over the same messages fails on the messages the decode fails on.
 //!
 //! The input is split in two `decode` calls, so state carried between calls (multi-part
 //! sets) is exercised too.
@@ -162,6 +163,51 @@ fn check_values_with(format: &str, data: &[u8], options: &Options) {
     check_output(format, &outputs, decoder.stats(), raws.len(), |ordinal| {
         raws[ordinal].map(<[u8]>::to_vec)
     });
+    if options.typed.is_none() {
+        check_schema_pass(format, &values, &outputs);
+    }
+}
+
+/// The schema pass over the same messages (docs/schemas.md), in the same two calls: every
+/// message accounted for, and its error rows are the decode's, but for a decode's output
+/// limit (the pass writes no images).
+fn check_schema_pass(format: &str, values: &ArrayRef, decoded: &[Output]) {
+    let options = Options {
+        schemas: true,
+        ..Options::default()
+    };
+    let mut reader =
+        Decoder::with_options(format, Mode::Permissive, &options).expect("a known format");
+    let cut = values.len() / 2;
+    let mut errors = Vec::new();
+    for (start, length, last) in [(0, cut, false), (cut, values.len() - cut, true)] {
+        let out = reader.decode(&values.slice(start, length), None, last);
+        let out = out.unwrap_or_else(|e| panic!("permissive schema pass failed: {e}"));
+        let text = strings(&out.batch, "error");
+        errors.extend(
+            (0..text.len())
+                .filter(|&r| text.is_valid(r))
+                .map(|r| out.ordinals[r]),
+        );
+    }
+    let stats = reader.stats();
+    assert_eq!(stats.messages, values.len() as u64, "{stats:?}");
+    assert_eq!(stats.pending, 0, "{stats:?}");
+    let mut expected = Vec::new();
+    for out in decoded {
+        let text = strings(&out.batch, "error");
+        for row in (0..text.len()).filter(|&r| text.is_valid(r)) {
+            if !text.value(row).contains("max_output_ratio") {
+                expected.push(out.ordinals[row]);
+            }
+        }
+    }
+    errors.sort_unstable();
+    expected.sort_unstable();
+    assert!(
+        expected.iter().all(|o| errors.binary_search(o).is_ok()),
+        "decode errors {expected:?}, schema pass errors {errors:?}"
+    );
 }
 
 /// Checks the rows and stats of one decoder's calls over `inputs` messages; `raw(ordinal)`

@@ -35,6 +35,25 @@ def check_schema_or_tables(schema: Any, tables: Any) -> None:
         raise ValueError("give schema= (one table) or tables= (many), not both")
 
 
+def check_unavailable_value(format: str, value: Any) -> str | None:
+    """The ``unavailable_value`` option (``debezium-json`` only): the connector's
+    ``unavailable.value.placeholder``; ``None`` for Debezium's default, ``""`` for none.
+
+    Raises:
+        ValueError: given for another format.
+        TypeError: not a string.
+    """
+    if value is None:
+        return None
+    if format != "debezium-json":
+        raise ValueError(
+            f"the unavailable_value option applies to debezium-json only, not {format}"
+        )
+    if not isinstance(value, str):
+        raise TypeError(f"unavailable_value must be a string, not {type(value).__name__}")
+    return value
+
+
 def check_columns(format: str, columns: Any) -> dict[str, list[str]]:
     """The ``columns`` option (``tdsql-json`` only) as a plain dict of lists of names.
 
@@ -57,3 +76,28 @@ def check_columns(format: str, columns: Any) -> dict[str, list[str]]:
             raise ValueError(f"columns[{table!r}] names a column twice")
         checked[table] = names
     return checked
+
+
+def check_time_zone(name: object, typed: bool):
+    """``source_time_zone=``: an IANA time zone name (``Asia/Shanghai``), for typed mode
+    only; the ``zoneinfo.ZoneInfo`` (``None`` for ``None``).
+
+    Raises:
+        ValueError: an unknown name (the case counts), or no ``schema=``/``tables=``.
+    """
+    if name is None:
+        return None
+    if not typed:
+        raise ValueError("source_time_zone applies to typed mode: give schema= or tables= too")
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    unknown = ValueError(
+        f"source_time_zone: unknown time zone {name!r}: give an IANA name such as "
+        "'Asia/Shanghai' or 'UTC'"
+    )
+    if not isinstance(name, str) or not name:
+        raise unknown
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        raise unknown from None

@@ -79,3 +79,32 @@ def event_schema() -> pa.Schema:
         The pyarrow schema, column order included, that ``decode`` returns in generic mode.
     """
     return EVENT_SCHEMA
+
+
+_WIRE_COLUMN = pa.struct(
+    [
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("source_type", pa.string()),
+        pa.field("type", pa.string()),
+    ]
+)
+
+SCHEMA_PASS_SCHEMA = pa.schema(
+    [
+        pa.field("source_db", pa.string()),
+        pa.field("source_schema", pa.string()),
+        pa.field("source_table", pa.string()),
+        pa.field("dialect", pa.string()),
+        pa.field("columns", pa.list_(pa.field("item", _WIRE_COLUMN, nullable=False))),
+        pa.field("key", pa.list_(pa.string())),
+        pa.field("events", pa.int64(), nullable=False),
+        pa.field("first_ordinal", pa.int64(), nullable=False),
+        pa.field("last_ordinal", pa.int64(), nullable=False),
+        pa.field("first_sequence", pa.binary()),
+        pa.field("last_sequence", pa.binary()),
+        pa.field("error", pa.string()),
+    ]
+)
+"""The schema pass's rows (docs/schemas.md): one per table and wire schema seen (its
+columns with their source and Spark types, its key, how many events and where in the
+stream they were), one per message that did not decode (``error``, ``first_ordinal``)."""

@@ -3,6 +3,8 @@
     cdc-decode decode FILE... [--format auto|F] [--json | --arrow OUT | --parquet OUT]
     cdc-decode stats FILE... [--format auto|F] [--json]
     cdc-decode tail --bootstrap HOST:PORT --topic T [--from-beginning|--offset N|--last N]
+    cdc-decode sync --format F --kafka HOST:PORT --topic T --target '/lake/{db}/{table}'
+        --checkpoint PATH (on spark-submit; docs/sync.md)
     cdc-decode generate tencent-dts --messages 10000 --seed 1 --out DIR
     cdc-decode generate datahub-blob --messages 10000 --seed 1 --out DIR
     cdc-decode generate datahub-tuple --tables shop.orders --messages 10000 --out DIR
@@ -96,6 +98,17 @@ def _parser() -> argparse.ArgumentParser:
             "simulate only these of the source's tables (shop.users, shop.orders, "
             "shop.order_items, inventory.items, inventory.warehouses); default: all "
             "(datahub-tuple: exactly one, default shop.users)"
+        ),
+    )
+    gen.add_argument(
+        "--table-count",
+        type=_positive,
+        default=None,
+        metavar="N",
+        help=(
+            "simulate a whole database of N generated tables (column mixes of every MySQL "
+            "family, phases touching about half of them, columns added, widened and dropped "
+            "mid-stream) instead of the five; not datahub-tuple"
         ),
     )
     gen.add_argument(
@@ -223,6 +236,10 @@ def _decode_parsers(commands) -> None:
     from ._cli.tail import add_parser as add_tail
 
     add_tail(commands, _input_options, _print_options)
+
+    from ._cli.sync import add_parser as add_sync
+
+    add_sync(commands)
 
 
 def _say(text: str) -> None:
@@ -360,6 +377,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BrokenPipeError:  # `| head`: the reader left; not an error of ours
             sys.stderr.close()
             return 0
+    if args.command == "sync":
+        from ._cli.sync import run as run_sync
+
+        return run_sync(args, say=_say)
     if args.command == "generate":
         from .generate import generate
 
@@ -374,6 +395,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 max_message_bytes=args.max_message_bytes,
                 tables=args.tables,
                 connector=args.connector,
+                table_count=args.table_count,
             )
         except ValueError as exc:
             print(f"cdc-decode generate: {exc}", file=sys.stderr)

@@ -6,6 +6,8 @@
 //! checked, and only then is the row written: reading can fail, writing cannot, so a bad
 //! message leaves nothing behind. Values go from the input to the Arrow builders directly.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
@@ -14,6 +16,7 @@ use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
 use crate::render;
+use crate::schemas::{Dialect, SchemaCache, WireSchema};
 use crate::sequence::OrderKey;
 use crate::sink::Sink;
 
@@ -30,21 +33,29 @@ pub struct DatahubBlob {
 
 impl Default for DatahubBlob {
     fn default() -> Self {
-        Self::new(&Limits::default())
+        Self::new(&Limits::default(), false)
     }
 }
 
 impl DatahubBlob {
-    /// A decoder whose messages are held to `limits`.
-    pub fn new(limits: &Limits) -> Self {
+    /// A decoder whose messages are held to `limits`; for the schema pass (`crate::schemas`)
+    /// when `schema_pass`.
+    pub fn new(limits: &Limits, schema_pass: bool) -> Self {
         // The column list is a third of a typical message and generic mode never reads
-        // it: checked, not recorded. The whole `schema` (column list, keys, source) is the
-        // same in every message of a table, half a message: checked once per table.
+        // it: checked, not recorded (the schema pass reads it). The whole `schema` (column
+        // list, keys, source) is the same in every message of a table, half a message:
+        // checked once per table.
         Self {
             parser: json::Parser::skipping(&SKIP)
                 .remembering(&REMEMBER)
                 .limited(limits),
-            schemas: Schemas::default(),
+            schemas: Schemas {
+                wire: schema_pass.then(|| Wire {
+                    schemas: SchemaCache::default(),
+                    parser: json::Parser::default().limited(limits),
+                }),
+                ..Schemas::default()
+            },
         }
     }
 }
@@ -209,6 +220,9 @@ struct SchemaFields {
     /// The members of `schema` and `schema.source` not read above (not null, first of
     /// duplicates), in order, rendered: metadata unless a key before them is the same.
     others: Vec<(String, String)>,
+    /// The schema pass: the columns and types of `dataColumn`, the key of `primaryKey`;
+    /// `None` when `dataColumn` is not a list of `{"name", "type"}` strings.
+    wire: Option<Arc<WireSchema>>,
 }
 
 /// The fields of a message without a `schema`.
@@ -222,6 +236,7 @@ static NO_SCHEMA: SchemaFields = SchemaFields {
     db_version: None,
     primary_key: None,
     others: Vec::new(),
+    wire: None,
 };
 
 /// What was read from each of the last [`Schemas::KEPT`] `schema`s the parser remembered,
@@ -233,6 +248,17 @@ struct Schemas {
     other: SchemaFields,
     /// Counts lookups, for [`SchemaFields::used`].
     clock: u64,
+    /// The schema pass: its wire schemas.
+    wire: Option<Wire>,
+}
+
+/// The schema pass's memory: the wire schemas by their `dataColumn`'s bytes, and a parser
+/// for a column list not seen before (the message's parser checks it without recording
+/// it, as in a decode).
+#[derive(Debug)]
+struct Wire {
+    schemas: SchemaCache,
+    parser: json::Parser,
 }
 
 impl Schemas {
@@ -269,7 +295,7 @@ impl Schemas {
         let fields = SchemaFields {
             id,
             used: self.clock,
-            ..SchemaFields::read(schema)?
+            ..SchemaFields::read(schema, self.wire.as_mut())?
         };
         if id.is_none() {
             self.other = fields;
@@ -294,10 +320,11 @@ impl Schemas {
 }
 
 impl SchemaFields {
-    /// Reads and checks the `schema` object (its column list aside).
-    fn read(schema: Value<'_>) -> Result<Self> {
+    /// Reads and checks the `schema` object (its column list aside, but in the schema pass,
+    /// given its schemas).
+    fn read(schema: Value<'_>, wire: Option<&mut Wire>) -> Result<Self> {
         let schema = Members::read(Some(schema), &SCHEMA);
-        let [_columns, keys, source] = schema.fields;
+        let [columns, keys, source] = schema.fields;
         let source = Members::read(field::object(source, "schema.source")?, &SOURCE);
         let [db_type, db_version, db_name, schema_name, table_name] = source.fields;
         let text = |value: Option<Str<'_>>| value.map(|s| s.text().into_owned());
@@ -315,6 +342,7 @@ impl SchemaFields {
         let mut others = Vec::new();
         schema.others(&mut others);
         source.others(&mut others);
+        let wire = wire.and_then(|cache| wire_schema(cache, columns?, &primary_key));
         Ok(Self {
             id: None,
             used: 0,
@@ -325,8 +353,41 @@ impl SchemaFields {
             db_version,
             primary_key,
             others,
+            wire,
         })
     }
+}
+
+/// The schema pass: `schema.dataColumn` (an array of objects whose `name` and `type` are
+/// strings, else `None`) and the key, as a wire schema; by the column list's bytes, read
+/// once per distinct list.
+fn wire_schema(
+    wire: &mut Wire,
+    columns: Value<'_>,
+    key: &Option<Vec<String>>,
+) -> Option<Arc<WireSchema>> {
+    use std::hash::{Hash, Hasher};
+    // The column list is checked, not recorded ([`SKIP`]): its bytes name it.
+    if !matches!(columns.kind(), Kind::Skipped | Kind::Array) {
+        return None;
+    }
+    let mut hasher = std::hash::DefaultHasher::new();
+    key.hash(&mut hasher);
+    let Wire { schemas, parser } = wire;
+    schemas.by_bytes(hasher.finish(), columns.raw(), || {
+        let columns = parser.parse(columns.raw()).ok()?;
+        if columns.kind() != Kind::Array {
+            return None;
+        }
+        let pairs: Vec<(String, String)> = columns
+            .items()
+            .map(|c| {
+                let text = |name: &str| Some(c.get(name)?.as_str()?.text().into_owned());
+                Some((text("name")?, text("type")?))
+            })
+            .collect::<Option<_>>()?;
+        Some(WireSchema::typed(Dialect::Datahub, pairs, key.clone()))
+    })
 }
 
 /// The fields of one message, read and checked.
@@ -475,7 +536,21 @@ impl<'a> Event<'a> {
         }
         render::write_images(rows, self.before, self.after);
         render::push_text(&mut rows.ddl, self.ddl_text);
-        self.write_metadata(&mut rows.metadata);
+        if rows.schema_pass() {
+            rows.metadata.push_null();
+            if self.before.is_some() || self.after.is_some() {
+                let wire = match &schema.wire {
+                    Some(wire) => Arc::clone(wire),
+                    None => Arc::new(WireSchema::names(
+                        render::image_names(self.before, self.after),
+                        schema.primary_key.clone(),
+                    )),
+                };
+                rows.observe(Some(wire));
+            }
+        } else {
+            self.write_metadata(&mut rows.metadata);
+        }
         rows.error.push_null();
         rows.raw.push_null();
         rows.end_row();

@@ -28,6 +28,7 @@ use bytes::Bytes;
 use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
+use crate::schemas::{Dialect, SchemaCache, WireSchema};
 use crate::sequence::OrderKey;
 use crate::sink::Sink;
 use crate::text;
@@ -49,9 +50,53 @@ const TIME_TYPES: &str = "expected a string, integer or timestamp type";
 const DATA_TYPES: &str = "a TUPLE record holds integers, float32/float64, decimals, strings, \
      binaries, bool, timestamps, dates or nulls; cast the column first";
 
-/// The decoder. It holds no state: every record is decoded on its own.
+/// The decoder. Every record is decoded on its own; the schema pass keeps its wire schemas.
 #[derive(Debug, Default)]
-pub struct DatahubTuple;
+pub struct DatahubTuple {
+    schemas: SchemaCache,
+}
+
+/// An Arrow type as pyarrow prints it (`int64`, `decimal128(10, 2)`, `timestamp[us,
+/// tz=UTC]`): the source type the schema pass reports for a TUPLE data column.
+pub fn arrow_type_text(data_type: &DataType) -> String {
+    use DataType as T;
+    let unit = |unit: &TimeUnit| match unit {
+        TimeUnit::Second => "s",
+        TimeUnit::Millisecond => "ms",
+        TimeUnit::Microsecond => "us",
+        TimeUnit::Nanosecond => "ns",
+    };
+    match data_type {
+        T::Null => "null".into(),
+        T::Boolean => "bool".into(),
+        T::Int8 => "int8".into(),
+        T::Int16 => "int16".into(),
+        T::Int32 => "int32".into(),
+        T::Int64 => "int64".into(),
+        T::UInt8 => "uint8".into(),
+        T::UInt16 => "uint16".into(),
+        T::UInt32 => "uint32".into(),
+        T::UInt64 => "uint64".into(),
+        T::Float32 => "float".into(),
+        T::Float64 => "double".into(),
+        T::Decimal32(p, s) => format!("decimal32({p}, {s})"),
+        T::Decimal64(p, s) => format!("decimal64({p}, {s})"),
+        T::Decimal128(p, s) => format!("decimal128({p}, {s})"),
+        T::Decimal256(p, s) => format!("decimal256({p}, {s})"),
+        T::Utf8 => "string".into(),
+        T::LargeUtf8 => "large_string".into(),
+        T::Utf8View => "string_view".into(),
+        T::Binary => "binary".into(),
+        T::LargeBinary => "large_binary".into(),
+        T::BinaryView => "binary_view".into(),
+        T::FixedSizeBinary(n) => format!("fixed_size_binary[{n}]"),
+        T::Timestamp(u, Some(zone)) => format!("timestamp[{}, tz={zone}]", unit(u)),
+        T::Timestamp(u, None) => format!("timestamp[{}]", unit(u)),
+        T::Date32 => "date32[day]".into(),
+        T::Date64 => "date64[ms]".into(),
+        other => other.to_string(),
+    }
+}
 
 impl FormatDecoder for DatahubTuple {
     fn decode(
@@ -76,6 +121,18 @@ impl FormatDecoder for DatahubTuple {
 
     fn decode_records(&mut self, sink: &mut Sink, first: i64, records: &RecordBatch) -> Result<()> {
         let layout = Layout::new(records)?;
+        // The schema pass: the data columns and their Arrow types; TUPLE names no key.
+        let wire = sink.rows.schema_pass().then(|| {
+            let fields = records.schema_ref().fields();
+            let columns = layout.data.iter().map(|&i| {
+                (
+                    fields[i].name().clone(),
+                    arrow_type_text(fields[i].data_type()),
+                )
+            });
+            self.schemas
+                .intern(WireSchema::typed(Dialect::Arrow, columns, None))
+        });
         let mut raw = Vec::new();
         let mut scratch = Vec::new();
         for row in 0..records.num_rows() {
@@ -87,6 +144,7 @@ impl FormatDecoder for DatahubTuple {
                             // An integer TUPLE TIMESTAMP is epoch microseconds.
                             typed.hints.epoch = Some(crate::typed::Unit::Micros);
                         }
+                        rows.observe(wire.clone());
                         layout.write(rows, row, &head);
                         Ok(())
                     });
@@ -644,6 +702,10 @@ impl<'a> Layout<'a> {
             rows.event_id.push_null();
         }
         rows.primary_key.push_null();
+        if rows.schema_pass() {
+            rows.end_schema_row();
+            return;
+        }
         if head.before_image {
             self.image(&mut rows.before, row);
             rows.after.push_null();

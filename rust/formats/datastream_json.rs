@@ -13,6 +13,7 @@ use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
 use crate::render;
+use crate::schemas::{SchemaCache, WireSchema};
 use crate::sink::Sink;
 
 /// The format's name.
@@ -22,6 +23,8 @@ pub const FORMAT: &str = "datastream-json";
 #[derive(Debug, Default)]
 pub struct DatastreamJson {
     parser: json::Parser,
+    /// The schema pass's wire schemas.
+    schemas: SchemaCache,
 }
 
 impl DatastreamJson {
@@ -29,6 +32,7 @@ impl DatastreamJson {
     pub fn new(limits: &Limits) -> Self {
         Self {
             parser: json::Parser::default().limited(limits),
+            schemas: SchemaCache::default(),
         }
     }
 }
@@ -41,13 +45,31 @@ impl FormatDecoder for DatastreamJson {
         value: Bytes,
         _key: Option<&str>,
     ) -> Result<()> {
-        let parser = &mut self.parser;
+        let (parser, schemas) = (&mut self.parser, &mut self.schemas);
         sink.events(ordinal, &value, |rows| {
             let message = parser.parse(&value)?;
-            Event::read(message)?.write(rows);
+            let event = Event::read(message)?;
+            if rows.schema_pass() {
+                // The JSON carries the payload's column names and the key, no types.
+                if let Some(payload) = event.payload {
+                    let names = render::image_names(Some(payload), None);
+                    let key = keys(event.primary_key);
+                    rows.observe(Some(schemas.intern(WireSchema::names(names, key))));
+                }
+            }
+            event.write(rows);
             Ok(())
         })
     }
+}
+
+/// `source_metadata.primary_keys` as names; `None` when absent or empty.
+fn keys(primary_key: Option<Value<'_>>) -> Option<Vec<String>> {
+    let names: Vec<String> = primary_key?
+        .items()
+        .filter_map(|key| key.as_str().map(|k| k.text().into_owned()))
+        .collect();
+    (!names.is_empty()).then_some(names)
 }
 
 /// Top-level members: the first five have columns (or feed one) and stay out of metadata;
@@ -312,7 +334,11 @@ impl<'a> Event<'a> {
         };
         render::write_images(rows, before, after);
         rows.ddl.push_null();
-        self.write_metadata(&mut rows.metadata);
+        if rows.schema_pass() {
+            rows.metadata.push_null();
+        } else {
+            self.write_metadata(&mut rows.metadata);
+        }
         rows.error.push_null();
         rows.raw.push_null();
         rows.end_row();

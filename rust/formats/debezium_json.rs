@@ -3,6 +3,10 @@
 //! down in docs/formats/debezium-json.md, which the Python fallback follows too; the JSON
 //! and field rules are datahub-blob's ([`crate::json`]).
 
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
 use bytes::Bytes;
 
 use crate::error::{Error, Result};
@@ -10,13 +14,20 @@ use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, extended, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
-use crate::render;
+use crate::render::{self, Unavailable};
+use crate::schemas::{Dialect, SchemaCache, WireSchema};
 use crate::sequence::OrderKey;
 use crate::sink::Sink;
 use crate::typed::{Hint, Hints, Unit};
 
 /// The format's name.
 pub const FORMAT: &str = "debezium-json";
+
+/// Debezium's default `unavailable.value.placeholder`.
+pub const UNAVAILABLE_VALUE: &str = "__debezium_unavailable_value";
+
+/// The Kafka header that marks the insert half of a key change, holding the old key.
+const OLD_KEY: &str = "__debezium.oldkey header";
 
 /// Decodes `debezium-json` messages. Holds no state between messages but the parser's
 /// buffers.
@@ -25,27 +36,64 @@ pub struct DebeziumJson {
     parser: json::Parser,
     /// Parses the JSON held in strings: MongoDB's documents, `vgtid`, `sequence`.
     inner: json::Parser,
+    /// Parses the old key of a key change (the `__debezium.oldkey` header).
+    header: json::Parser,
+    /// The placeholder of values the connector did not read (left out of the images).
+    unavailable: Option<Unavailable>,
+    /// The schema pass: what it keeps between messages.
+    wire: Option<Box<Wire>>,
 }
+
+/// The schema pass's memory: the columns of each Connect `schema` seen, by its bytes (a
+/// table's `schema` is the same bytes in each of its messages), and the wire schemas.
+#[derive(Debug, Default)]
+struct Wire {
+    connect: HashMap<u64, Vec<Known>>,
+    held: usize,
+    schemas: SchemaCache,
+}
+
+/// A Connect schema's columns and their types ([`connect_columns`]).
+type Columns = Arc<[(String, String)]>;
+
+/// A Connect schema's bytes and its columns (none where it describes no table).
+type Known = (Vec<u8>, Option<Columns>);
 
 impl DebeziumJson {
-    /// A decoder whose messages are held to `limits`.
-    pub fn new(limits: &Limits) -> Self {
+    /// A decoder whose messages are held to `limits`, with Debezium's default placeholder;
+    /// for the schema pass (`crate::schemas`) when `schema_pass`.
+    pub fn new(limits: &Limits, schema_pass: bool) -> Self {
+        Self::with_placeholder(limits, schema_pass, UNAVAILABLE_VALUE)
+    }
+
+    /// [`DebeziumJson::new`], whose images leave out the values equal to `placeholder` (the
+    /// connector's `unavailable.value.placeholder`; an empty text leaves every value in).
+    pub fn with_placeholder(limits: &Limits, schema_pass: bool, placeholder: &str) -> Self {
+        let parser = if schema_pass {
+            // A table's Connect `schema` is the same bytes in each of its messages.
+            json::Parser::default().remembering(&REMEMBER)
+        } else {
+            json::Parser::default()
+        };
         Self {
-            parser: json::Parser::default().limited(limits),
+            parser: parser.limited(limits),
             inner: json::Parser::default().limited(limits),
+            header: json::Parser::default().limited(limits),
+            unavailable: Unavailable::new(placeholder),
+            wire: schema_pass.then(Box::default),
         }
     }
-}
 
-impl FormatDecoder for DebeziumJson {
-    fn decode(
+    fn decode_message(
         &mut self,
         sink: &mut Sink,
         ordinal: i64,
         value: Bytes,
-        _key: Option<&str>,
+        key: Option<&str>,
+        old_key: Option<&[u8]>,
     ) -> Result<()> {
-        let (parser, inner) = (&mut self.parser, &mut self.inner);
+        let (parser, inner, header) = (&mut self.parser, &mut self.inner, &mut self.header);
+        let (unavailable, wire) = (self.unavailable.as_ref(), &mut self.wire);
         sink.events(ordinal, &value, |rows| {
             let message = parser.parse(&value)?;
             if let Some(typed) = rows.typed() {
@@ -54,7 +102,16 @@ impl FormatDecoder for DebeziumJson {
                 }
             }
             match Event::read(message, inner)? {
-                Some(event) => event.write(rows),
+                Some(mut event) => {
+                    if let (Some(old_key), "insert") = (old_key, event.op) {
+                        event.moved_from(moved_key(header, old_key)?);
+                    }
+                    if let Some(wire) = wire.as_deref_mut() {
+                        let schema = wire.schema(&event, message.get_name(&SCHEMA), key, inner);
+                        rows.observe(schema);
+                    }
+                    event.write(rows, unavailable)
+                }
                 None => rows.push_bare("tombstone", None),
             }
             Ok(())
@@ -62,7 +119,189 @@ impl FormatDecoder for DebeziumJson {
     }
 }
 
+impl FormatDecoder for DebeziumJson {
+    /// `key`: in the schema pass, the Kafka message key (its members name the key
+    /// columns); not read otherwise.
+    fn decode(
+        &mut self,
+        sink: &mut Sink,
+        ordinal: i64,
+        value: Bytes,
+        key: Option<&str>,
+    ) -> Result<()> {
+        self.decode_message(sink, ordinal, value, key, None)
+    }
+
+    fn decode_with_old_key(
+        &mut self,
+        sink: &mut Sink,
+        ordinal: i64,
+        value: Bytes,
+        key: Option<&str>,
+        old_key: &[u8],
+    ) -> Result<()> {
+        self.decode_message(sink, ordinal, value, key, Some(old_key))
+    }
+}
+
+/// The old key of a key change: the `__debezium.oldkey` header's JSON object (the key
+/// converter's, Connect's `schema`/`payload` wrapper taken off).
+#[inline(never)]
+fn moved_key<'h>(parser: &'h mut json::Parser, bytes: &'h [u8]) -> Result<Value<'h>> {
+    let value = parser.parse(bytes).map_err(|e| {
+        field::error(
+            OLD_KEY,
+            format!(
+                "{e} (give Kafka Connect header.converter=org.apache.kafka.connect.json.JsonConverter)"
+            ),
+        )
+    })?;
+    let value = match (value.get_name(&SCHEMA), value.get_name(&PAYLOAD)) {
+        (Some(_), Some(payload)) => payload,
+        _ => value,
+    };
+    match field::object(Some(value), OLD_KEY)? {
+        Some(key) => Ok(key),
+        None => Err(field::error(OLD_KEY, "expected an object, got null".into())),
+    }
+}
+
 const SCHEMA: Name = Name::new("schema");
+/// What the schema pass's parser remembers: the Connect `schema`.
+const REMEMBER: [Name; 1] = [SCHEMA];
+
+impl Wire {
+    /// The wire schema of a row change: the Connect schema's columns of its `after` (else
+    /// `before`) struct with their types, else the images' column names; the key from the
+    /// Kafka message key, else Lindorm's HBase `ROW`, else MongoDB's `_id`. `None` for
+    /// events without images.
+    fn schema(
+        &mut self,
+        event: &Event<'_>,
+        connect: Option<Value<'_>>,
+        key: Option<&str>,
+        inner: &mut json::Parser,
+    ) -> Option<Arc<WireSchema>> {
+        if event.before.is_none() && event.after.is_none() {
+            return None;
+        }
+        let columns = connect.and_then(|schema| self.columns(schema));
+        let key = key
+            .and_then(|key| key_names(key, inner))
+            .or_else(|| {
+                let lindorm = event
+                    .source
+                    .is_some_and(|s| s.get("namespace").is_some() && s.get("connector").is_none());
+                (lindorm && event.has_column("ROW")).then(|| vec!["ROW".to_string()])
+            })
+            .or_else(|| {
+                // As `primary_key` says it: MongoDB's changes (not its control events).
+                let control = matches!(event.op, "begin" | "commit" | "heartbeat" | "ddl");
+                (event.mongo && !control).then(|| vec!["_id".to_string()])
+            });
+        match columns {
+            Some(columns) => {
+                // By the columns' object: the same bytes of `schema` share it.
+                let mut hasher = std::hash::DefaultHasher::new();
+                (Arc::as_ptr(&columns) as *const u8 as usize, &key).hash(&mut hasher);
+                let same = |held: &WireSchema| held.key == key && held.has_columns(&columns);
+                let schema = self.schemas.get(hasher.finish(), same, || {
+                    WireSchema::typed(Dialect::Connect, columns.iter().cloned(), key.clone())
+                });
+                Some(schema)
+            }
+            None => Some(
+                self.schemas
+                    .intern(WireSchema::names(event.column_names(), key)),
+            ),
+        }
+    }
+}
+
+impl Wire {
+    /// [`connect_columns`] of a `schema`, read once per distinct bytes.
+    fn columns(&mut self, schema: Value<'_>) -> Option<Columns> {
+        let raw = schema.raw();
+        let hash = u64::from(crc32fast::hash(raw)) | (raw.len() as u64) << 32;
+        if let Some(held) = self.connect.get(&hash) {
+            if let Some((_, columns)) = held.iter().find(|(bytes, _)| bytes.as_slice() == raw) {
+                return columns.clone();
+            }
+        }
+        if self.held >= 4096 {
+            self.connect.clear();
+            self.held = 0;
+        }
+        let columns: Option<Columns> = connect_columns(schema).map(Arc::from);
+        self.connect
+            .entry(hash)
+            .or_default()
+            .push((raw.to_vec(), columns.clone()));
+        self.held += 1;
+        columns
+    }
+}
+
+/// The Connect schema's columns of the `after` struct (else `before`'s), each as its name
+/// and type: the schema type, then the logical name with its parameters (but Debezium's
+/// own `__debezium.*` ones): `int64`, `int64 io.debezium.time.MicroTimestamp`, `bytes
+/// org.apache.kafka.connect.data.Decimal(scale=2,connect.decimal.precision=10)`. `None`
+/// when the schema has no such struct, or a column without a name or a type.
+fn connect_columns(schema: Value<'_>) -> Option<Vec<(String, String)>> {
+    let text = |v: Option<Value<'_>>| v.and_then(|v| v.as_str()).map(|s| s.text().into_owned());
+    let fields = schema.get("fields").filter(|f| f.kind() == Kind::Array)?;
+    let image = |name: &str| {
+        fields
+            .items()
+            .find(|f| text(f.get("field")).as_deref() == Some(name))
+    };
+    let image = image("after").or_else(|| image("before"))?;
+    let columns = image.get("fields").filter(|f| f.kind() == Kind::Array)?;
+    columns
+        .items()
+        .map(|column| {
+            let name = text(column.get("field"))?;
+            let mut spelled = text(column.get("type"))?;
+            if let Some(logical) = text(column.get("name")) {
+                spelled.push(' ');
+                spelled.push_str(&logical);
+                let mut params = Vec::new();
+                for (key, value) in column.get("parameters").iter().flat_map(|p| p.members()) {
+                    let key = key.text();
+                    if key.starts_with("__debezium") {
+                        continue;
+                    }
+                    let mut rendered = Vec::new();
+                    value.render_into(&mut rendered);
+                    params.push(format!("{key}={}", String::from_utf8_lossy(&rendered)));
+                }
+                if !params.is_empty() {
+                    spelled.push_str(&format!("({})", params.join(",")));
+                }
+            }
+            Some((name, spelled))
+        })
+        .collect()
+}
+
+/// The key columns a Kafka message key names: the members of its object (of its `payload`
+/// in Connect's wrapper). `None` for a key that is not such an object.
+fn key_names(key: &str, inner: &mut json::Parser) -> Option<Vec<String>> {
+    let value = inner.parse(key.as_bytes()).ok()?;
+    if value.kind() != Kind::Object {
+        return None;
+    }
+    let object = match (value.get_name(&SCHEMA), value.get_name(&PAYLOAD)) {
+        (Some(_), Some(payload)) => payload,
+        _ => value,
+    };
+    (object.kind() == Kind::Object).then(|| {
+        object
+            .members()
+            .map(|(k, _)| k.text().into_owned())
+            .collect()
+    })
+}
 
 /// Typed mode's hints from the message's Connect schema: for each column of the
 /// `before`/`after` structs, how its logical type is written (docs/typed.md). A `Decimal`
@@ -112,6 +351,11 @@ fn connect_hints(schema: Value<'_>, payload: Option<Value<'_>>) -> Hints {
                 }
                 "io.debezium.time.MicroTimestamp" => Hint::Epoch(Unit::Micros),
                 "io.debezium.time.NanoTimestamp" => Hint::Epoch(Unit::Nanos),
+                "io.debezium.time.Time" | "org.apache.kafka.connect.data.Time" => {
+                    Hint::Time(Unit::Millis)
+                }
+                "io.debezium.time.MicroTime" => Hint::Time(Unit::Micros),
+                "io.debezium.time.NanoTime" => Hint::Time(Unit::Nanos),
                 _ => continue,
             };
             hints.columns.entry(field).or_insert(hint);
@@ -558,6 +802,34 @@ impl<'a> Event<'a> {
         }))
     }
 
+    /// The column names of the images, `before`'s then those only `after` has.
+    fn column_names(&self) -> Vec<String> {
+        let json = |image: &Option<Image<'a>>| match image {
+            Some(Image::Json(value)) => Some(*value),
+            _ => None,
+        };
+        let mut names = render::image_names(json(&self.before), json(&self.after));
+        for image in [&self.before, &self.after] {
+            if let Some(Image::Owned(entries)) = image {
+                for (key, _) in entries {
+                    if !names.iter().any(|n| n == key) {
+                        names.push(key.clone());
+                    }
+                }
+            }
+        }
+        names
+    }
+
+    /// Whether an image has a column of this name.
+    fn has_column(&self, name: &str) -> bool {
+        [&self.before, &self.after].iter().any(|image| match image {
+            Some(Image::Json(value)) => value.get(name).is_some(),
+            Some(Image::Owned(entries)) => entries.iter().any(|(k, _)| k == name),
+            None => false,
+        })
+    }
+
     /// Where the change is for the connectors other than MySQL and PostgreSQL (the
     /// `sequence` table in docs/formats/debezium-json.md).
     #[allow(clippy::too_many_arguments)]
@@ -708,7 +980,14 @@ impl<'a> Event<'a> {
         })
     }
 
-    fn write(&self, rows: &mut EventBuilder) {
+    /// The insert half of a key change (its message came with the old key): an `update`
+    /// from the old key (`before`, the key columns) to this row (`after`).
+    fn moved_from(&mut self, old_key: Value<'a>) {
+        self.op = "update";
+        self.before = Some(Image::Json(old_key));
+    }
+
+    fn write(&self, rows: &mut EventBuilder, unavailable: Option<&Unavailable>) {
         rows.op.push_str(self.op);
         render::push_text(&mut rows.source_op, self.source_op);
         render::push_text(&mut rows.source_db, self.db);
@@ -789,17 +1068,30 @@ impl<'a> Event<'a> {
             rows.primary_key.push_null();
         }
         match (&self.before, &self.after) {
+            _ if rows.schema_pass() => {
+                rows.before.push_null();
+                rows.after.push_null();
+            }
             (None | Some(Image::Json(_)), None | Some(Image::Json(_))) => {
                 let json = |image: &Option<Image<'a>>| match image {
                     Some(Image::Json(value)) => Some(*value),
                     _ => None,
                 };
-                render::write_images(rows, json(&self.before), json(&self.after));
+                render::write_images_except(
+                    rows,
+                    json(&self.before),
+                    json(&self.after),
+                    unavailable,
+                );
             }
-            (before, after) => write_images(rows, before, after),
+            (before, after) => write_images(rows, before, after, unavailable),
         }
         render::push_text(&mut rows.ddl, self.ddl);
-        self.write_metadata(&mut rows.metadata);
+        if rows.schema_pass() {
+            rows.metadata.push_null();
+        } else {
+            self.write_metadata(&mut rows.metadata);
+        }
         rows.error.push_null();
         rows.raw.push_null();
         rows.end_row();
@@ -841,14 +1133,19 @@ fn time_key(nanos: Option<i64>, total: Option<u64>) -> Option<Vec<u8>> {
 
 /// Both images where one or both came from MongoDB's Extended JSON: text maps, or typed
 /// mode's structs converted from the same text.
-fn write_images(rows: &mut EventBuilder, before: &Option<Image<'_>>, after: &Option<Image<'_>>) {
+fn write_images(
+    rows: &mut EventBuilder,
+    before: &Option<Image<'_>>,
+    after: &Option<Image<'_>>,
+    unavailable: Option<&Unavailable>,
+) {
     match rows.typed().filter(|typed| typed.direct()) {
         Some(typed) => {
             for (is_after, image) in [(false, before), (true, after)] {
                 match image {
                     None => typed.close_image(is_after, false),
                     Some(Image::Json(value)) => {
-                        render::convert_image(typed, is_after, Some(*value))
+                        render::convert_image_except(typed, is_after, Some(*value), unavailable)
                     }
                     Some(Image::Owned(entries)) => {
                         typed.open_image(is_after);
@@ -866,7 +1163,9 @@ fn write_images(rows: &mut EventBuilder, before: &Option<Image<'_>>, after: &Opt
             for (map, image) in [(&mut rows.before, before), (&mut rows.after, after)] {
                 match image {
                     None => map.push_null(),
-                    Some(Image::Json(value)) => render::write_image(map, Some(*value)),
+                    Some(Image::Json(value)) => {
+                        render::write_image_except(map, Some(*value), unavailable)
+                    }
                     Some(Image::Owned(entries)) => {
                         for (key, value) in entries {
                             map.entry(key, value.as_deref());

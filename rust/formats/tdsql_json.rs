@@ -7,6 +7,7 @@
 //! and the sink takes a failed message's half-written row back.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use bytes::Bytes;
 
@@ -16,6 +17,7 @@ use crate::formats::FormatDecoder;
 use crate::json::{self, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
 use crate::render;
+use crate::schemas::WireSchema;
 use crate::sequence::OrderKey;
 use crate::sink::Sink;
 
@@ -280,10 +282,28 @@ impl<'a> Event<'a> {
             }
         }
         rows.primary_key.push_null();
-        write_image(&mut rows.before, self.before, "where", names)?;
-        write_image(&mut rows.after, self.after, "field", names)?;
-        render::push_text(&mut rows.ddl, self.sql);
-        self.write_metadata(&mut rows.metadata);
+        if rows.schema_pass() {
+            // The images' keys (positions, or the names of `columns=`), checked as the
+            // images would be; the wire carries no types and no key.
+            if self.before.is_some() || self.after.is_some() {
+                let mut keys = image_keys(self.before, "where", names)?;
+                for key in image_keys(self.after, "field", names)? {
+                    if !keys.contains(&key) {
+                        keys.push(key);
+                    }
+                }
+                rows.observe(Some(Arc::new(WireSchema::names(keys, None))));
+            }
+            rows.before.push_null();
+            rows.after.push_null();
+            render::push_text(&mut rows.ddl, self.sql);
+            rows.metadata.push_null();
+        } else {
+            write_image(&mut rows.before, self.before, "where", names)?;
+            write_image(&mut rows.after, self.after, "field", names)?;
+            render::push_text(&mut rows.ddl, self.sql);
+            self.write_metadata(&mut rows.metadata);
+        }
         rows.error.push_null();
         rows.raw.push_null();
         rows.end_row();
@@ -315,6 +335,29 @@ fn gtid_number(gtid: &str) -> Option<u64> {
         return None;
     }
     tail.parse().ok()
+}
+
+/// The keys a row image has ([`write_image`]'s, with its checks), for the schema pass.
+fn image_keys(items: Option<Value<'_>>, path: &str, names: Option<&Names>) -> Result<Vec<String>> {
+    let Some(items) = items else {
+        return Ok(Vec::new());
+    };
+    let mut keys = Vec::new();
+    let mut position = itoa::Buffer::new();
+    for (i, item) in items.items().enumerate() {
+        if !matches!(item.kind(), Kind::String | Kind::Number | Kind::Null) {
+            let problem = format!("expected a string, got {}", item.describe());
+            return Err(field::error(&format!("{path}[{i}]"), problem));
+        }
+        let key = match names {
+            Some(names) => names.key(i, &mut position),
+            None => Some(position.format(i)),
+        };
+        if let Some(key) = key {
+            keys.push(key.to_string());
+        }
+    }
+    Ok(keys)
 }
 
 /// A row image: each array item as a SQL literal, keyed by the table's names or position.

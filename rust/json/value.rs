@@ -81,6 +81,12 @@ impl<'a> Value<'a> {
         matches!(self.node().tag, Tag::Number | Tag::Plain).then(|| self.span())
     }
 
+    /// The value's bytes exactly as sent: an object or an array whole, a string with its
+    /// quotes and escapes.
+    pub fn raw(&self) -> &'a [u8] {
+        self.span()
+    }
+
     /// True for `null`.
     pub fn is_null(&self) -> bool {
         self.node().tag == Tag::Null

@@ -14,8 +14,8 @@ use arrow_schema::{DataType, Fields};
 use crate::columns::{BytesColumn, Validity};
 
 use super::parse::{
-    parse_base64, parse_bool, parse_date, parse_decimal_hinted, parse_float, parse_hex, parse_int,
-    parse_timestamp,
+    hinted_text, parse_base64, parse_bool, parse_date, parse_decimal_hinted, parse_float,
+    parse_hex, parse_int, parse_timestamp,
 };
 use super::{Hint, Hints};
 
@@ -71,7 +71,8 @@ pub(super) enum Column {
     F64(Prim<f64>),
     Decimal(Prim<i128>, u8, i8),
     Date(Prim<i32>),
-    Timestamp(Prim<i64>),
+    /// A `timestamp` (false) or `timestamp_ntz` (true) column.
+    Timestamp(Prim<i64>, bool),
     Utf8(BytesColumn),
     Binary(BytesColumn),
 }
@@ -88,7 +89,7 @@ impl Column {
             DataType::Float64 => Self::F64(Prim::default()),
             DataType::Decimal128(p, s) => Self::Decimal(Prim::default(), *p, *s),
             DataType::Date32 => Self::Date(Prim::default()),
-            DataType::Timestamp(..) => Self::Timestamp(Prim::default()),
+            DataType::Timestamp(_, zone) => Self::Timestamp(Prim::default(), zone.is_none()),
             DataType::Binary => Self::Binary(BytesColumn::new()),
             // Validated by `Table::new`: what is left is utf8.
             _ => Self::Utf8(BytesColumn::new()),
@@ -106,7 +107,7 @@ impl Column {
             Self::F64(c) => c.reserve(rows),
             Self::Decimal(c, ..) => c.reserve(rows),
             Self::Date(c) => c.reserve(rows),
-            Self::Timestamp(c) => c.reserve(rows),
+            Self::Timestamp(c, _) => c.reserve(rows),
             Self::Utf8(c) | Self::Binary(c) => c.reserve(rows),
         }
     }
@@ -122,7 +123,7 @@ impl Column {
             Self::F64(c) => c.push(None),
             Self::Decimal(c, ..) => c.push(None),
             Self::Date(c) => c.push(None),
-            Self::Timestamp(c) => c.push(None),
+            Self::Timestamp(c, _) => c.push(None),
             Self::Utf8(c) | Self::Binary(c) => c.push_null(),
         }
     }
@@ -141,7 +142,7 @@ impl Column {
             Self::F64(c) => c.push_masked(n),
             Self::Decimal(c, ..) => c.push_masked(n),
             Self::Date(c) => c.push_masked(n),
-            Self::Timestamp(c) => c.push_masked(n),
+            Self::Timestamp(c, _) => c.push_masked(n),
             Self::Utf8(c) | Self::Binary(c) => c.push_empty(n),
         }
     }
@@ -155,6 +156,7 @@ impl Column {
         text: &str,
         hint: Option<&Hint>,
         hints: &Hints,
+        zone: Option<&jiff::tz::TimeZone>,
     ) -> Option<()> {
         match self {
             Self::Bool(c) => c.push(Some(parse_bool(text)?)),
@@ -166,9 +168,22 @@ impl Column {
             Self::F32(c) => c.push(Some(parse_float(text)? as f32)),
             Self::F64(c) => c.push(Some(parse_float(text)?)),
             Self::Decimal(c, p, s) => c.push(Some(parse_decimal_hinted(text, *p, *s, hint)?)),
-            Self::Date(c) => c.push(Some(parse_date(text, hint, hints)?)),
-            Self::Timestamp(c) => c.push(Some(parse_timestamp(text, hint, hints)?)),
-            Self::Utf8(c) => c.push_str(text),
+            Self::Date(c) => c.push(Some(parse_date(text, hint, hints, zone)?)),
+            Self::Timestamp(c, ntz) => {
+                c.push(Some(parse_timestamp(text, hint, hints, zone, *ntz)?))
+            }
+            Self::Utf8(c) => match hint {
+                None => c.push_str(text),
+                // A string column of a hinted value: its converted text (docs/typed.md).
+                Some(hint) => {
+                    let mut converted = Vec::new();
+                    if hinted_text(text, hint, &mut converted)? {
+                        c.push_bytes(&converted);
+                    } else {
+                        c.push_str(text);
+                    }
+                }
+            },
             Self::Binary(c) => {
                 let hex = match hint {
                     Some(Hint::Hex) => true,
@@ -197,7 +212,7 @@ impl Column {
             Self::F64(c) => c.values.len(),
             Self::Decimal(c, ..) => c.values.len(),
             Self::Date(c) => c.values.len(),
-            Self::Timestamp(c) => c.values.len(),
+            Self::Timestamp(c, _) => c.values.len(),
             Self::Utf8(c) | Self::Binary(c) => c.len(),
         }
     }
@@ -213,7 +228,7 @@ impl Column {
             Self::F64(c) => c.truncate(rows),
             Self::Decimal(c, ..) => c.truncate(rows),
             Self::Date(c) => c.truncate(rows),
-            Self::Timestamp(c) => c.truncate(rows),
+            Self::Timestamp(c, _) => c.truncate(rows),
             Self::Utf8(c) | Self::Binary(c) => c.truncate(rows),
         }
     }
@@ -261,7 +276,7 @@ impl Column {
                 let (v, n) = c.finish(parent);
                 Arc::new(Date32Array::new(v, n))
             }
-            Self::Timestamp(c) => {
+            Self::Timestamp(c, _) => {
                 let (v, n) = c.finish(parent);
                 let array = TimestampMicrosecondArray::new(v, n);
                 match data_type {

@@ -175,7 +175,7 @@ impl TypedImages {
         };
         self.converted += key.len() + text.len();
         let field = &table.fields[at];
-        if !convert_value(target, field, text, &self.hints)
+        if !convert_value(target, field, text, &self.hints, self.spec.zone.as_ref())
             && image.failure.as_ref().is_none_or(|f| at < f.0)
         {
             image.failure = Some((at, failure_of(field, text)));
@@ -255,7 +255,9 @@ impl TypedImages {
                 }
                 for (image, map) in [("before", before), ("after", after)] {
                     let column = side(&mut self.before[t], &mut self.after[t], image == "after");
-                    let failure = convert_row(info, map, column, &mut self.slots, &self.hints);
+                    let zone = spec.zone.as_ref();
+                    let failure =
+                        convert_row(info, map, column, &mut self.slots, &self.hints, zone);
                     if image == "after" {
                         // `slots` holds the after image's entries (a key with a null value
                         // is carried: an explicit null).
@@ -372,6 +374,7 @@ fn convert_row(
     column: &mut StructColumn,
     slots: &mut Vec<Option<usize>>,
     hints: &Hints,
+    zone: Option<&jiff::tz::TimeZone>,
 ) -> Option<(String, String, DataType)> {
     let Some(entries) = map.last_row() else {
         column.push_null();
@@ -396,7 +399,7 @@ fn convert_row(
             target.push_null();
             continue;
         };
-        if !convert_value(target, field, text, hints) && failure.is_none() {
+        if !convert_value(target, field, text, hints, zone) && failure.is_none() {
             failure = Some(failure_of(field, text));
         }
     }
@@ -406,9 +409,15 @@ fn convert_row(
 
 /// Converts `text` into `target`'s next row, a null when it does not convert (then false).
 #[inline(always)]
-fn convert_value(target: &mut Column, field: &Field, text: &str, hints: &Hints) -> bool {
+fn convert_value(
+    target: &mut Column,
+    field: &Field,
+    text: &str,
+    hints: &Hints,
+    zone: Option<&jiff::tz::TimeZone>,
+) -> bool {
     let hint = hints.columns.get(field.name());
-    if target.push_text(text, hint, hints).is_some() {
+    if target.push_text(text, hint, hints, zone).is_some() {
         return true;
     }
     target.push_null();

@@ -56,6 +56,12 @@ pub enum Hint {
     VariableScaleDecimal,
     /// Binary text is lowercase or uppercase hex (Datastream MySQL BLOB/BINARY).
     Hex,
+    /// The text is base64 of UTF-8 text (Tencent DTS sends MySQL `json` as `BYTES`): a
+    /// `string` column gets the text itself.
+    Base64Text,
+    /// An integer is a time of day or a duration in this unit (Debezium `Time`,
+    /// `MicroTime`, `NanoTime`): a `string` column gets `[-]HH:MM:SS.fff[fff]`.
+    Time(Unit),
 }
 
 /// What a format knows about one message's values.

@@ -245,6 +245,43 @@ pub(super) fn parse_decimal_hinted(text: &str, p: u8, s: i8, hint: Option<&Hint>
     }
 }
 
+/// The text a `string` column gets for `text` under a column hint (docs/typed.md): Connect
+/// decimals as decimal text, Debezium times as `[-]HH:MM:SS.fff[fff]`, DTS `BYTES` JSON as
+/// its text; `Some(None)` keeps `text` as it is; `None` when it does not convert (base64 of
+/// bytes that are not UTF-8 text).
+pub(super) fn hinted_text(text: &str, hint: &Hint, out: &mut Vec<u8>) -> Option<bool> {
+    match *hint {
+        Hint::Base64Text => {
+            let bytes = parse_base64(text)?;
+            out.extend_from_slice(crate::text::utf8(&bytes)?.as_bytes());
+        }
+        Hint::DecimalBytes(scale) => match (u32::try_from(scale), parse_base64(text)) {
+            (Ok(scale), Some(bytes)) if !bytes.is_empty() => {
+                crate::text::decimal_bytes_into(&bytes, scale, out)
+            }
+            _ => return Some(false),
+        },
+        Hint::VariableScaleDecimal => match parse_variable_scale(text) {
+            Some((scale, bytes)) if scale >= 0 && !bytes.is_empty() => {
+                crate::text::decimal_bytes_into(&bytes, scale as u32, out)
+            }
+            _ => return Some(false),
+        },
+        Hint::Time(unit) => {
+            let Some(value) = parse_int(text) else {
+                return Some(false);
+            };
+            match unit {
+                Unit::Millis => crate::text::time_into(value, 3, out),
+                Unit::Micros => crate::text::time_into(value, 6, out),
+                Unit::Nanos => crate::text::time_into(value.div_euclid(1000), 6, out),
+            }
+        }
+        _ => return Some(false),
+    }
+    Some(true)
+}
+
 /// `{"scale":N,"value":"base64"}` (either order, compact JSON as generic mode renders a
 /// Connect struct): the scale and the bytes.
 pub(super) fn parse_variable_scale(text: &str) -> Option<(i32, Vec<u8>)> {
@@ -333,7 +370,8 @@ fn days_in_month(year: i64, month: i64) -> i64 {
 /// ISO-8601 text: `YYYY-MM-DD`, then optionally `T` or a space and `HH:MM[:SS[.f…]]`
 /// (1 to 9 fraction digits, cut to microseconds), then optionally (after an optional
 /// space) `Z` or an offset `±HH`, `±HHMM`, `±HH:MM`. Without an offset the text is UTC.
-/// Returns microseconds since the epoch and whether a time of day was given.
+/// Returns microseconds since the epoch and whether an offset (or `Z`) was given: without
+/// one the text is a wall clock.
 pub(super) fn parse_iso(text: &str) -> Option<(i64, bool)> {
     let b = text.as_bytes();
     let num = |range: std::ops::Range<usize>| -> Option<i64> {
@@ -353,7 +391,6 @@ pub(super) fn parse_iso(text: &str) -> Option<(i64, bool)> {
     }
     let mut micros = days_from_civil(year, month, day) * MICROS_PER_DAY;
     let mut at = 10;
-    let mut has_time = false;
     if matches!(b.get(at), Some(b'T' | b' ')) && b.get(at + 3) == Some(&b':') {
         let (hour, minute) = (num(at + 1..at + 3)?, num(at + 4..at + 6)?);
         at += 6;
@@ -381,12 +418,11 @@ pub(super) fn parse_iso(text: &str) -> Option<(i64, bool)> {
             return None;
         }
         micros += ((hour * 60 + minute) * 60 + second) * 1_000_000 + fraction;
-        has_time = true;
     }
     let rest = &b[at..];
     let rest = rest.strip_prefix(b" ").unwrap_or(rest);
     let offset_minutes = match rest {
-        [] if at == b.len() => 0,
+        [] if at == b.len() => return Some((micros, false)),
         [] => return None,
         [b'Z'] => 0,
         [sign @ (b'+' | b'-'), tail @ ..] => {
@@ -413,7 +449,51 @@ pub(super) fn parse_iso(text: &str) -> Option<(i64, bool)> {
         }
         _ => return None,
     };
-    Some((micros - offset_minutes * 60_000_000, has_time))
+    Some((micros - offset_minutes * 60_000_000, true))
+}
+
+/// The first and last microsecond the source's time zone converts within: 0001-01-02 to
+/// the end of 9999-12-29, so that a day's offset either way stays inside what both Python's
+/// `datetime` (years 1 to 9999) and jiff's timestamps hold: the engines agree on every
+/// value, a value outside is one that does not convert.
+const ZONE_RANGE: std::ops::RangeInclusive<i64> = -62_135_510_400_000_000..=253_402_127_999_999_999;
+
+/// A wall clock (its microseconds read as UTC) as the instant it is in `zone`: a wall time
+/// repeated by a fall back is the earlier instant, one skipped by a spring forward moves
+/// forward by the gap (jiff's and java.time's "compatible" rule).
+pub(super) fn from_wall(zone: &jiff::tz::TimeZone, wall: i64) -> Option<i64> {
+    use jiff::{tz::TimeZone, Timestamp};
+    if !ZONE_RANGE.contains(&wall) {
+        return None;
+    }
+    let civil = TimeZone::UTC.to_datetime(Timestamp::from_microsecond(wall).ok()?);
+    let instant = zone.to_timestamp(civil).ok()?.as_microsecond();
+    ZONE_RANGE.contains(&instant).then_some(instant)
+}
+
+/// An instant as its wall clock in `zone` (microseconds read as UTC).
+pub(super) fn to_wall(zone: &jiff::tz::TimeZone, instant: i64) -> Option<i64> {
+    if !ZONE_RANGE.contains(&instant) {
+        return None;
+    }
+    let offset = zone.to_offset(jiff::Timestamp::from_microsecond(instant).ok()?);
+    let wall = instant + i64::from(offset.seconds()) * 1_000_000;
+    ZONE_RANGE.contains(&wall).then_some(wall)
+}
+
+/// A value's microseconds, and whether they are a wall clock (an offset-less text, or a
+/// Debezium `Timestamp`/`MicroTimestamp`/`NanoTimestamp` column's epoch number) rather
+/// than an instant.
+fn moment(text: &str, hint: Option<&Hint>, hints: &Hints) -> Option<(i64, bool)> {
+    if let Some(value) = parse_int(text) {
+        let (unit, wall) = match hint {
+            Some(Hint::Epoch(unit)) => (*unit, true),
+            _ => (hints.epoch.unwrap_or(Unit::Millis), false),
+        };
+        return Some((epoch_micros(value, unit)?, wall));
+    }
+    let (micros, offset) = parse_iso(text)?;
+    Some((micros, !offset))
 }
 
 /// An integer text in `unit` as microseconds (nanoseconds floored).
@@ -427,21 +507,33 @@ fn epoch_micros(value: i64, unit: Unit) -> Option<i64> {
 
 /// A timestamp (µs since the epoch, UTC): an integer is epoch time in the column hint's
 /// unit, else the message's, else milliseconds; other text is ISO-8601 ([`parse_iso`]).
-pub(super) fn parse_timestamp(text: &str, hint: Option<&Hint>, hints: &Hints) -> Option<i64> {
-    if let Some(value) = parse_int(text) {
-        let unit = match hint {
-            Some(Hint::Epoch(unit)) => *unit,
-            _ => hints.epoch.unwrap_or(Unit::Millis),
-        };
-        return epoch_micros(value, unit);
+/// With the source's time zone, a wall clock becomes the instant it is there (`ntz`
+/// false), an instant its wall clock there (`ntz` true, a `timestamp_ntz` column).
+pub(super) fn parse_timestamp(
+    text: &str,
+    hint: Option<&Hint>,
+    hints: &Hints,
+    zone: Option<&jiff::tz::TimeZone>,
+    ntz: bool,
+) -> Option<i64> {
+    let (micros, wall) = moment(text, hint, hints)?;
+    match zone {
+        Some(zone) if wall && !ntz => from_wall(zone, micros),
+        Some(zone) if !wall && ntz => to_wall(zone, micros),
+        _ => Some(micros),
     }
-    parse_iso(text).map(|(micros, _)| micros)
 }
 
 /// A date (days since the epoch): an integer is days, or epoch time in the column's or
 /// the message's unit when one is given; other text is ISO-8601. Either way the instant
-/// must fall on a UTC midnight: a time of day is an error, not cut.
-pub(super) fn parse_date(text: &str, hint: Option<&Hint>, hints: &Hints) -> Option<i32> {
+/// must fall on a UTC midnight (with the source's time zone, an instant must fall on a
+/// midnight there): a time of day is an error, not cut.
+pub(super) fn parse_date(
+    text: &str,
+    hint: Option<&Hint>,
+    hints: &Hints,
+    zone: Option<&jiff::tz::TimeZone>,
+) -> Option<i32> {
     let micros = if let Some(value) = parse_int(text) {
         let unit = match hint {
             Some(Hint::Epoch(unit)) => Some(*unit),
@@ -450,10 +542,21 @@ pub(super) fn parse_date(text: &str, hint: Option<&Hint>, hints: &Hints) -> Opti
         };
         match unit {
             None => value.checked_mul(MICROS_PER_DAY)?,
-            Some(unit) => epoch_micros(value, unit)?,
+            Some(unit) => {
+                let micros = epoch_micros(value, unit)?;
+                // The message's epoch numbers are instants; a column's are wall clocks.
+                match zone {
+                    Some(zone) if !matches!(hint, Some(Hint::Epoch(_))) => to_wall(zone, micros)?,
+                    _ => micros,
+                }
+            }
         }
     } else {
-        parse_iso(text)?.0
+        let (micros, offset) = parse_iso(text)?;
+        match zone {
+            Some(zone) if offset => to_wall(zone, micros)?,
+            _ => micros,
+        }
     };
     if micros.rem_euclid(MICROS_PER_DAY) != 0 {
         return None;
@@ -466,7 +569,7 @@ mod tests {
     use super::*;
 
     fn ts(text: &str) -> Option<i64> {
-        parse_timestamp(text, None, &Hints::default())
+        parse_timestamp(text, None, &Hints::default(), None, false)
     }
 
     #[test]
@@ -691,24 +794,120 @@ mod tests {
             epoch: Some(Unit::Micros),
             ..Hints::default()
         };
-        assert_eq!(parse_timestamp("5", None, &micros), Some(5));
+        assert_eq!(parse_timestamp("5", None, &micros, None, false), Some(5));
         let nanos = Hint::Epoch(Unit::Nanos);
-        assert_eq!(parse_timestamp("-1", Some(&nanos), &micros), Some(-1));
+        assert_eq!(
+            parse_timestamp("-1", Some(&nanos), &micros, None, false),
+            Some(-1)
+        );
+    }
+
+    #[test]
+    fn hinted_texts() {
+        let text = |t: &str, hint: Hint| {
+            let mut out = Vec::new();
+            match hinted_text(t, &hint, &mut out) {
+                Some(true) => Some(String::from_utf8(out).unwrap()),
+                Some(false) => Some(format!("as is: {t}")),
+                None => None,
+            }
+        };
+        assert_eq!(
+            text("MDk=", Hint::DecimalBytes(2)).as_deref(),
+            Some("123.45")
+        );
+        assert_eq!(
+            text(r#"{"value":"BNI=","scale":2}"#, Hint::VariableScaleDecimal).as_deref(),
+            Some("12.34")
+        );
+        assert_eq!(
+            text("-3600000001", Hint::Time(Unit::Micros)).as_deref(),
+            Some("-01:00:00.000001")
+        );
+        assert_eq!(
+            text("45296789", Hint::Time(Unit::Millis)).as_deref(),
+            Some("12:34:56.789")
+        );
+        assert_eq!(text("e30=", Hint::Base64Text).as_deref(), Some("{}"));
+        assert_eq!(text("//4=", Hint::Base64Text), None);
+        assert_eq!(
+            text("12.5", Hint::DecimalBytes(2)).as_deref(),
+            Some("as is: 12.5")
+        );
+        assert_eq!(
+            text("soon", Hint::Time(Unit::Micros)).as_deref(),
+            Some("as is: soon")
+        );
+    }
+
+    /// America/New_York's 2024 changes: the skipped 02:30 moves forward by the gap, the
+    /// repeated 01:30 is the earlier instant; instants show as the wall clock.
+    #[test]
+    fn wall_clocks_across_daylight_saving() {
+        let zone = jiff::tz::TimeZone::get("America/New_York").unwrap();
+        let micros = |text: &str| parse_iso(text).unwrap().0;
+        let at = |wall: &str| from_wall(&zone, micros(wall));
+        assert_eq!(
+            at("2024-03-10T02:30:00"),
+            Some(micros("2024-03-10T07:30:00Z"))
+        );
+        assert_eq!(
+            at("2024-03-10T01:59:59"),
+            Some(micros("2024-03-10T06:59:59Z"))
+        );
+        assert_eq!(
+            at("2024-11-03T01:30:00"),
+            Some(micros("2024-11-03T05:30:00Z"))
+        );
+        assert_eq!(
+            at("2024-11-03T02:00:00"),
+            Some(micros("2024-11-03T07:00:00Z"))
+        );
+        assert_eq!(
+            to_wall(&zone, micros("2024-11-03T06:30:00Z")),
+            Some(micros("2024-11-03T01:30:00"))
+        );
+        // Outside 0001-01-02 .. 9999-12-29: no conversion, in either engine.
+        assert_eq!(at("0001-01-01T12:00:00"), None);
+        assert_eq!(at("9999-12-31T12:00:00"), None);
+        let hints = Hints::default();
+        assert_eq!(
+            parse_timestamp("2024-03-10 02:30:00", None, &hints, Some(&zone), true),
+            Some(micros("2024-03-10T02:30:00"))
+        );
+        assert_eq!(
+            parse_date(
+                "1714492800000",
+                None,
+                &Hints {
+                    epoch: Some(Unit::Millis),
+                    ..hints
+                },
+                Some(&jiff::tz::TimeZone::get("Asia/Shanghai").unwrap())
+            ),
+            Some(19844)
+        );
     }
 
     #[test]
     fn dates() {
         let none = Hints::default();
-        assert_eq!(parse_date("2024-05-01", None, &none), Some(19844));
-        assert_eq!(parse_date("2024-05-01T00:00:00Z", None, &none), Some(19844));
-        assert_eq!(parse_date("2024-05-01T00:00:01Z", None, &none), None);
-        assert_eq!(parse_date("19844", None, &none), Some(19844));
+        assert_eq!(parse_date("2024-05-01", None, &none, None), Some(19844));
+        assert_eq!(
+            parse_date("2024-05-01T00:00:00Z", None, &none, None),
+            Some(19844)
+        );
+        assert_eq!(parse_date("2024-05-01T00:00:01Z", None, &none, None), None);
+        assert_eq!(parse_date("19844", None, &none, None), Some(19844));
         let ms = Hints {
             epoch: Some(Unit::Millis),
             ..Hints::default()
         };
-        assert_eq!(parse_date("1714521600000", None, &ms), Some(19844));
-        assert_eq!(parse_date("1714521600001", None, &ms), None);
-        assert_eq!(parse_date("19844", Some(&Hint::Days), &ms), Some(19844));
+        assert_eq!(parse_date("1714521600000", None, &ms, None), Some(19844));
+        assert_eq!(parse_date("1714521600001", None, &ms, None), None);
+        assert_eq!(
+            parse_date("19844", Some(&Hint::Days), &ms, None),
+            Some(19844)
+        );
     }
 }

@@ -119,6 +119,9 @@ pub struct TypedSpec {
     pub(super) tables: Vec<Table>,
     pub(super) multi: bool,
     by_name: HashMap<String, usize>,
+    /// The source's time zone (docs/typed.md, "The source's time zone"): wall clocks the
+    /// wire sends without an offset are read in it, instants shown in it; UTC when `None`.
+    pub(super) zone: Option<jiff::tz::TimeZone>,
 }
 
 impl TypedSpec {
@@ -128,6 +131,7 @@ impl TypedSpec {
             tables: vec![Table::new(String::new(), schema)?],
             multi: false,
             by_name: HashMap::new(),
+            zone: None,
         })
     }
 
@@ -150,7 +154,26 @@ impl TypedSpec {
             tables: out,
             multi: true,
             by_name,
+            zone: None,
         })
+    }
+
+    /// The spec with the source's time zone, an IANA name (`Asia/Shanghai`) spelled as the
+    /// time zone database spells it.
+    pub fn with_time_zone(mut self, name: &str) -> Result<Self> {
+        let unknown = || {
+            Error::Schema(format!(
+                "source_time_zone: unknown time zone {name:?}: give an IANA name such as \
+                 'Asia/Shanghai' or 'UTC'"
+            ))
+        };
+        let zone = jiff::tz::TimeZone::get(name).map_err(|_| unknown())?;
+        // The database matches names in any case; Python's zoneinfo does not.
+        if zone.iana_name() != Some(name) {
+            return Err(unknown());
+        }
+        self.zone = Some(zone);
+        Ok(self)
     }
 
     /// True for a multi-table spec.

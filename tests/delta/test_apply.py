@@ -1,8 +1,11 @@
 """apply_changes on real Delta tables (Delta 4.4.0, Spark 4.2, local[1]).
 
-Ground truth: every format's generated stream, decoded, shuffled, with duplicates, applied,
-gives exactly the generator's final state. Then one test per rule of docs/apply.md, on
-hand-made typed events.
+Ground truth: every format's generated stream (with key changes), decoded, delivered in
+three batches with late changes and duplicates (tests/support/apply_truth.py
+``deliveries``), applied batch after batch, gives exactly the generator's final state;
+typed events of every column type give the source's rows; SCD type 2 gives the source's
+change log. Then one test per rule of docs/apply.md, on hand-made typed events (more in
+test_apply_rules.py).
 """
 
 from __future__ import annotations
@@ -12,37 +15,53 @@ import datetime as dt
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from support.apply_truth import change_log, diff, history_rows
+from support.apply_truth import change_log, deliveries, diff, history_rows, plain, typed_state
 from support.apply_truth import final_columns as _final_columns
-from support.apply_truth import mangled as _mangled
 from support.apply_truth import table_rows as _table_rows
 
 import cdc_decode
 from cdc_decode import spark as cdc_spark
 from cdc_decode.generate import FORMATS, generate
+from cdc_decode.generate.source import _column_ddl, default_tables
 
 TABLE = "shop.users"  # one table per stream keeps the runs short; it gets an ADD COLUMN
 MESSAGES = 400
+KEY_CHANGES = 0.2  # of the updated rows, moved to a new key
+BATCHES = 3
 
 
 def _seq(n: int) -> bytes:
     return n.to_bytes(4, "big")
 
 
-CASES = [(fmt, None) for fmt in FORMATS] + [
-    ("debezium-json", "oracle"),
-    ("debezium-json", "mongodb"),
-]
+# make test runs four formats' ground truth (DTS, DataHub TUPLE, Debezium decoded on Spark,
+# Datastream Avro); the other cases are `long` (make test-long), as are two SCD2 formats.
+_IN_MAKE_TEST = ("tencent-dts", "datahub-tuple", "debezium-json", "datastream-avro")
+CASES = [
+    pytest.param(fmt, connector, marks=() if connector is None and fmt in _IN_MAKE_TEST
+                 else pytest.mark.long)
+    for fmt, connector in [(fmt, None) for fmt in FORMATS]
+    + [("debezium-json", "oracle"), ("debezium-json", "mongodb")]
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("fmt", "connector"), CASES)
 def test_every_format_applied_equals_the_source(delta_spark, tmp_path, fmt, connector):
-    """generate -> decode -> shuffle + duplicate -> apply_changes == final_state. Generic
-    events (text maps, all columns string) so partial images keep their absent columns
-    and the values compare with the generator's text exactly. debezium-json is decoded
-    on Spark (its messages shuffled and duplicated), the others in Python; its Oracle and
-    MongoDB connectors' streams are ordered by their own sequence keys (SCN, oplog time)."""
-    _applied_equals_the_source(delta_spark, tmp_path, fmt, connector, typed=False)
+    """generate (with key changes) -> decode -> three batches, late changes and duplicates
+    -> apply_changes batch after batch == final_state. Generic events (text maps, all
+    columns string) so partial images keep their absent columns and the values compare
+    with the generator's text exactly. debezium-json is decoded on Spark, the others in
+    Python; its Oracle and MongoDB connectors' streams are ordered by their own sequence
+    keys (SCN, oplog time)."""
+    _applied_equals_the_source(delta_spark, tmp_path, fmt, connector)
+
+
+def _column_types() -> dict[str, list[tuple[str, str]]]:
+    """``db.table`` -> ``(column, Spark type)`` of the simulated source, added ones last."""
+    columns = {t.qualified: [(c.name, c.spark_type) for c in t.columns] for t in default_tables()}
+    for db, table, column, _ in _column_ddl():
+        columns[f"{db}.{table}"].append((column.name, column.spark_type))
+    return columns
 
 
 @pytest.mark.parametrize(
@@ -50,73 +69,164 @@ def test_every_format_applied_equals_the_source(delta_spark, tmp_path, fmt, conn
     [("tencent-dts", None), ("datahub-blob", None), ("debezium-json", "mongodb")],
 )
 def test_typed_events_with_partial_images_equal_the_source(delta_spark, tmp_path, fmt, connector):
-    """The same from TYPED events (every column a string, so the values still compare
-    with the generator's text): streams with partial images (DTS and DataHub minimal row
-    images, MongoDB's partial updates, rows from before an ADD COLUMN), whose absent
-    columns ``after_absent`` names, so they keep the stored values."""
-    _applied_equals_the_source(delta_spark, tmp_path, fmt, connector, typed=True)
+    """TYPED events of every column's own type (decimal(20,0), bigint, double, string, ...)
+    from streams with partial images (DTS and DataHub minimal row images, MongoDB's partial
+    updates, rows from before an ADD COLUMN) and key changes, in three batches with late
+    changes: the table holds the rows the events give applied in sequence order, absent
+    columns keeping their values (``after_absent``), the keys the source's."""
+    extra = {} if connector is None else {"connector": connector}
+    stream = generate(fmt, messages=MESSAGES, seed=7, tables=[TABLE], key_changes=KEY_CHANGES,
+                      **extra)  # fmt: skip
+    (name,) = stream.final_state
+    keys = stream.primary_keys[name]
+    types = dict(_column_types()[TABLE])
+    if connector == "mongodb":
+        types = {"_id": "string", **{c: "string" for c in types}}  # MongoDB renders as JSON
+    ddl = ", ".join(f"`{c}` {t}" for c, t in types.items())
+    decoded = pa.Table.from_batches([cdc_decode.decode(stream.values, fmt, schema=ddl)])
+    mine = pc.fill_null(pc.equal(decoded["source_table"], TABLE.split(".")[1]), True)
+    events = decoded.filter(mine)
+    assert pc.sum(pc.greater(pc.list_value_length(events["after_absent"]), 0)).as_py() > 0
+    path = str(tmp_path / "users")
+    for b, rows in enumerate(deliveries(events, keys, BATCHES, seed=11)):
+        batch = delta_spark.createDataFrame(events.take(rows))
+        result = cdc_spark.apply_changes(batch, path, keys=keys, on_stale="ignore")
+        assert result.errors == 0 and result.unkeyed == 0, b
+    want = {
+        tuple(plain(v) for v in key): {c: plain(row.get(c)) for c in types}
+        for key, row in typed_state(events, keys).items()
+    }
+    assert len(want) == len(stream.final_state[name])
+    got = {
+        tuple(plain(v) for v in key): {c: plain(v) for c, v in row.items()}
+        for key, row in _table_rows(delta_spark, path, keys).items()
+    }
+    assert not diff(got, want), diff(got, want)
 
 
-@pytest.mark.parametrize("fmt", ["tencent-dts", "datahub-blob", "debezium-json"])
+@pytest.mark.parametrize(
+    "fmt",
+    ["tencent-dts", pytest.param("datahub-blob", marks=pytest.mark.long),
+     pytest.param("debezium-json", marks=pytest.mark.long)],
+)  # fmt: skip
 def test_scd2_history_equals_the_source_change_log(delta_spark, tmp_path, fmt):
-    """generate -> decode -> shuffle + duplicate -> apply_changes(scd_type=2): one version
-    per change of the source, chained in sequence order, the last one current unless
-    deleted (DTS multi-row events, DataHub's before/after halves, Debezium's updates)."""
-    stream = generate(fmt, messages=MESSAGES, seed=11, tables=[TABLE])
+    """generate (with key changes) -> decode -> three batches, late changes and duplicates
+    -> apply_changes(scd_type=2): one version per change of the source, chained in sequence
+    order, the last one current unless deleted (DTS multi-row events, DataHub's
+    before/after halves, Debezium's updates)."""
+    stream = generate(fmt, messages=MESSAGES, seed=11, tables=[TABLE], key_changes=KEY_CHANGES)
     keys = stream.primary_keys[TABLE]
     columns = _final_columns(stream, TABLE)
     ddl = ", ".join(f"`{c}` string" for c in columns)
     decoded = pa.Table.from_batches([cdc_decode.decode(stream.values, fmt)])
     mine = pc.fill_null(pc.equal(decoded["source_table"], TABLE.split(".")[1]), True)
     events = decoded.filter(mine)
-    df = delta_spark.createDataFrame(events.take(_mangled(events.num_rows, seed=5)))
     path = str(tmp_path / "history")
-    result = cdc_spark.apply_changes(df, path, keys=keys, schema=ddl, scd_type=2)
-    assert result.changes > 20 and result.errors == 0
+    changes = 0
+    for rows in deliveries(events, keys, BATCHES, seed=5):
+        df = delta_spark.createDataFrame(events.take(rows))
+        result = cdc_spark.apply_changes(df, path, keys=keys, schema=ddl, scd_type=2)
+        assert result.errors == 0
+        changes += result.changes
+    assert changes > 20
     want = change_log(stream, TABLE, columns)
     got = history_rows(delta_spark, path, keys, columns)
     assert not diff(got, want), diff(got, want)
     assert got == want
 
 
-def _applied_equals_the_source(delta_spark, tmp_path, fmt, connector, *, typed: bool) -> None:
+def _applied_equals_the_source(delta_spark, tmp_path, fmt, connector) -> None:
     extra = {} if connector is None else {"connector": connector}
-    stream = generate(fmt, messages=MESSAGES, seed=7, tables=[TABLE], **extra)
+    stream = generate(fmt, messages=MESSAGES, seed=7, tables=[TABLE], key_changes=KEY_CHANGES,
+                      **extra)  # fmt: skip
     (name,) = stream.final_state  # ORCLPDB1.shop.users for the Oracle connector
     table = TABLE.split(".")[1]
     keys = stream.primary_keys[name]
     columns = _final_columns(stream, name)
     ddl = ", ".join(f"`{c}` string" for c in columns)
-    typed_mode = {"schema": ddl} if typed else {}
     if fmt == "debezium-json":
-        values = [(stream.values[i],) for i in _mangled(len(stream.values), seed=3)]
-        messages = delta_spark.createDataFrame(values, "value binary").repartition(1)
-        df = cdc_spark.decode(messages, fmt, **typed_mode).where(
+        messages = delta_spark.createDataFrame([(v,) for v in stream.values], "value binary")
+        df = cdc_spark.decode(messages.repartition(1), fmt).where(
             f"source_table = '{table}' OR source_table IS NULL"
         )
+        events = df.toArrow()
     else:
         options = {"columns": stream.options["columns"]} if "columns" in stream.options else {}
-        decoded = cdc_decode.decode(stream.values, fmt, **options, **typed_mode)
+        decoded = cdc_decode.decode(stream.values, fmt, **options)
         events = pa.Table.from_batches([decoded])
         mine = pc.fill_null(pc.equal(events["source_table"], table), True)
         events = events.filter(mine)
-        df = delta_spark.createDataFrame(events.take(_mangled(events.num_rows, seed=3)))
-    if typed:
-        assert "after_absent" in df.columns
-        lacking = df.where("op LIKE 'update%' AND size(after_absent) > 0").count()
-        assert lacking > 0, "the stream has partial images"
     path = str(tmp_path / "users")
-    result = cdc_spark.apply_changes(df, path, keys=keys, **({} if typed else {"schema": ddl}))
-    assert result.errors == 0 and result.unkeyed == 0
-    assert result.changes > 20, "the stream has changes to apply"
-    assert result.other.get("ddl", 0) == len(result.ddl)
+    changes = 0
+    seed = sum(map(ord, fmt + (connector or "")))  # each format its own delivery order
+    for rows in deliveries(events, keys, BATCHES, seed=seed):
+        batch = delta_spark.createDataFrame(events.take(rows))
+        result = cdc_spark.apply_changes(batch, path, keys=keys, schema=ddl, on_stale="ignore")
+        assert result.errors == 0 and result.unkeyed == 0
+        assert result.other.get("ddl", 0) == len(result.ddl)
+        changes += result.changes
+    assert changes > 20, "the stream has changes to apply"
     want = {
         key: {c: row.get(c) for c in columns}
         for key, row in stream.final_state.get(name, {}).items()
     }
     got = _table_rows(delta_spark, path, keys)
-    assert got.keys() == want.keys()
+    assert not diff(got, want), diff(got, want)
     assert got == want
+
+
+def test_the_docs_multi_table_example(delta_spark, tmp_path):
+    """docs/apply.md's many-tables pattern as written there: decode once with tables=, then
+    each table's frame (with after_absent) applied from a thread pool, each with its own
+    app_id. DTS minimal row images keep their absent columns: both tables equal the
+    source."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyspark.sql import functions as F
+
+    names = ["shop.users", "shop.orders"]
+    stream = generate("tencent-dts", messages=300, seed=3, tables=names, key_changes=0.2)
+    tables = {
+        name: ", ".join(f"`{c}` string" for c in _final_columns(stream, name)) for name in names
+    }
+    kafka = delta_spark.createDataFrame([(v,) for v in stream.values], "value binary")
+    decoded = cdc_spark.decode(kafka.repartition(1), "tencent-dts", tables=tables)["*"]
+    lake = tmp_path / "lake"
+
+    def write(batch_df, batch_id):
+        batch_df.persist()
+
+        def one(i, name):
+            frame = batch_df.where(F.col("table") == name).select(
+                "op", "sequence", "event_time", "primary_key", "ddl", "after_absent",
+                F.col(f"before_{i}").alias("before"), F.col(f"after_{i}").alias("after"),
+            )  # fmt: skip
+            return cdc_spark.apply_changes(
+                frame, f"{lake}/{name}", app_id=f"sync-{name}", batch_id=batch_id
+            )
+
+        with ThreadPoolExecutor(4) as pool:
+            results = list(pool.map(one, range(len(tables)), tables))
+        batch_df.unpersist()
+        return results
+
+    results = write(decoded, 0)
+    assert all(r.changes > 0 and r.errors == 0 for r in results)
+    for name in names:
+        # Typed values (a json column sent as bytes is its text): the rows the same typed
+        # events give applied in sequence order, with the source's keys.
+        keys = stream.primary_keys[name]
+        events = pa.Table.from_batches(
+            [cdc_decode.decode(stream.values, "tencent-dts", schema=tables[name])]
+        )
+        events = events.filter(pc.equal(events["source_table"], name.split(".")[1]))
+        want = {
+            key: {c: row.get(c) for c in _final_columns(stream, name)}
+            for key, row in typed_state(events, keys).items()
+        }
+        assert set(want) == set(stream.final_state[name])
+        got = _table_rows(delta_spark, f"{lake}/{name}", keys)
+        assert not diff(got, want), (name, diff(got, want))
 
 
 # --- the rules, on hand-made typed events ----------------------------------------------
@@ -272,16 +382,16 @@ def test_partial_images_typed_absent_keeps_null_overwrites(delta_spark, tmp_path
 def test_typed_whole_images_take_the_one_aggregate_path(delta_spark, tmp_path):
     """A typed batch whose images all carry every column (``after_absent`` empty) is
     exact with the whole-image reduction; a partial one is not (docs/apply.md)."""
-    from cdc_decode.spark.apply import _Images, _partial
+    from cdc_decode.spark._apply_rules import Images, partial
 
     whole = [
         ("insert", _seq(1), ["id"], None, (1, "a", 1), []),
         ("delete", _seq(2), ["id"], (1, "a", 1), None, None),
     ]
-    partial = [*whole, ("update", _seq(3), ["id"], (1, None, None), (1, "x", None), ["score"])]
-    image = _Images([], ["id"], False, absent=True)
-    assert not _partial(delta_spark.createDataFrame(whole, TYPED_EVENTS), image)
-    assert _partial(delta_spark.createDataFrame(partial, TYPED_EVENTS), image)
+    lacking = [*whole, ("update", _seq(3), ["id"], (1, None, None), (1, "x", None), ["score"])]
+    image = Images([], ["id"], False, absent=True)
+    assert not partial(delta_spark.createDataFrame(whole, TYPED_EVENTS), image)
+    assert partial(delta_spark.createDataFrame(lacking, TYPED_EVENTS), image)
 
 
 def test_typed_nulls_overwrite_unless_ignore_null_updates(delta_spark, tmp_path):
@@ -452,3 +562,131 @@ def test_bad_arguments(delta_spark, tmp_path):
     cdc_spark.apply_changes(events, str(tmp_path / "t"))
     with pytest.raises(ValueError, match="not written as a type 2"):
         cdc_spark.apply_changes(events, str(tmp_path / "t"), scd_type=2)
+
+
+# --- truncate ------------------------------------------------------------------------------
+
+
+def _typed(spark, rows):
+    from support.apply_truth import typed_events
+
+    return typed_events(spark, rows)
+
+
+def _truncate_check(spark, path, batches, want, *, scd_type=1):
+    results = [
+        cdc_spark.apply_changes(_typed(spark, rows), path, scd_type=scd_type) for rows in batches
+    ]
+    assert _live(spark, path) == want
+    for rows in batches:  # the truncate's batch again (no replay markers): no change
+        if any(row[0] == "truncate" for row in rows):
+            cdc_spark.apply_changes(_typed(spark, rows), path, scd_type=scd_type)
+            assert _live(spark, path) == want
+    return results
+
+
+def test_truncate_in_order(delta_spark, tmp_path):
+    """A truncate deletes every row older than it, in the batch (whole and partial images)
+    and in the table; changes after it apply as to an empty table."""
+    path = str(tmp_path / "t")
+    first = [("insert", 1, None, (1, "a", 1)), ("insert", 2, None, (2, "b", 2))]
+    second = [
+        ("insert", 3, None, (3, "c", 3)),
+        ("truncate", 4, None, None),
+        ("insert", 5, None, (2, "b5", 5)),
+        ("update", 6, (2, None, None), (2, "b6", None), ["score"]),
+    ]
+    results = _truncate_check(delta_spark, path, [first, second], {2: ("b6", 5)})
+    assert results[1].truncated and results[1].other == {"truncate": 1}
+    table = delta_spark.read.format("delta").load(path)
+    assert sorted(r["id"] for r in table.where("_cdc_deleted").collect()) == [1]  # 3 never held
+    # An older insert of a key the table did not hold at the truncate stays out.
+    late = cdc_spark.apply_changes(_typed(delta_spark, [("insert", 3, None, (4, "d", 3))]), path)
+    assert (late.stale, late.truncated) == (1, False)
+    assert _live(delta_spark, path) == {2: ("b6", 5)}
+
+
+@pytest.mark.parametrize("whole", [True, False])
+def test_truncate_delivered_late(delta_spark, tmp_path, whole):
+    """The truncate (seq 10) arrives after newer changes: rows older than it go, a row
+    written since keeps the columns written after it (per column); changes older than it,
+    late too, are not applied, nor an older insert of a key it would have deleted."""
+    path = str(tmp_path / "t")
+    first = [
+        ("insert", 1, None, (1, "a", 1)),
+        ("insert", 2, None, (2, "b", 2)),
+        ("insert", 3, None, (3, "c", 3)),
+    ]
+    second = [("insert", 12, None, (4, "d", 12))]
+    if whole:
+        second.append(("update", 13, (3, "c", 3), (3, "c13", 13)))
+        want3 = ("c13", 13)
+    else:
+        second.append(("update", 13, (3, None, None), (3, None, 13), ["name"]))
+        want3 = (None, 13)  # its name was written at 3, before the truncate
+    third = [("insert", 5, None, (5, "e", 5)), ("truncate", 10, None, None)]
+    fourth = [
+        ("insert", 7, None, (6, "f", 7)),  # not in the table at the truncate
+        ("update", 8, (1, "a", 1), (1, "a8", 8)),  # deleted by it: its tombstone's values
+        ("insert", 15, None, (7, "g", 15)),
+    ]
+    want = {3: want3, 4: ("d", 12), 7: ("g", 15)}
+    results = _truncate_check(delta_spark, path, [first, second, third, fourth], want)
+    assert [r.truncated for r in results] == [False, False, True, False]
+    assert results[3].stale == 1  # 6 (1's tombstone took the values it had at 10)
+    detail = delta_spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
+    assert detail["properties"]["cdc_decode.truncateHorizon"] == _seq(10).hex()
+
+
+def test_truncate_with_replay_markers(delta_spark, tmp_path):
+    """A truncate's batch replayed with its (app_id, batch_id) is skipped; the table is
+    the same."""
+    path = str(tmp_path / "t")
+    batches = [
+        [("insert", 1, None, (1, "a", 1)), ("insert", 2, None, (2, "b", 2))],
+        [("truncate", 3, None, None), ("insert", 4, None, (2, "b4", 4))],
+    ]
+    for i, rows in enumerate(batches):
+        cdc_spark.apply_changes(_typed(delta_spark, rows), path, app_id="q", batch_id=i)
+    again = cdc_spark.apply_changes(_typed(delta_spark, batches[1]), path, app_id="q", batch_id=1)
+    assert again.skipped
+    assert _live(delta_spark, path) == {2: ("b4", 4)}
+
+
+def test_truncate_closes_scd2_versions(delta_spark, tmp_path):
+    """Type 2: a truncate adds a deleted version at its sequence to every key live then
+    (closing the version before it), late ones included; a key already deleted gets
+    none."""
+    path = str(tmp_path / "t")
+    first = [
+        ("insert", 1, None, (1, "a", 1)),
+        ("insert", 2, None, (2, "b", 2)),
+        ("delete", 3, (2, "b", 2), None),
+    ]
+    second = [("truncate", 10, None, None), ("insert", 11, None, (3, "c", 11))]
+    late = [
+        ("insert", 5, None, (4, "d", 5)),  # a key the table did not hold at the truncate
+        ("update", 7, (1, "a", 1), (1, "a7", 7)),
+        ("insert", 12, None, (1, "a12", 12)),
+    ]
+    _truncate_check(
+        delta_spark, path, [first, second, late], {3: ("c", 11), 1: ("a12", 12)}, scd_type=2
+    )
+    rows = delta_spark.read.format("delta").load(path).collect()
+    got = sorted(
+        (r["id"], int.from_bytes(r["_cdc_start_sequence"], "big"),
+         r["_cdc_end_sequence"] and int.from_bytes(r["_cdc_end_sequence"], "big"),
+         r["_cdc_deleted"], r["_cdc_current"], r["name"])
+        for r in rows
+    )  # fmt: skip
+    assert got == [
+        (1, 1, 7, False, False, "a"),
+        (1, 7, 10, False, False, "a7"),
+        (1, 10, 12, True, False, None),
+        (1, 12, None, False, True, "a12"),
+        (2, 2, 3, False, False, "b"),
+        (2, 3, None, True, False, None),
+        (3, 11, None, False, True, "c"),
+        (4, 5, 10, False, False, "d"),
+        (4, 10, None, True, False, None),
+    ]

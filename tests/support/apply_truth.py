@@ -7,6 +7,7 @@ rows of a table, the SCD type 2 history a stream must give, and a short diff.
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -177,3 +178,154 @@ def diff(got: Mapping, want: Mapping, *, limit: int = 3) -> str:
             detail = f"got {a!r}, want {b!r}"
         parts.append(f"at {k!r}: {detail[:600]}")
     return "; ".join(parts)
+
+
+# --- hand-made events ----------------------------------------------------------------------
+
+USERS = "id:bigint,name:string,score:int"
+"""The columns of the hand-made tables: ``(id, name, score)``, keyed by ``id``."""
+T0 = dt.datetime(2024, 5, 1, 8, 0, 0)
+
+
+def seq(n: int) -> bytes:
+    """Sequence ``n`` as the 4 bytes the hand-made events carry."""
+    return n.to_bytes(4, "big")
+
+
+def typed_events(spark: Any, rows: Sequence[tuple], columns: str = USERS) -> Any:
+    """Typed events from rows of ``(op, n, before, after[, absent[, ddl]])``: sequence
+    ``seq(n)``, event time ``T0`` + ``n`` seconds, ``primary_key`` ``["id"]`` on row
+    changes, ``after_absent`` the names the after image lacks (``[]`` when it has one and
+    none are given)."""
+    from cdc_decode.spark.apply import ROW_OPS
+
+    schema = (
+        "op string, sequence binary, event_time timestamp, primary_key array<string>, "
+        f"ddl string, before struct<{columns}>, after struct<{columns}>, "
+        "after_absent array<string>"
+    )
+    full = []
+    for row in rows:
+        op, n, before, after = row[:4]
+        absent = row[4] if len(row) > 4 else None
+        ddl = row[5] if len(row) > 5 else None
+        if absent is None and after is not None:
+            absent = []
+        pk = ["id"] if op in ROW_OPS else None
+        full.append((op, seq(n), T0 + dt.timedelta(seconds=n), pk, ddl, before, after, absent))
+    return spark.createDataFrame(full, schema)
+
+
+def live(spark: Any, target: str) -> dict:
+    """``id -> (name, score)`` of the live rows of a hand-made table."""
+    from cdc_decode import spark as cdc_spark
+
+    rows = cdc_spark.current_rows(spark, target).collect()
+    return {r["id"]: (r["name"], r["score"]) for r in rows}
+
+
+# --- deliveries across batches -------------------------------------------------------------
+
+
+def _image_dict(value: Any) -> dict | None:
+    if value is None:
+        return None
+    return dict(value) if not isinstance(value, dict) else value
+
+
+def deliveries(
+    events: Any,
+    keys: Sequence[str],
+    batches: int,
+    *,
+    seed: int,
+    late: float = 0.25,
+    again: float = 0.1,
+) -> list[list[int]]:
+    """Row indexes of ``events`` (a pyarrow table of one table's events) in ``batches``
+    batches, as an at-least-once transport with parallel partitions delivers them.
+
+    The events in sequence order are cut into ``batches`` consecutive slices; a share
+    ``late`` of them is delivered in a later batch than its slice (a partial image, a
+    delete or an insert arriving late); a share ``again`` is delivered a second time, in
+    its batch or a later one; each batch is shuffled. One order is kept, the one
+    docs/apply.md says ``apply_changes`` cannot repair: a change of a key that a later
+    update moves to another key is not delivered after that update.
+    """
+    rng = random.Random(seed)
+    rows = events.select(["op", "sequence", "before", "after"]).to_pylist()
+    order = sorted(
+        range(len(rows)), key=lambda i: (rows[i]["sequence"] is None, rows[i]["sequence"] or b"")
+    )
+    slice_of = {i: pos * batches // max(len(order), 1) for pos, i in enumerate(order)}
+    deadline = {i: batches - 1 for i in order}
+    seen: dict[tuple, list[int]] = {}
+
+    def key_of(image: dict | None) -> tuple | None:
+        if image is None or not all(image.get(k) is not None for k in keys):
+            return None
+        return tuple(image[k] for k in keys)
+
+    for i in order:
+        op = rows[i]["op"]
+        before, after = _image_dict(rows[i]["before"]), _image_dict(rows[i]["after"])
+        old, new = key_of(before), key_of(after)
+        if op in UPSERT_OPS and old is not None and new is not None and old != new:
+            for j in seen.get(old, []):
+                deadline[j] = min(deadline[j], slice_of[i])
+        key = new if op in UPSERT_OPS and new is not None else old
+        if key is not None:
+            seen.setdefault(key, []).append(i)
+    out: list[list[int]] = [[] for _ in range(batches)]
+    for i in order:
+        batch = slice_of[i]
+        if rng.random() < late and deadline[i] > batch:
+            batch = rng.randint(batch + 1, deadline[i])
+        out[batch].append(i)
+        if rng.random() < again:
+            out[rng.randint(batch, batches - 1)].append(i)
+    for batch in out:
+        rng.shuffle(batch)
+    return out
+
+
+def typed_state(events: Any, keys: Sequence[str]) -> dict[tuple, dict]:
+    """The rows typed events (a pyarrow table of one table's events, with
+    ``after_absent``) leave, applied in sequence order as the source applied them: an
+    upsert merges the columns its image carries into the row (an update that moves its
+    key takes the old row's), a delete removes the row."""
+    rows = events.select(["op", "sequence", "before", "after", "after_absent"]).to_pylist()
+    rows = [r for r in rows if r["op"] in UPSERT_OPS + REMOVE_OPS and r["sequence"] is not None]
+    rows.sort(key=lambda r: r["sequence"])
+    state: dict[tuple, dict] = {}
+
+    def key_of(image: dict | None) -> tuple | None:
+        if image is None or any(image.get(k) is None for k in keys):
+            return None
+        return tuple(image[k] for k in keys)
+
+    for r in rows:
+        old, new = key_of(r["before"]), key_of(r["after"])
+        if r["op"] in REMOVE_OPS:
+            state.pop(old if old is not None else new, None)
+            continue
+        absent = set(r["after_absent"] or [])
+        carried = {c: v for c, v in r["after"].items() if c not in absent}
+        new = new if new is not None else old
+        row = state.pop(old, None) if old is not None and old != new else None
+        if row is None:
+            row = state.get(new, {})
+        state[new] = {**row, **carried}
+    return state
+
+
+def plain(value: Any) -> Any:
+    """A value as both pyarrow and a Spark ``collect`` give it, made comparable: bytes
+    for binary, naive UTC datetimes."""
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is None:
+            value = value.astimezone()  # Spark gives local time
+        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return value

@@ -67,10 +67,15 @@ class EventSink:
             ``errors``, ``dropped``).
     """
 
-    __slots__ = ("_format", "_mode", "_stats", "rows", "ordinals", "typed")
+    __slots__ = ("_format", "_mode", "_stats", "rows", "ordinals", "typed", "schemas")
 
     def __init__(
-        self, format: str, mode: str, stats: dict[str, int], typed: Typed | None = None
+        self,
+        format: str,
+        mode: str,
+        stats: dict[str, int],
+        typed: Typed | None = None,
+        schema_pass: bool = False,
     ) -> None:
         self._format = format
         self._mode = mode
@@ -78,6 +83,14 @@ class EventSink:
         self.typed = typed
         self.rows: list[tuple] = []
         self.ordinals: list[int] = []
+        # The schema pass (``._schemas``): each row's wire schema.
+        self.schemas: list | None = [] if schema_pass else None
+
+    @property
+    def schema_pass(self) -> bool:
+        """True in the schema pass: formats give each row's wire schema to :meth:`events`,
+        and the rows' images and metadata are not needed."""
+        return self.schemas is not None
 
     def convert(self, rows: list[tuple], hints=None) -> list[tuple]:
         """Typed mode: the rows with their images converted (unchanged in generic mode).
@@ -93,19 +106,27 @@ class EventSink:
             return rows
         return self.typed.convert(rows, hints)
 
-    def events(self, rows: list[tuple], ordinal: int, messages: int = 1) -> None:
+    def events(self, rows: list[tuple], ordinal: int, messages: int = 1, schemas=None) -> None:
         """Adds the event rows (none or many) of the message at ``ordinal``, decoded from
-        ``messages`` input values (the parts of a multi-part set)."""
+        ``messages`` input values (the parts of a multi-part set). ``schemas``: in the
+        schema pass, each row's wire schema (a list), or one for every row."""
         self._stats["decoded"] += messages
         if rows:
             self.rows.extend(rows)
             self.ordinals.extend([ordinal] * len(rows))
             self._stats["events"] += len(rows)
+            if self.schemas is not None:
+                if isinstance(schemas, list):
+                    self.schemas.extend(schemas)
+                else:
+                    self.schemas.extend([schemas] * len(rows))
 
     def tombstone(self, ordinal: int) -> None:
         """Adds the row of a null input value."""
         self.rows.append(tombstone_row(self._format))
         self.ordinals.append(ordinal)
+        if self.schemas is not None:
+            self.schemas.append(None)
         self._stats["events"] += 1
         self._stats["decoded"] += 1
 
@@ -124,13 +145,20 @@ class EventSink:
         if self._mode == "permissive":
             self.rows.append(error_row(self._format, cause, raw))
             self.ordinals.append(ordinal)
+            if self.schemas is not None:
+                self.schemas.append(None)
         elif self._mode == "dropmalformed":
             self._stats["dropped"] += 1
         else:
             raise DecodeError(f"message {ordinal}: {cause}")
 
     def build(self) -> tuple[pa.RecordBatch, pa.Array]:
-        """The rows as a record batch of the event schema, and each row's input ordinal."""
+        """The rows as a record batch of the event schema, and each row's input ordinal
+        (in the schema pass, its rows and each one's first ordinal)."""
+        if self.schemas is not None:
+            from ._schemas import aggregate
+
+            return aggregate(self.rows, self.ordinals, self.schemas)
         schema = EVENT_SCHEMA if self.typed is None else self.typed.schema
         rows = self.rows
         if self.typed is not None:

@@ -271,18 +271,21 @@ class JsonFormat:
             ordinal: the message's input ordinal.
             sink: where rows go.
         """
+        schema = None
         try:
             message = parse(raw, self._limits)
             row = self._event(message)
             if row is not None:
                 rows = sink.convert([row], self._hints(message) if sink.typed else None)
+                if sink.schema_pass:
+                    schema = self._schema(message, row, key)
         except (Malformed, Unconvertible) as exc:
             sink.error(ordinal, raw, str(exc))
             return
         if row is None:
             sink.tombstone(ordinal)
         else:
-            sink.events(rows, ordinal)
+            sink.events(rows, ordinal, schemas=schema)
 
     def finish(self, sink: EventSink) -> None:
         """End of input: nothing is buffered."""
@@ -292,6 +295,11 @@ class JsonFormat:
 
     def _hints(self, message: object) -> Hints | None:
         """Typed mode's hints for a message ``_event`` accepted (docs/typed.md)."""
+        return None
+
+    def _schema(self, message: object, row: tuple, key: str | None) -> tuple | None:
+        """The schema pass: the wire schema of the row ``_event`` made of a message
+        (``._schemas``), ``None`` for a row without one."""
         return None
 
 

@@ -3,14 +3,17 @@ structs of the table's columns, by the rules of ``rust/typed/`` (docs/typed.md).
 
 A format passes its rows through :meth:`Typed.convert` with the message's hints:
 ``Hints(epoch=..., hex=..., columns={name: hint})``, where a column hint is ``"ms"``,
-``"us"``, ``"ns"`` (an integer is epoch time in that unit), ``"days"``, ``"hex"`` or
-``("decimal", scale)`` (base64 of a Connect decimal's unscaled bytes).
+``"us"``, ``"ns"`` (an integer is epoch time in that unit), ``"days"``, ``"hex"``,
+``("decimal", scale)`` (base64 of a Connect decimal's unscaled bytes), ``"variable"``
+(Debezium's ``VariableScaleDecimal``), ``"time-ms"``, ``"time-us"``, ``"time-ns"`` (an
+integer is a time of day in that unit) or ``"base64-text"`` (base64 of UTF-8 text).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import datetime as dt
 import json
 import re
 from decimal import Decimal
@@ -19,7 +22,7 @@ from typing import NamedTuple
 import pyarrow as pa
 
 from .._typed import multi_event_schema, typed_event_schema
-from .._values import base64_text, days_from_civil
+from .._values import base64_text, days_from_civil, time_text, unscaled_decimal_text
 
 _BEFORE = 13
 _AFTER = 14
@@ -242,6 +245,13 @@ _ISO = re.compile(
 
 def parse_iso(text: str) -> int | None:
     """ISO-8601 text as microseconds since the epoch (see rust/typed/parse.rs ``parse_iso``)."""
+    moment = _iso(text)
+    return None if moment is None else moment[0]
+
+
+def _iso(text: str) -> tuple[int, bool] | None:
+    """ISO-8601 text as microseconds since the epoch, and whether it has an offset (or
+    ``Z``): without one it is a wall clock."""
     m = _ISO.match(text)
     if not m:
         return None
@@ -265,7 +275,46 @@ def parse_iso(text: str) -> int | None:
             return None
         total = hours * 60 + minutes
         micros -= (-total if offset[0] == "-" else total) * 60_000_000
-    return micros
+    return micros, bool(offset)
+
+
+# The source's time zone (rust/typed/parse.rs, ``from_wall``/``to_wall``): within
+# 0001-01-02 and the end of 9999-12-29, what ``datetime`` and jiff both hold a day around.
+_ZONE_RANGE = (-62_135_510_400_000_000, 253_402_127_999_999_999)
+_UTC = dt.timezone.utc
+_EPOCH_UTC = dt.datetime(1970, 1, 1, tzinfo=_UTC)
+_EPOCH_NAIVE = dt.datetime(1970, 1, 1)
+_MICRO = dt.timedelta(microseconds=1)
+
+
+def _in_zone_range(micros: int) -> bool:
+    return _ZONE_RANGE[0] <= micros <= _ZONE_RANGE[1]
+
+
+def from_wall(zone, wall: int) -> int | None:
+    """A wall clock (microseconds read as UTC) as the instant it is in ``zone``: fold 0, so
+    a repeated wall time is the earlier instant and a skipped one moves forward by the gap
+    (java.time's and jiff's "compatible" rule)."""
+    if not _in_zone_range(wall):
+        return None
+    try:
+        local = (_EPOCH_NAIVE + wall * _MICRO).replace(tzinfo=zone)
+        instant = (local.astimezone(_UTC) - _EPOCH_UTC) // _MICRO
+    except (OverflowError, ValueError):
+        return None
+    return instant if _in_zone_range(instant) else None
+
+
+def to_wall(zone, instant: int) -> int | None:
+    """An instant as its wall clock in ``zone`` (microseconds read as UTC)."""
+    if not _in_zone_range(instant):
+        return None
+    try:
+        local = (_EPOCH_UTC + instant * _MICRO).astimezone(zone)
+    except (OverflowError, ValueError):
+        return None
+    wall = (local.replace(tzinfo=None) - _EPOCH_NAIVE) // _MICRO
+    return wall if _in_zone_range(wall) else None
 
 
 def _epoch_micros(value: int, unit: str) -> int | None:
@@ -277,15 +326,33 @@ def _epoch_micros(value: int, unit: str) -> int | None:
     return value // 1000
 
 
-def parse_timestamp(text: str, hint, hints: Hints) -> int | None:
+def _moment(text: str, hint, hints: Hints) -> tuple[int, bool] | None:
+    """A value's microseconds, and whether they are a wall clock (offset-less text, or a
+    Debezium timestamp column's epoch number) rather than an instant."""
     value = parse_int(text)
     if value is not None:
-        unit = hint if hint in ("ms", "us", "ns") else hints.epoch or "ms"
-        return _epoch_micros(value, unit)
-    return parse_iso(text)
+        if hint in ("ms", "us", "ns"):
+            micros = _epoch_micros(value, hint)
+            return None if micros is None else (micros, True)
+        micros = _epoch_micros(value, hints.epoch or "ms")
+        return None if micros is None else (micros, False)
+    moment = _iso(text)
+    return None if moment is None else (moment[0], not moment[1])
 
 
-def parse_date(text: str, hint, hints: Hints) -> int | None:
+def parse_timestamp(text: str, hint, hints: Hints, zone=None, ntz: bool = False) -> int | None:
+    moment = _moment(text, hint, hints)
+    if moment is None:
+        return None
+    micros, wall = moment
+    if zone is not None and wall and not ntz:
+        return from_wall(zone, micros)
+    if zone is not None and not wall and ntz:
+        return to_wall(zone, micros)
+    return micros
+
+
+def parse_date(text: str, hint, hints: Hints, zone=None) -> int | None:
     value = parse_int(text)
     if value is not None:
         if hint in ("ms", "us", "ns"):
@@ -302,18 +369,29 @@ def parse_date(text: str, hint, hints: Hints) -> int | None:
             micros = _epoch_micros(value, unit)
             if micros is None:
                 return None
+            # The message's epoch numbers are instants; a column's are wall clocks.
+            if zone is not None and hint not in ("ms", "us", "ns"):
+                micros = to_wall(zone, micros)
+                if micros is None:
+                    return None
     else:
-        micros = parse_iso(text)
-        if micros is None:
+        moment = _iso(text)
+        if moment is None:
             return None
+        micros, offset = moment
+        if zone is not None and offset:
+            micros = to_wall(zone, micros)
+            if micros is None:
+                return None
     if micros % MICROS_PER_DAY:
         return None
     days = micros // MICROS_PER_DAY
     return days if -(2**31) <= days < 2**31 else None
 
 
-def _converter(data_type: pa.DataType):
-    """The function turning (text, hint, hints) into the value pyarrow builds from."""
+def _converter(data_type: pa.DataType, zone=None):
+    """The function turning (text, hint, hints) into the value pyarrow builds from
+    (``zone``: the source's time zone, a ``zoneinfo.ZoneInfo``)."""
     if data_type == pa.bool_():
         return lambda text, hint, hints: parse_bool(text)
     if data_type in _RANGES:
@@ -348,9 +426,10 @@ def _converter(data_type: pa.DataType):
 
         return decimal
     if data_type == pa.date32():
-        return parse_date
+        return lambda text, hint, hints: parse_date(text, hint, hints, zone)
     if pa.types.is_timestamp(data_type):
-        return parse_timestamp
+        ntz = data_type.tz is None
+        return lambda text, hint, hints: parse_timestamp(text, hint, hints, zone, ntz)
     if data_type == pa.binary():
 
         def binary(text, hint, hints):
@@ -358,16 +437,51 @@ def _converter(data_type: pa.DataType):
             return parse_hex(text) if hex_text else parse_base64(text)
 
         return binary
-    return lambda text, hint, hints: text
+    return _string
+
+
+_TIME_HINTS = {"time-ms": (1, 3), "time-us": (1, 6), "time-ns": (1000, 6)}
+
+
+def _string(text: str, hint, hints: Hints) -> str | None:
+    """A string column's value: the text, or under a column hint its converted text
+    (``rust/typed/parse.rs``, ``hinted_text``); ``None`` when it does not convert."""
+    if hint is None:
+        return text
+    if hint == "base64-text":
+        raw = parse_base64(text)
+        if raw is None:
+            return None
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    if isinstance(hint, tuple) and hint[0] == "decimal":
+        raw = parse_base64(text)
+        if hint[1] < 0 or not raw:
+            return text
+        return unscaled_decimal_text(int.from_bytes(raw, "big", signed=True), hint[1])
+    if hint == "variable":
+        parts = _variable_scale(text)
+        if parts is None or parts[0] < 0 or not parts[1]:
+            return text
+        return unscaled_decimal_text(int.from_bytes(parts[1], "big", signed=True), parts[0])
+    if hint in _TIME_HINTS:
+        value = parse_int(text)
+        if value is None:
+            return text
+        divisor, digits = _TIME_HINTS[hint]
+        return time_text(value // divisor, digits)
+    return text
 
 
 class _Table:
     __slots__ = ("name", "schema", "fields", "prefix")
 
-    def __init__(self, name: str, schema: pa.Schema, multi: bool) -> None:
+    def __init__(self, name: str, schema: pa.Schema, multi: bool, zone=None) -> None:
         self.name = name
         self.schema = schema
-        self.fields = [(f.name, f.type, _converter(f.type)) for f in schema]
+        self.fields = [(f.name, f.type, _converter(f.type, zone)) for f in schema]
         self.prefix = f"{name}: " if multi else ""
 
     def convert(self, image, which: str, hints: Hints) -> dict | None:
@@ -405,16 +519,17 @@ class Typed:
         schema: one checked pyarrow schema for every row, or
         tables: (name, checked schema) pairs; rows are routed by their source names
             (``db.schema.table``, ``db.table``, ``schema.table``, ``table``: the first named).
+        zone: the source's time zone (a ``zoneinfo.ZoneInfo``), or ``None`` for UTC.
     """
 
-    def __init__(self, schema: pa.Schema | None = None, tables=None) -> None:
+    def __init__(self, schema: pa.Schema | None = None, tables=None, zone=None) -> None:
         self.multi = tables is not None
         if self.multi:
-            self._tables = [_Table(name, s, True) for name, s in tables]
+            self._tables = [_Table(name, s, True, zone) for name, s in tables]
             self._index = {name: i for i, (name, _) in enumerate(tables)}
             self.schema = multi_event_schema(list(tables))
         else:
-            self._tables = [_Table("", schema, False)]
+            self._tables = [_Table("", schema, False, zone)]
             self.schema = typed_event_schema(schema)
         self.width = len(self.schema)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 
+from . import _schemas
 from ._events import Malformed
 from ._json import (
     JsonFormat,
@@ -176,3 +177,30 @@ class DatahubBlob(JsonFormat):
 
     def _event(self, message: object) -> tuple:
         return _event(message)
+
+    def _schema(self, message: object, row: tuple, key: str | None) -> tuple | None:
+        """``schema.dataColumn`` (DataHub types) and ``schema.primaryKey``; the images'
+        column names when ``dataColumn`` is not a list of ``{"name", "type"}`` strings."""
+        if row[13] is None and row[14] is None:
+            return None
+        schema = message.get("schema") or {}
+        primary_key = row[12]
+        columns = _data_columns(schema.get("dataColumn"))
+        if columns is None:
+            return _schemas.names(_schemas.image_names(row[13], row[14]), primary_key)
+        return _schemas.typed("datahub", columns, primary_key)
+
+
+def _data_columns(columns: object) -> list[tuple[str, str]] | None:
+    """``schema.dataColumn`` as (name, type) pairs, when every item has string ``name``
+    and ``type``."""
+    if not isinstance(columns, list):
+        return None
+    out = []
+    for column in columns:
+        name = column.get("name") if isinstance(column, dict) else None
+        type_ = column.get("type") if isinstance(column, dict) else None
+        if type(name) is not str or type(type_) is not str:
+            return None
+        out.append((name, type_))
+    return out

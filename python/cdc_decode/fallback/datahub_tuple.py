@@ -43,6 +43,7 @@ from .._values import (
     json_string,
     timestamp_text,
 )
+from . import _schemas
 from ._events import EventSink, Malformed
 from ._typed import Hints, Unconvertible, parse_i64
 
@@ -232,6 +233,11 @@ class Records:
         table = meta.get(SOURCE_TABLE)
         self.tables = None if table is None else batch.column(table).to_pylist()
         self.data_names = [names[i] for i in data]
+        # The schema pass: the data columns and their Arrow types (pyarrow's spelling, as
+        # the Rust core spells them); a TUPLE topic names no key.
+        self.wire = _schemas.typed(
+            "arrow", [(names[i], str(batch.column(i).type)) for i in data], None
+        )
         columns = [_texts(batch.column(i)) for i in data]
         self.images = list(zip(*columns, strict=True)) if columns else [()] * batch.num_rows
         self.metadata = [(names[i], _texts(batch.column(i))) for i in sorted(metadata)]
@@ -244,7 +250,7 @@ class Records:
         except (Malformed, Unconvertible) as exc:
             sink.error(ordinal, self.raw(row), str(exc))
             return
-        sink.events(events, ordinal)
+        sink.events(events, ordinal, schemas=self.wire)
 
     def _event(self, row: int) -> tuple:
         source_op = self.operations[row]

@@ -37,6 +37,7 @@ from .._values import (
     timestamp_text,
     unscaled_decimal_text,
 )
+from . import _schemas
 from ._events import EventSink, Malformed
 from ._json import Number, parse
 from ._typed import Hints, Unconvertible
@@ -44,7 +45,7 @@ from .datastream_json import order
 
 FORMAT = "datastream-avro"
 
-_CACHED_SCHEMAS = 64
+_CACHED_SCHEMAS = 256
 _MAX_MS = (2**63 - 1) // 1000
 _I64 = (-(2**63), 2**63 - 1)
 _MAGIC = b"Obj\x01"
@@ -731,13 +732,134 @@ def _nullable_record(node: _Node) -> _Node | None:
     return None
 
 
+# --- the schema pass: the payload's types as the schema spells them ----------------------
+# (rust/formats/datastream_avro/plan.rs, `payload_types`; docs/types.md)
+
+
+def _str(value: object) -> str | None:
+    return value if type(value) is str else None
+
+
+def _short(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+def _non_null(ty: object) -> object:
+    """A union of ``null`` and one other type as that type (``None`` for other unions)."""
+    if not isinstance(ty, list):
+        return ty
+    others = [b for b in ty if b != "null" or type(b) is not str]
+    return others[0] if len(others) == 1 else None
+
+
+def _spell(ty: object, field: dict | None, named: dict[str, str]) -> str:
+    if isinstance(ty, list):
+        only = _non_null(ty)
+        if only is not None:
+            return _spell(only, None, named)
+        if all(type(b) is str and b == "null" for b in ty):
+            return "null"
+        for branch in ty:
+            _spell(branch, None, named)
+        return "union"
+    if type(ty) is str:
+        base, holder = ty, None
+    elif isinstance(ty, dict):
+        base = _str(ty.get("type"))
+        if base is None:
+            return "union"
+        holder = ty
+    else:
+        return "union"
+    kind = named.get(_short(base))
+    if kind is not None:
+        return f"record {_short(base)}" if kind == "record" else kind
+    if base in ("record", "error"):
+        name = (_str(holder.get("name")) if holder is not None else None) or ""
+        named[_short(name)] = "record"
+        fields = holder.get("fields") if holder is not None else None
+        for f in fields if isinstance(fields, list) else ():
+            if isinstance(f, dict) and "type" in f:
+                _spell(f["type"], f, named)
+        return f"record {_short(name)}"
+    if base in ("enum", "fixed"):
+        name = _str(holder.get("name")) if holder is not None else None
+        if name is not None:
+            named[_short(name)] = base
+        return _with_logical(base, holder, None)
+    if base == "array":
+        if holder is not None and "items" in holder:
+            _spell(holder["items"], None, named)
+        return "array"
+    if base == "map":
+        return "map"
+    return _with_logical(base, holder, field)
+
+
+def _with_logical(base: str, holder: dict | None, field: dict | None) -> str:
+    source = holder if holder is not None and "logicalType" in holder else None
+    if source is None and field is not None and "logicalType" in field:
+        source = field
+    if source is None:
+        return base
+    logical = _str(source.get("logicalType"))
+    if logical is None:
+        return base
+    if logical == "decimal":
+        precision, scale = source.get("precision"), source.get("scale")
+        precision = precision if type(precision) is Number else ""
+        scale = scale if type(scale) is Number else "0"
+        return f"{base} decimal({precision},{scale})"
+    return f"{base} {logical}"
+
+
+def _payload_types(document: object) -> list[tuple[str, str]] | None:
+    """The ``payload`` record's fields and their types as sent, or ``None``."""
+    fields = document.get("fields") if isinstance(document, dict) else None
+    if not isinstance(fields, list):
+        return None
+    named: dict[str, str] = {}
+    payload = None
+    for field in fields:
+        if not isinstance(field, dict):
+            continue
+        is_payload = _str(field.get("name")) == "payload"
+        if "type" not in field:
+            continue
+        if is_payload:
+            payload = field["type"]
+            break
+        _spell(field["type"], None, named)
+    if payload is None:
+        return None
+    payload = _non_null(payload)
+    if not isinstance(payload, dict) or _str(payload.get("type")) != "record":
+        return None
+    name = _str(payload.get("name"))
+    if name is not None:
+        named[_short(name)] = "record"
+    columns = payload.get("fields")
+    if not isinstance(columns, list):
+        return None
+    out = []
+    for column in columns:
+        name = _str(column.get("name")) if isinstance(column, dict) else None
+        if name is None or "type" not in column:
+            return None
+        out.append((name, _spell(column["type"], column, named)))
+    return out
+
+
 class _Plan:
     """A schema compiled for events (rust ``Plan``): fastavro's parsed canonical schema and
     the roles of the fields."""
 
     def __init__(self, schema_json: bytes, limits: Limits) -> None:
         compiler = _Compiler()
-        root = compiler.node(parse(schema_json, limits), "")
+        document = parse(schema_json, limits)
+        root = compiler.node(document, "")
+        # The schema pass: the payload's fields and their types as spelled in the schema.
+        self.payload_types = _payload_types(document)
         _check_arrays(compiler.nodes)
         if root.kind != "record":
             raise Malformed("schema: the top-level type is not a record")
@@ -814,8 +936,9 @@ class DatastreamAvro:
 
     def decode(self, raw: bytes, key: str | None, ordinal: int, sink: EventSink) -> None:
         """Decodes one file into ``sink``: all of its events, or one error row."""
+        schemas = [] if sink.schema_pass else None
         try:
-            rows = self._file(raw)
+            rows = self._file(raw, schemas)
             if sink.typed is not None:
                 rows = sink.convert(rows, [_hints(row) for row in rows])
         except (Malformed, Unconvertible) as exc:
@@ -824,7 +947,7 @@ class DatastreamAvro:
         except (EOFError, IndexError, UnicodeDecodeError, ValueError, TypeError) as exc:
             sink.error(ordinal, raw, f"invalid Avro data: {type(exc).__name__}: {exc}")
             return
-        sink.events(rows, ordinal)
+        sink.events(rows, ordinal, schemas=schemas)
 
     def finish(self, sink: EventSink) -> None:
         """End of input: nothing is buffered."""
@@ -841,7 +964,9 @@ class DatastreamAvro:
             self._plans[schema] = plan
         return plan
 
-    def _file(self, buf: bytes) -> list[tuple]:
+    def _file(self, buf: bytes, schemas: list | None = None) -> list[tuple]:
+        """The events of one file; in the schema pass (``schemas`` a list), each one's wire
+        schema is appended to ``schemas`` and the output bytes are not counted."""
         schema, codec, sync, pos = _header(buf)
         try:
             plan = self._plan(schema)
@@ -895,9 +1020,17 @@ class DatastreamAvro:
                     what = f"values nested more than {depth} records and arrays deep"
                     raise Malformed(limits.over("max_avro_depth", what)) from None
                 row, bytes_out = self._event(plan, list(record.values()))
-                output += bytes_out
-                if output > output_limit:
-                    raise Malformed(limits.over_output(output_limit, "the file's"))
+                if schemas is not None:
+                    image = row[13] if row[13] is not None else row[14]
+                    schemas.append(
+                        None
+                        if image is None or plan.payload_types is None
+                        else _schemas.typed("avro", plan.payload_types, row[12])
+                    )
+                else:
+                    output += bytes_out
+                    if output > output_limit:
+                        raise Malformed(limits.over_output(output_limit, "the file's"))
                 rows.append(row)
             left = len(data) - stream.tell()
             if left:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import calendar
 import re
 
+from . import _schemas
 from ._events import Malformed
 from ._json import (
     JsonFormat,
@@ -136,6 +137,13 @@ class DatastreamJson(JsonFormat):
         """MySQL BLOB/BINARY values are hex text."""
         read_method = message.get("read_method")  # checked by _event: a string or absent
         return _HEX if isinstance(read_method, str) and read_method.startswith("mysql") else None
+
+    def _schema(self, message: object, row: tuple, key: str | None) -> tuple | None:
+        """The payload's column names and ``primary_keys``: the JSON carries no types."""
+        image = row[13] if row[13] is not None else row[14]
+        if image is None:
+            return None
+        return _schemas.names(_schemas.image_names(image), row[12])
 
     def _event(self, message: object) -> tuple:
         if not isinstance(message, dict):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 
 from .._limits import DEFAULT, Limits
+from . import _schemas
 from ._events import Malformed
 from ._json import JsonFormat, Number, integer_field, kind_of, render, string_field, unsigned_field
 from ._sequence import u64
@@ -124,6 +125,12 @@ class TdsqlJson(JsonFormat):
     ) -> None:
         super().__init__(limits=limits)
         self._columns = {table: _names(table, names) for table, names in (columns or {}).items()}
+
+    def _schema(self, message: object, row: tuple, key: str | None) -> tuple | None:
+        """The images' keys (positions, or the names of ``columns=``): no types, no key."""
+        if row[13] is None and row[14] is None:
+            return None
+        return _schemas.names(_schemas.image_names(row[13], row[14]), None)
 
     def _event(self, message: object) -> tuple:
         if not isinstance(message, dict):

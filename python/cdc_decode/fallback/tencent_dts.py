@@ -18,8 +18,9 @@ from google.protobuf.message import DecodeError as ProtoError
 from .. import _proto
 from .._limits import DEFAULT, Limits
 from .._values import base64_text
+from . import _schemas
 from ._events import EventSink, Malformed, report_all
-from ._typed import Unconvertible
+from ._typed import Hints, Unconvertible
 
 FORMAT = "tencent-dts"
 
@@ -209,8 +210,45 @@ def _add(metadata: dict[str, str], pairs) -> None:
             metadata[key] = pair.value
 
 
-def _entry_rows(entry, envelope_properties, rows: list[tuple], limits: Limits) -> None:
-    """Appends the events of one ``Entry`` to ``rows``."""
+_DIALECTS = {_proto.SourceType.values_by_name["PGSQL"].number: "postgresql",
+             _proto.SourceType.values_by_name["ORACLE"].number: "oracle"}  # fmt: skip
+
+
+def _wire_schema(source_type: int, columns) -> tuple:
+    """The schema pass: a DML entry's columns (``originalType``, ``isKey``) as a wire
+    schema, in the dialect of the header's ``sourceType`` (``rust/formats/tencent_dts``)."""
+    key = [c.name for c in columns if c.isKey] or None
+    dialect = _DIALECTS.get(source_type, "mysql")
+    return _schemas.typed(dialect, [(c.name, c.originalType) for c in columns], key)
+
+
+def _json_hints(names: list[str], json_columns: frozenset, *images) -> Hints | None:
+    """Typed mode: MySQL ``json`` values sent as BYTES (base64 text) of one row are text
+    for a string column (``rust/formats/tencent_dts/events.rs``)."""
+    columns = {
+        name: "base64-text"
+        for values in images
+        for name, data in zip(names, values, strict=False)
+        if data.dataType == _BYTES and name in json_columns
+    }
+    return Hints(columns=columns) if columns else None
+
+
+def _is_json(original_type: str) -> bool:
+    head = original_type[:4]
+    return head.isascii() and head.lower() == "json"
+
+
+def _entry_rows(
+    entry,
+    envelope_properties,
+    rows: list[tuple],
+    limits: Limits,
+    schemas: list | None = None,
+    hints: list | None = None,
+) -> None:
+    """Appends the events of one ``Entry`` to ``rows`` (in the schema pass, each one's wire
+    schema to ``schemas``; in typed mode, each one's hints to ``hints``)."""
     header = entry.header
     event = entry.event
     for count, noun in (
@@ -299,6 +337,10 @@ def _entry_rows(entry, envelope_properties, rows: list[tuple], limits: Limits) -
              position, _SEQUENCE(seq_id, 0), f"{seq_id}:0", None, None, None, ddl,
              list(metadata.items()), None, None)
         )  # fmt: skip
+        if schemas is not None:
+            schemas.append(None)
+        if hints is not None:
+            hints.append(None)
         return
 
     names = [column.name for column in dml.columns]
@@ -307,10 +349,17 @@ def _entry_rows(entry, envelope_properties, rows: list[tuple], limits: Limits) -
         duplicate = next(name for name in names if name in seen or seen.add(name))
         raise Malformed(f"duplicate column name {duplicate!r}")
     primary_key = [column.name for column in dml.columns if column.isKey] or None
+    if schemas is not None:
+        schemas.extend([_wire_schema(header.sourceType, dml.columns)] * len(dml.rows))
     metadata_items = list(metadata.items())
+    json_columns = frozenset(c.name for c in dml.columns if _is_json(c.originalType))
     for row_index, row in enumerate(dml.rows):
         old_values = row.oldColumns
         new_values = row.newColumns
+        if hints is not None:
+            hints.append(
+                _json_hints(names, json_columns, old_values, new_values) if json_columns else None
+            )
         before = _image(old_values, names, row_index, "old") if len(old_values) else None
         after = _image(new_values, names, row_index, "new") if len(new_values) else None
         row_properties = row.properties
@@ -339,7 +388,13 @@ def _row_bytes(row: tuple) -> int:
     return _map_bytes(row[13]) + _map_bytes(row[14]) + _map_bytes(row[16])
 
 
-def _events(data: bytes, envelope_properties: list[tuple[str, str]], limits: Limits) -> list[tuple]:
+def _events(
+    data: bytes,
+    envelope_properties: list[tuple[str, str]],
+    limits: Limits,
+    schemas: list | None = None,
+    hints: list | None = None,
+) -> list[tuple]:
     """The event rows of one serialized ``Entries``: all of them, or :class:`Malformed`.
 
     Their output bytes are held to ``limits.output_limit(len(data))``. Counting them
@@ -347,6 +402,9 @@ def _events(data: bytes, envelope_properties: list[tuple[str, str]], limits: Lim
     entry: rows times (the column names twice and the first row's metadata), plus 4 times
     the entry's wire size (a value's text takes at most 3 UTF-8 bytes per byte sent, row
     properties 1). Only past the limit is every row counted, as the Rust core does.
+
+    In the schema pass (``schemas`` a list, which gets each row's wire schema) the rows
+    are not output, and their bytes not counted.
     """
     max_items = limits.max_items
     entries = _parse(_proto.Entries, data, "Entries")
@@ -360,11 +418,11 @@ def _events(data: bytes, envelope_properties: list[tuple[str, str]], limits: Lim
     for i, entry in enumerate(entries.items):
         start = len(rows)
         try:
-            _entry_rows(entry, envelope_properties, rows, limits)
+            _entry_rows(entry, envelope_properties, rows, limits, schemas, hints)
         except Malformed as exc:
             raise Malformed(f"Entries.items[{i}]: {exc}") from None
         added = len(rows) - start
-        if not added:
+        if not added or schemas is not None:
             continue
         if exact is None:
             names = sum(len(c.name.encode()) for c in entry.event.dmlEvent.columns)
@@ -525,12 +583,14 @@ class TencentDts:
 
     def _emit(self, sink: EventSink, data: bytes, properties, parts) -> None:
         """Events of one whole Entries at the last part's place, or every part an error."""
+        schemas = [] if sink.schema_pass else None
+        hints = [] if sink.typed is not None else None
         try:
-            rows = sink.convert(_events(data, properties, self._limits))
+            rows = sink.convert(_events(data, properties, self._limits, schemas, hints), hints)
         except (Malformed, Unconvertible) as exc:
             cause = str(exc)
             if len(parts) > 1:
                 cause = f"multi-part envelope of {len(parts)} parts: {cause}"
             sink.errors([(ordinal, raw) for ordinal, raw, _ in parts], cause)
             return
-        sink.events(rows, parts[-1][0], messages=len(parts))
+        sink.events(rows, parts[-1][0], messages=len(parts), schemas=schemas)

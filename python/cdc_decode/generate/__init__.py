@@ -41,6 +41,7 @@ except ModuleNotFoundError as exc:  # protobuf, fastavro: the python-engine extr
         name=exc.name,
     ) from exc
 from .apply import State, apply_change, apply_events
+from .database import DatabaseSource
 from .source import MySQLSource
 from .stream import (
     Stream,
@@ -97,6 +98,8 @@ def generate(
     max_rows: int = 2000,
     tables: Sequence[str] | None = None,
     connector: str | None = None,
+    key_changes: float = 0.0,
+    table_count: int | None = None,
 ) -> Stream:
     """Generate a stream of exactly ``messages`` Kafka values.
 
@@ -121,6 +124,20 @@ def generate(
         connector: ``debezium-json`` only: whose messages to write, ``"mysql"`` (the
             default), ``"oracle"`` or ``"mongodb"`` (:mod:`.debezium_json`); the stream's
             expected events, final state and primary keys are that connector's.
+        key_changes: the share of updated rows whose primary key the update changes
+            (:class:`.source.MySQLSource`); each format sends such an update as its source
+            would (Debezium: a delete and a create at one position; Datastream: an
+            UPDATE-DELETE and an UPDATE-INSERT). ``0`` (the default) changes none: the
+            stream for a seed is the same as without the option.
+        table_count: simulate a whole database of this many generated tables instead of
+            the five (:mod:`.database`): realistic column mixes, phases of transactions
+            that touch about half of the tables, and DDL mid-stream (columns added,
+            widened and dropped; TDSQL's positional images get no drops). Every format but
+            ``datahub-tuple`` (a topic maps one table); ``debezium-json`` with the MySQL
+            connector only, written with the Connect schema on every message
+            (``schemas.enable``, decimals as Connect ``Decimal`` bytes) and a Kafka key
+            per message (``Stream.message_keys``). ``None`` (the default): the five tables,
+            byte for byte as without the option.
 
     Returns:
         The :class:`Stream`: values, expected events and final table state.
@@ -130,13 +147,31 @@ def generate(
         raise ValueError("messages must not be negative")
     if connector is not None and format != debezium_json.FORMAT:
         raise ValueError(f"connector= applies to {debezium_json.FORMAT} only")
+    if table_count is not None:
+        if format == datahub_tuple.FORMAT:
+            raise ValueError("table_count= does not apply to datahub-tuple: a topic maps one table")
+        if tables is not None:
+            raise ValueError("give tables= (of the five) or table_count=, not both")
+        if connector not in (None, "mysql"):
+            raise ValueError("table_count= writes debezium-json as the MySQL connector only")
+        if key_changes:
+            raise ValueError("key_changes= applies to the five tables, not table_count=")
     if format == datahub_tuple.FORMAT:
-        return _generate_tuple(messages, seed, max_rows, tables)
-    source = MySQLSource(seed, max_rows=max_rows, tables=tables)
+        return _generate_tuple(messages, seed, max_rows, tables, key_changes)
+    if table_count is not None:
+        source = DatabaseSource(
+            seed, table_count=table_count, max_rows=max_rows, drops=format != tdsql_json.FORMAT
+        )
+    else:
+        source = MySQLSource(seed, max_rows=max_rows, tables=tables, key_changes=key_changes)
     if format == datahub_blob.FORMAT:
         render = datahub_blob.render
         values, rows = datahub_blob.write_stream(
-            source, datahub_blob.DatahubBlobWriter(source, seed=seed), messages
+            source,
+            datahub_blob.DatahubBlobWriter(
+                source, seed=seed, unsigned_text=table_count is not None
+            ),
+            messages,
         )
     elif format == datastream_json.FORMAT:
         render = datastream_json.render
@@ -153,7 +188,9 @@ def generate(
             messages,
         )
     elif format == debezium_json.FORMAT:
-        writer = debezium_json.DebeziumJsonWriter(source, seed=seed, connector=connector or "mysql")
+        writer = debezium_json.DebeziumJsonWriter(
+            source, seed=seed, connector=connector or "mysql", connect=table_count is not None
+        )
         render = writer.render
         values, rows = datahub_blob.write_stream(source, writer, messages)
     elif format == tdsql_json.FORMAT:
@@ -179,6 +216,10 @@ def generate(
     }
     if tables is not None:
         options["tables"] = [t.qualified for t in source.tables]
+    if key_changes:
+        options["key_changes"] = key_changes
+    if table_count is not None:
+        options["table_count"] = table_count
     if format == tdsql_json.FORMAT:
         # Names for the positional images: decode with ``columns=stream.options["columns"]``.
         options["columns"] = {t.qualified: [c.name for c in t.columns] for t in source.tables}
@@ -186,7 +227,7 @@ def generate(
     for table in source.tables:
         if not table.rows:
             continue  # as apply_events, a table without rows is left out
-        columns = {c.name: c for c in table.columns}
+        columns = {**table.dropped, **{c.name: c for c in table.columns}}
         final_state[table.qualified] = {
             tuple(render(columns[c], row[c]) for c in table.primary_key): {
                 name: render(columns[name], value) for name, value in row.items()
@@ -197,6 +238,10 @@ def generate(
     if connector not in (None, "mysql"):
         options["connector"] = connector
         final_state, primary_keys = writer.final_state(source)
+    message_keys = None
+    if format == debezium_json.FORMAT and table_count is not None:
+        # Filler tombstones at the end have no key.
+        message_keys = writer.message_keys + [None] * (len(values) - len(writer.message_keys))
     return Stream(
         format=format,
         seed=seed,
@@ -205,11 +250,27 @@ def generate(
         final_state=final_state,
         primary_keys=primary_keys,
         options=options,
+        message_keys=message_keys,
+        final_values=_final_values(source) if table_count is not None else None,
     )
 
 
+def _final_values(source: MySQLSource) -> dict:
+    """``db.table`` → (column name → its last :class:`.source.Column`, dropped ones too;
+    key → row of the source's own values: the consumer's view, whose text
+    ``final_state`` holds), for tests of typed conversions."""
+    return {
+        t.qualified: (
+            {**t.dropped, **{c.name: c for c in t.columns}},
+            {key: dict(row) for key, row in t.rows.by_key.items()},
+        )
+        for t in source.tables
+        if t.rows
+    }
+
+
 def _generate_tuple(
-    messages: int, seed: int, max_rows: int, tables: Sequence[str] | None
+    messages: int, seed: int, max_rows: int, tables: Sequence[str] | None, key_changes: float
 ) -> Stream:
     """``datahub-tuple``: one table's TUPLE topic (docs/formats/datahub-tuple.md)."""
     if isinstance(tables, str):
@@ -220,7 +281,7 @@ def _generate_tuple(
             f"datahub-tuple simulates one table (a TUPLE topic maps one), not {len(tables)}: "
             "name it with tables=[...]"
         )
-    source = MySQLSource(seed, max_rows=max_rows, tables=tables)
+    source = MySQLSource(seed, max_rows=max_rows, tables=tables, key_changes=key_changes)
     writer = datahub_tuple.DatahubTupleWriter(source, seed=seed)
     records, rows, state = datahub_tuple.write_stream(source, writer, messages)
     table = writer.table
@@ -240,5 +301,9 @@ def _generate_tuple(
         expected=_events_table(rows),
         final_state=final_state,
         primary_keys={table.qualified: list(table.primary_key)},
-        options={"max_rows": max_rows, "tables": [table.qualified]},
+        options={
+            "max_rows": max_rows,
+            "tables": [table.qualified],
+            **({"key_changes": key_changes} if key_changes else {}),
+        },
     )

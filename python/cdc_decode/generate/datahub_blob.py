@@ -134,17 +134,32 @@ class DatahubBlobWriter:
         seed: seeds the writer's own choices (update shape, key order, escaping …).
         snapshot_records: at most this many leading insert-only transactions are sent as
             full-sync rows.
+        unsigned_text: declare BIGINT UNSIGNED columns STRING and send their values as
+            text (``generate(..., table_count=N)``): a DataHub LONG holds no value above
+            2^63 - 1, which typed decoding with the wire's types would refuse.
     """
 
     format = FORMAT
 
-    def __init__(self, source: MySQLSource, *, seed: int = 0, snapshot_records: int = 3) -> None:
+    def __init__(
+        self,
+        source: MySQLSource,
+        *,
+        seed: int = 0,
+        snapshot_records: int = 3,
+        unsigned_text: bool = False,
+    ) -> None:
+        self.unsigned_text = unsigned_text
         self.source = source
         self.rng = random.Random(f"datahub-blob/{seed}")
         # Incremental ids as DataWorks makes them: epoch ms × 10^6 plus a counter.
         self.sequence_id = source.time_us // 1000 * 1_000_000
         self.snapshot_left = snapshot_records
         self._schema_cache: dict[tuple, dict] = {}
+
+    def _as_text(self, column: Column) -> bool:
+        """A BIGINT UNSIGNED sent as text (``unsigned_text``)."""
+        return self.unsigned_text and column.type == "bigint" and column.unsigned
 
     def state(self) -> tuple:
         return self.sequence_id, self.snapshot_left
@@ -239,7 +254,11 @@ class DatahubBlobWriter:
                 # Sent as a nested object now and then: it renders back to the same text.
                 data[column.name] = _tokens(json.loads(value))
             else:
-                data[column.name] = wire(column, value)
+                data[column.name] = (
+                    str(value)
+                    if value is not None and self._as_text(column)
+                    else wire(column, value)
+                )
             entries.append((column.name, text))
         return data, entries
 
@@ -250,7 +269,10 @@ class DatahubBlobWriter:
         schema_base = self._schema_cache.get(key)
         if schema_base is None:
             schema_base = self._schema_cache[key] = {
-                "dataColumn": [{"name": c.name, "type": datahub_type(c)} for c in columns],
+                "dataColumn": [
+                    {"name": c.name, "type": "STRING" if self._as_text(c) else datahub_type(c)}
+                    for c in columns
+                ],
                 "primaryKey": list(event.primary_key),
             }
         source = self._source(event.db, event.table)

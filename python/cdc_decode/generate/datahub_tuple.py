@@ -233,9 +233,9 @@ class DatahubTupleWriter:
                     out.append(self._record("D", sequence_id, time_ms, row, before=True))
                 else:
                     key = self._key(image.before)
-                    old = self.rows[key]
+                    old = self.rows.pop(key)
                     new = {**old, **image.after}
-                    self.rows[key] = new
+                    self.rows[self._key(new)] = new  # the key may have changed
                     out.append(self._record("U", sequence_id, time_ms, old, before=True))
                     out.append(self._record("U", sequence_id, time_ms, new, before=False))
         return out

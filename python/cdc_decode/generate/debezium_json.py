@@ -78,6 +78,178 @@ def wire(column: Column, value: Value):
     return text  # varchar, char, enum, set, json, bit as text
 
 
+# --- the Connect schema (schemas.enable), as the MySQL connector writes it ---------------
+# With ``connect=True`` (``generate(..., table_count=N)``): every message carries the
+# Connect schema of its table, decimals and BIGINT UNSIGNED are Connect ``Decimal`` bytes
+# (``decimal.handling.mode=precise``, ``bigint.unsigned.handling.mode=precise``),
+# DATETIME(4-6) is ``MicroTimestamp``, BIT(1) a boolean and BIT(n) ``Bits``, geometry a
+# ``Geometry`` struct; the defaults of the connector otherwise.
+
+
+def _unscaled(number: int) -> str:
+    """A Connect ``Decimal``'s value: base64 of the unscaled value's two's complement bytes,
+    big-endian and minimal (Java's ``BigInteger.toByteArray``)."""
+    size = ((number if number >= 0 else ~number).bit_length() + 8) // 8
+    return base64.b64encode(number.to_bytes(size, "big", signed=True)).decode("ascii")
+
+
+def _bits(column: Column) -> int:
+    return int(column.sql.split("(")[1].rstrip(")")) if "(" in column.sql else 1
+
+
+def connect_wire(column: Column, value: Value):
+    """The JSON value of a MySQL value under the Connect schema (see above)."""
+    if value is None:
+        return None
+    kind = column.type
+    if kind == "decimal":
+        return _unscaled(int(value.scaleb(column.scale)))
+    if kind == "bigint" and column.unsigned:
+        return _unscaled(value)
+    if kind == "datetime" and column.fsp > 3:
+        return Raw(str(calendar.timegm(value.timetuple()) * 1_000_000 + value.microsecond))
+    if kind == "bit":
+        bits = _bits(column)
+        if bits == 1:
+            return bool(value)
+        return base64.b64encode(value.to_bytes((bits + 7) // 8, "little")).decode("ascii")
+    if kind == "geometry":
+        srid = int.from_bytes(value[:4], "little")
+        return {"wkb": base64.b64encode(value[4:]).decode("ascii"), "srid": Raw(str(srid))}
+    return wire(column, value)
+
+
+def connect_render(column: Column, value: Value) -> str | None:
+    """The generic text of a value written by :func:`connect_wire`."""
+    sent = connect_wire(column, value)
+    if isinstance(sent, bool):
+        return "true" if sent else "false"
+    if isinstance(sent, dict):
+        return dump_json(sent, _ESCAPE)
+    return sent
+
+
+_CONNECT_INTS = {
+    ("tinyint", False): "int16",
+    ("tinyint", True): "int16",
+    ("smallint", False): "int16",
+    ("smallint", True): "int32",
+    ("mediumint", False): "int32",
+    ("mediumint", True): "int32",
+    ("int", False): "int32",
+    ("int", True): "int64",
+    ("bigint", False): "int64",
+}
+
+
+def connect_field(column: Column, optional: bool = True) -> dict:
+    """The Connect schema of a column, as the MySQL connector writes it."""
+    kind = column.type
+    field: dict = {"type": "string", "optional": optional}
+    logical = None
+    parameters = None
+    if (kind, column.unsigned) in _CONNECT_INTS:
+        field["type"] = _CONNECT_INTS[(kind, column.unsigned)]
+    elif kind == "bigint" or kind == "decimal":
+        field["type"] = "bytes"
+        logical = "org.apache.kafka.connect.data.Decimal"
+        parameters = {"scale": str(column.scale)}
+        if kind == "decimal":
+            precision = column.sql.split("(")[1].split(",")[0]
+            parameters["connect.decimal.precision"] = precision
+    elif kind in ("float", "double"):
+        field["type"] = "double"
+    elif kind == "date":
+        field["type"], logical = "int32", "io.debezium.time.Date"
+    elif kind == "datetime":
+        field["type"] = "int64"
+        logical = (
+            "io.debezium.time.MicroTimestamp" if column.fsp > 3 else "io.debezium.time.Timestamp"
+        )
+    elif kind == "timestamp":
+        logical = "io.debezium.time.ZonedTimestamp"
+    elif kind == "time":
+        field["type"], logical = "int64", "io.debezium.time.MicroTime"
+    elif kind == "year":
+        field["type"], logical = "int32", "io.debezium.time.Year"
+    elif kind == "json":
+        logical = "io.debezium.data.Json"
+    elif kind in ("enum", "set"):
+        logical = "io.debezium.data.Enum" if kind == "enum" else "io.debezium.data.EnumSet"
+        allowed = column.sql.split("(", 1)[1].rstrip(")").replace("'", "")
+        parameters = {"allowed": allowed}
+    elif kind == "bit":
+        if _bits(column) == 1:
+            field["type"] = "boolean"
+        else:
+            field["type"], logical = "bytes", "io.debezium.data.Bits"
+            parameters = {"length": str(_bits(column))}
+    elif kind in ("binary", "blob"):
+        field["type"] = "bytes"
+    elif kind == "geometry":
+        field["type"] = "struct"
+        field["fields"] = [
+            {"type": "bytes", "optional": False, "field": "wkb"},
+            {"type": "int32", "optional": True, "field": "srid"},
+        ]
+        logical = "io.debezium.data.geometry.Geometry"
+    if logical is not None:
+        field["name"] = logical
+        field["version"] = 1
+    if parameters is not None:
+        field["parameters"] = parameters
+    field["field"] = column.name
+    return field
+
+
+def connect_schema(server: str, event) -> dict:
+    """The Connect schema of an envelope of ``event``'s table (its columns now)."""
+    value = f"{server}.{event.db}.{event.table}.Value"
+    columns = [connect_field(c, c.name not in event.primary_key) for c in event.columns]
+    source = [
+        {"type": "string", "optional": False, "field": name}
+        for name in ("version", "connector", "name")
+    ] + [
+        {"type": "int64", "optional": False, "field": "ts_ms"},
+        {"type": "string", "optional": False, "field": "db"},
+        {"type": "string", "optional": True, "field": "table"},
+        {"type": "string", "optional": False, "field": "file"},
+        {"type": "int64", "optional": False, "field": "pos"},
+        {"type": "int32", "optional": False, "field": "row"},
+    ]
+    return {
+        "type": "struct",
+        "fields": [
+            {"type": "struct", "fields": columns, "optional": True, "name": value,
+             "field": "before"},
+            {"type": "struct", "fields": columns, "optional": True, "name": value,
+             "field": "after"},
+            {"type": "struct", "fields": source, "optional": False,
+             "name": "io.debezium.connector.mysql.Source", "field": "source"},
+            {"type": "string", "optional": False, "field": "op"},
+            {"type": "int64", "optional": True, "field": "ts_ms"},
+        ],
+        "optional": False,
+        "name": f"{server}.{event.db}.{event.table}.Envelope",
+        "version": 1,
+    }  # fmt: skip
+
+
+def connect_key(server: str, event, row: dict) -> bytes:
+    """The Kafka message key of a row: its key columns, with their Connect schema."""
+    columns = [c for c in event.columns if c.name in event.primary_key]
+    doc = {
+        "schema": {
+            "type": "struct",
+            "fields": [connect_field(c, False) for c in columns],
+            "optional": False,
+            "name": f"{server}.{event.db}.{event.table}.Key",
+        },
+        "payload": {c.name: connect_wire(c, row[c.name]) for c in columns},
+    }
+    return dump_json(doc, _ESCAPE).encode("utf-8")
+
+
 _ABSENT = object()
 _OP_NAMES = {"r": "read", "c": "insert", "u": "update", "d": "delete"}
 
@@ -149,14 +321,14 @@ def oracle_scn(file: str, position: int) -> int:
     return int(file.rsplit(".", 1)[1]) * 10**10 + position
 
 
-def _sent_image(columns: list[Column], row: dict | None) -> dict | None:
+def _sent_image(columns: list[Column], row: dict | None, wire=wire) -> dict | None:
     """A row image as the envelope sends it: the wire values of the columns it has."""
     if row is None:
         return None
     return {c.name: wire(c, row[c.name]) for c in columns if c.name in row}
 
 
-def _decoded_image(columns: list[Column], row: dict | None) -> list | None:
+def _decoded_image(columns: list[Column], row: dict | None, render=render) -> list | None:
     """A row image as it decodes: (column, text) of the columns it has."""
     if row is None:
         return None
@@ -171,6 +343,9 @@ class DebeziumJsonWriter:
         seed: seeds the writer's own choices.
         snapshot_records: at most this many leading insert-only transactions are sent as
             snapshot rows.
+        connector: whose messages to write (:data:`CONNECTORS`).
+        connect: the MySQL connector with the Connect schema on every message, and a Kafka
+            key per message (:attr:`message_keys`); see :func:`connect_wire`.
     """
 
     format = FORMAT
@@ -182,11 +357,17 @@ class DebeziumJsonWriter:
         seed: int = 0,
         snapshot_records: int = 3,
         connector: str = "mysql",
+        connect: bool = False,
     ) -> None:
         if connector not in CONNECTORS:
             raise ValueError(f"unknown connector {connector!r}: one of {', '.join(CONNECTORS)}")
+        if connect and connector != "mysql":
+            raise ValueError("connect=True writes the MySQL connector's messages only")
         self.source = source
         self.connector = connector
+        self.connect = connect
+        self.message_keys: list[bytes | None] = []
+        self._schemas: dict[tuple, dict] = {}
         self.rng = random.Random(
             f"debezium-json/{seed}" if connector == "mysql" else f"debezium-json/{connector}/{seed}"
         )
@@ -198,6 +379,8 @@ class DebeziumJsonWriter:
     @property
     def render(self):
         """The text a value of a column decodes to, for this writer's connector."""
+        if self.connect:
+            return connect_render
         return mongo_render if self.connector == "mongodb" else render
 
     def table_name(self, db: str, table: str) -> str:
@@ -227,11 +410,13 @@ class DebeziumJsonWriter:
         return state, keys
 
     def state(self) -> tuple:
-        return self.tables.mark(), self.snapshot_left, self.snapshot_at, self.oplog
+        return (self.tables.mark(), self.snapshot_left, self.snapshot_at, self.oplog,
+                len(self.message_keys))  # fmt: skip
 
     def restore(self, state: tuple) -> None:
-        mark, self.snapshot_left, self.snapshot_at, self.oplog = state
+        mark, self.snapshot_left, self.snapshot_at, self.oplog, keys = state
         self.tables.rewind(mark)
+        del self.message_keys[keys:]
 
     def _message(self, op, event, tx, row_no, before, after, snapshot, order=0):
         if self.connector == "oracle":
@@ -406,7 +591,10 @@ class DebeziumJsonWriter:
     def _mysql(self, op, event, tx, row_no, before, after, snapshot) -> tuple[bytes, list]:
         rng = self.rng
         columns = event.columns
-        images = {"before": _sent_image(columns, before), "after": _sent_image(columns, after)}
+        sent = connect_wire if self.connect else wire
+        decoded = connect_render if self.connect else render
+        images = {"before": _sent_image(columns, before, sent),
+                  "after": _sent_image(columns, after, sent)}  # fmt: skip
         file, pos = self.snapshot_at if snapshot else (event.file, event.position)
         ts_ms = event.timestamp * 1000 if not snapshot else 0
         source = {
@@ -434,6 +622,13 @@ class DebeziumJsonWriter:
             doc = {"schema": {"type": "struct", "optional": False,
                               "name": f"shop-server.{event.db}.{event.table}.Envelope"},
                    "payload": envelope}  # fmt: skip
+        if self.connect:
+            key = (event.db, event.table, tuple(event.columns))
+            schema = self._schemas.get(key)
+            if schema is None:
+                schema = self._schemas[key] = connect_schema("shop-server", event)
+            doc = {"schema": schema, "payload": envelope}
+            self.message_keys.append(connect_key("shop-server", event, after or before))
 
         metadata = [(k, str(v)) for k, v in source.items()
                     if k not in ("db", "table") and v is not None]  # fmt: skip
@@ -446,7 +641,7 @@ class DebeziumJsonWriter:
             FORMAT, op_name, op, event.db, None, event.table, ts_ms * 1000, capture_us, tx_id,
             f"{file}:{pos}", _key_str(file) + struct.pack(">QQ", pos, row_no),
             None if snapshot else f"{file}:{pos}:{row_no}", None,
-            _decoded_image(columns, before), _decoded_image(columns, after),
+            _decoded_image(columns, before, decoded), _decoded_image(columns, after, decoded),
             None, metadata, None, None,
         ]  # fmt: skip
         return dump_json(doc, json.encoder.encode_basestring).encode("utf-8"), expected
@@ -468,10 +663,21 @@ class DebeziumJsonWriter:
                 op = "r" if snapshot else {"insert": "c", "update": "u", "delete": "d"}[event.kind]
                 # Snapshot rows all carry the snapshot's position, row 0, as Debezium's do.
                 row = 0 if snapshot else row_no
+                key = event.primary_key
+                if op == "u" and any(before[c] != after[c] for c in key):
+                    # A primary key update: Debezium sends a delete of the old key and a
+                    # create of the new one, both at the row's position.
+                    order += 1
+                    out.append(self._message("d", event, tx, row, before, None, snapshot, order))
+                    if self.rng.random() < 0.3:
+                        out.append(self.heartbeat(tx.timestamp))
+                    op, before = "c", None
                 order += 1
                 out.append(self._message(op, event, tx, row, before, after, snapshot, order))
                 if op == "d" and self.rng.random() < 0.3:
                     out.append(self.heartbeat(tx.timestamp))
+                    if self.connect:  # the tombstone has the deleted row's key
+                        self.message_keys.append(self.message_keys[-1])
         return out
 
     def heartbeat(self, seconds: int) -> tuple[None, list]:

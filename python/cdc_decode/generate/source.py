@@ -103,6 +103,8 @@ class Table:
     next_key: Callable[[], tuple[Value, ...]] = field(repr=False, default=lambda: ())
     rows: _Rows = field(default_factory=lambda: _Rows(), repr=False)
     weight: float = 1.0
+    # Columns dropped by DDL (generate.database), by name: rows written before keep them.
+    dropped: dict[str, Column] = field(default_factory=dict, repr=False)
 
     @property
     def qualified(self) -> str:
@@ -745,6 +747,9 @@ class MySQLSource:
         tables: ``db.table`` names of :func:`default_tables` the server has (the workload,
             DDL included, touches only those; a string is a comma-separated list);
             ``None`` for all five.
+        key_changes: the share of updated rows whose primary key the update changes (to a
+            new key, ``UPDATE t SET id = ... WHERE id = ...``); ``0`` (the default) never
+            changes one, and the records for a seed are then the same as without it.
 
     The first few records always include an empty transaction, a rollback, a DDL, a bulk
     insert (one rows event of hundreds of rows), a heartbeat and a checkpoint, so even a
@@ -759,7 +764,11 @@ class MySQLSource:
         heartbeat_seconds: int = 5,
         checkpoint_seconds: int = 10,
         tables: Sequence[str] | None = None,
+        key_changes: float = 0.0,
     ) -> None:
+        if not 0 <= key_changes <= 1:
+            raise ValueError(f"key_changes is a share of the updated rows, not {key_changes!r}")
+        self.key_changes = key_changes
         self.rng = random.Random(seed)
         self.tables = default_tables()
         if tables is not None:
@@ -979,6 +988,11 @@ class MySQLSource:
             changes = {
                 c.name: c.gen(self.rng) for c in self.rng.sample(others, self.rng.randint(1, 3))
             }
+            new_key = key
+            # Drawn only when asked for, so streams without key changes stay as they were.
+            if self.key_changes and self.rng.random() < self.key_changes:
+                new_key = table.next_key()
+                changes.update(zip(table.primary_key, new_key, strict=True))
             if minimal:
                 before = dict(zip(table.primary_key, key, strict=True))
                 after = changes
@@ -986,8 +1000,12 @@ class MySQLSource:
             else:
                 before = {c.name: row.get(c.name) for c in table.columns}
                 after = {**before, **changes}
-                new_row = dict(after)
-            self._set_row(table, key, new_row)
+                # A column dropped since the row was written keeps its value (as applying
+                # the events keeps it); otherwise the row is the after image.
+                new_row = {**row, **after}
+            if new_key != key:
+                self._set_row(table, key, None)
+            self._set_row(table, new_key, new_row)
             images.append(RowImage(before, dict(after)))
         return self._rows_event(table, "update", images)
 

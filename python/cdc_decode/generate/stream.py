@@ -11,6 +11,8 @@ A stream directory holds:
   null}, ...]}}``, rows sorted by key.
 - ``manifest.json``: ``format``, ``messages``, ``rows`` (events), ``bytes`` (of all
   values), ``seed`` and the generator options.
+- ``keys.bin``: where the stream has Kafka message keys (``debezium-json`` with
+  ``table_count``), one per value, laid out as ``values.bin``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,12 @@ class Stream:
             :func:`cdc_decode.generate.apply_events`); tables without rows are left out.
         primary_keys: ``"db.table"`` → primary key column names.
         options: the generator options that made it.
+        message_keys: the Kafka message key of each value (``debezium-json`` with
+            ``table_count``: the key's JSON, as Debezium writes it), or ``None``.
+        final_values: with ``table_count``: ``"db.table"`` → (column name → its
+            ``generate.source.Column``, key → row of the source's own values: Python
+            objects, ``int``, ``Decimal``, ``datetime`` …, whose text ``final_state``
+            holds); ``None`` otherwise. Not written to files.
     """
 
     format: str
@@ -57,6 +65,8 @@ class Stream:
     primary_keys: dict[str, list[str]]
     keys: list[str | None] | None = None
     options: dict[str, Any] = field(default_factory=dict)
+    message_keys: list[bytes | None] | None = None
+    final_values: dict | None = field(default=None, repr=False)
 
     @property
     def messages(self) -> int:
@@ -113,6 +123,8 @@ class Stream:
                     writer.write_table(self.values, max_chunksize=65536)
         else:
             write_values(path / "values.bin", self.values)
+        if self.message_keys is not None:
+            write_values(path / "keys.bin", self.message_keys)
         with pa.OSFile(str(path / "expected.arrow"), "wb") as sink:
             with pa.ipc.new_file(sink, self.expected.schema) as writer:
                 writer.write_table(self.expected, max_chunksize=65536)

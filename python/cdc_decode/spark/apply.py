@@ -6,12 +6,13 @@
 >>> cdc_spark.current_rows(spark, "/lake/shop/users").show()            # the source table
 >>> cdc_spark.apply_changes(events, "shop.users_history", scd_type=2)   # every version
 
-Every batch is reduced to one change per key (the last one by ``sequence``, with partial
-images folded in) and written with one Delta ``MERGE``. The table keeps, beside the
-source's columns, the sequence of the change it holds (``_cdc_sequence``), so a change
-that is not newer is ignored: duplicates, reordered deliveries and a replayed micro-batch
-leave the table as it was. A delete keeps the row as a tombstone (``_cdc_deleted``), so a
-late, older insert cannot bring it back. docs/apply.md gives every rule.
+Every batch is reduced to one row per key and written with one ``MERGE``. The table keeps,
+beside the source's columns, the sequence of each row's newest change and of each
+column's last write, so a change decides exactly what it is newer than: duplicates,
+reordered deliveries, late partial images and a replayed micro-batch leave the table equal
+to the source. A delete keeps the row as a tombstone, so a late, older insert cannot bring
+it back. The rules are in :mod:`._apply_rules`, the table format (Delta) behind
+:mod:`._tables`; docs/apply.md gives every rule.
 
 Needs ``delta-spark`` and the Delta jars on the session (Delta 4.4.0 runs on Spark 4.2).
 """
@@ -19,46 +20,64 @@ Needs ``delta-spark`` and the Delta jars on the session (Delta 4.4.0 runs on Spa
 from __future__ import annotations
 
 import datetime as dt
+import json
+import re
+import time
+import uuid
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._schema import OPS
 from .._typed import AFTER_ABSENT
+from . import _apply_rules as rules
+from ._apply_rules import ABSENT as ABSENT
+from ._apply_rules import BASE_SEQUENCE as BASE_SEQUENCE
+from ._apply_rules import COLUMN_SEQUENCES as COLUMN_SEQUENCES
+from ._apply_rules import CURRENT as CURRENT
+from ._apply_rules import DELETED as DELETED
+from ._apply_rules import END_SEQUENCE as END_SEQUENCE
+from ._apply_rules import END_TIME as END_TIME
+from ._apply_rules import EVENT_TIME as EVENT_TIME
+from ._apply_rules import INTERNAL, Images, col
+from ._apply_rules import REMOVE_OPS as REMOVE_OPS
+from ._apply_rules import ROW_OPS as ROW_OPS
+from ._apply_rules import SCD1_COLUMNS as SCD1_COLUMNS
+from ._apply_rules import SCD2_COLUMNS as SCD2_COLUMNS
+from ._apply_rules import SEQUENCE as SEQUENCE
+from ._apply_rules import START_SEQUENCE as START_SEQUENCE
+from ._apply_rules import START_TIME as START_TIME
+from ._apply_rules import UPSERT_OPS as UPSERT_OPS
+from ._tables import Clause, Table, open_table
+from ._tables.delta import quote
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
 
-__all__ = ["ApplyResult", "apply_changes", "current_rows"]
+__all__ = ["ApplyResult", "StaleChangesWarning", "apply_changes", "current_rows"]
 
-UPSERT_OPS: tuple[str, ...] = ("insert", "read", "update", "update_after")
-"""Ops that write a row: its ``after`` image (a ``read`` is a snapshot row)."""
+KEYS_PROPERTY = "cdc_decode.keys"
+"""The table property holding the key columns (a JSON list), set when the table is made."""
+HORIZON_PROPERTY = "cdc_decode.purgeHorizon"
+"""The table property holding the purge horizon: the newest purged delete's sequence
+(hex). A key the table does not hold takes no change up to it."""
+TRUNCATE_PROPERTY = "cdc_decode.truncateHorizon"
+"""The table property holding the newest applied ``truncate``'s sequence (hex): no change
+up to it is written (every row of the table was deleted there)."""
+TRUNCATE_TIME_PROPERTY = "cdc_decode.truncateTime"
+"""That ``truncate``'s event time (microseconds since the epoch; absent when unknown)."""
 
-REMOVE_OPS: tuple[str, ...] = ("delete", "update_before")
-"""Ops that remove a row: its ``before`` image names the key."""
+STALE_SHARE = 0.5
+"""A batch warns (``on_stale``) when more than this share of its keys were stale ..."""
+STALE_MINIMUM = 10
+"""... and at least this many."""
 
-ROW_OPS = UPSERT_OPS + REMOVE_OPS
 
-SEQUENCE = "_cdc_sequence"
-EVENT_TIME = "_cdc_event_time"
-DELETED = "_cdc_deleted"
-START_SEQUENCE = "_cdc_start_sequence"
-END_SEQUENCE = "_cdc_end_sequence"
-START_TIME = "_cdc_start_time"
-END_TIME = "_cdc_end_time"
-CURRENT = "_cdc_current"
-
-SCD1_COLUMNS = (SEQUENCE, EVENT_TIME, DELETED)
-"""The bookkeeping columns of a type 1 table, after the source's columns."""
-
-SCD2_COLUMNS = (START_SEQUENCE, END_SEQUENCE, START_TIME, END_TIME, CURRENT, DELETED)
-"""The bookkeeping columns of a type 2 table, after the source's columns."""
-
-_KIND = "_kind"  # "u" upsert, "d" delete
-_LAST_SEQ = "_last_seq"
-_LAST_KIND = "_last_kind"
-_LAST_TIME = "_last_time"
-_DEL_SEQ = "_del_seq"
+class StaleChangesWarning(UserWarning):
+    """Most of a batch's keys held only changes older than the table's rows: a source
+    whose sequence went backwards (failover, ``RESET MASTER``, a re-sync, a new backfill)
+    or a replay without ``app_id``. docs/apply.md, "Stale changes"."""
 
 
 @dataclass
@@ -69,78 +88,61 @@ class ApplyResult:
         events: rows in the input.
         changes: row changes among them (``insert``, ``read``, ``update``,
             ``update_before``, ``update_after``, ``delete``).
-        keys: distinct keys those changes touched (after folding them per key).
-        unkeyed: row changes whose images hold no value for a key column; not applied.
+        keys: distinct keys those changes touched (rows of the ``MERGE``'s source).
+        stale: of those keys, the ones whose changes were all older than what the table
+            held (no column written), or older than the purge horizon for a key the
+            table does not hold: nothing written for them (type 1; from the ``MERGE``'s
+            metrics).
+        unkeyed: row changes with a sequence whose images hold no value for a key
+            column; not applied.
+        unsequenced: row changes without a sequence (``sequence_by`` null); not applied.
         errors: error rows (``op = "error"``); never applied.
         other: the other events by ``op`` (``begin``, ``commit``, ``heartbeat``, ``ddl``,
-            ``truncate``, ``tombstone`` …); never applied.
+            ``truncate``, ``tombstone`` …); never applied, but for ``truncate``.
         ddl: the ``ddl`` statements seen, in sequence order; reported, not applied.
+        key_changes: updates that moved a row to another key.
+        unconverted: generic events: per column, the image values (``after``; ``before``
+            for key columns) whose text did not convert to the column's type (written as
+            null; ``on_invalid="raise"`` raises instead).
+        unknown_columns: generic events: image keys that are no column of the table (even
+            ignoring case); their values are not written.
+        absent_columns: columns that no upsert of the batch carried (only for batches with
+            partial images: a renamed or misspelt column shows here batch after batch).
         added_columns: columns this call added to the table (schema evolution).
         created: whether this call created the table.
-        version: the Delta table version after the call (``None`` when nothing was
-            written).
+        version: the table's version after the call.
         metrics: the ``MERGE``'s Delta operation metrics (``numTargetRowsInserted``,
             ``numTargetRowsUpdated``, …), as Delta reports them.
-        skipped: ``True`` when Delta already held this ``(app_id, batch_id)`` and skipped
-            the write.
+        skipped: ``True`` when the table already held this ``(app_id, batch_id)``: the
+            batch was not read and nothing was written (the counts are zero).
+        retries: write conflicts (a concurrent ``OPTIMIZE``, another writer) after which
+            a write was run again.
+        purged: tombstones removed by ``tombstone_retention``.
+        truncated: the batch held a ``truncate`` not older than the table's last one, and
+            it was applied (every value written before it deleted).
     """
 
     events: int = 0
     changes: int = 0
     keys: int = 0
+    stale: int = 0
     unkeyed: int = 0
+    unsequenced: int = 0
     errors: int = 0
     other: dict[str, int] = field(default_factory=dict)
     ddl: list[str] = field(default_factory=list)
+    key_changes: int = 0
+    unconverted: dict[str, int] = field(default_factory=dict)
+    unknown_columns: list[str] = field(default_factory=list)
+    absent_columns: list[str] = field(default_factory=list)
     added_columns: list[str] = field(default_factory=list)
     created: bool = False
     version: int | None = None
     metrics: dict[str, str] = field(default_factory=dict)
     skipped: bool = False
-
-
-def _quote(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _is_path(target: str) -> bool:
-    return "/" in target or "\\" in target or ":" in target
-
-
-class _Target:
-    """A Delta table named by a path or a catalog name."""
-
-    def __init__(self, spark: SparkSession, target: str) -> None:
-        self.spark = spark
-        self.target = target
-        self.is_path = _is_path(target)
-        self.sql_name = f"delta.{_quote(target)}" if self.is_path else target
-
-    def exists(self) -> bool:
-        from delta.tables import DeltaTable
-
-        if self.is_path:
-            return DeltaTable.isDeltaTable(self.spark, self.target)
-        return self.spark.catalog.tableExists(self.target)
-
-    def table(self) -> Any:
-        from delta.tables import DeltaTable
-
-        if self.is_path:
-            return DeltaTable.forPath(self.spark, self.target)
-        return DeltaTable.forName(self.spark, self.target)
-
-    def schema(self) -> Any:
-        return self.table().toDF().schema
-
-    def create(self, columns: list[Any]) -> None:
-        from delta.tables import DeltaTable
-
-        builder = DeltaTable.createIfNotExists(self.spark)
-        builder = builder.location(self.target) if self.is_path else builder.tableName(self.target)
-        for f in columns:
-            builder = builder.addColumn(f.name, f.dataType, nullable=True)
-        builder.execute()
+    retries: int = 0
+    purged: int = 0
+    truncated: bool = False
 
 
 def apply_changes(
@@ -155,62 +157,90 @@ def apply_changes(
     tombstone_retention: dt.timedelta | None = None,
     app_id: str | None = None,
     batch_id: int | None = None,
+    on_ddl: str = "raise",
+    on_stale: str = "warn",
+    on_invalid: str = "count",
 ) -> ApplyResult:
     """Apply one table's change events to a Delta table, creating it when absent.
 
     Works as a batch call and inside ``foreachBatch`` (pass ``batch_id`` and an
-    ``app_id`` to also use Delta's idempotent-write markers). Every rule is in
-    docs/apply.md; in short:
+    ``app_id`` to also use Delta's idempotent-write markers). Calls for different tables
+    may run at once from threads. Every rule is in docs/apply.md; in short:
 
     - ``insert``, ``read``, ``update`` and ``update_after`` upsert the ``after`` image;
       ``delete`` and ``update_before`` remove the row of the ``before`` image's key; an
-      ``update`` whose key changed removes the old key and upserts the new one.
-    - Per key, only changes newer (by ``sequence_by``) than the one the table holds are
-      applied; deleted rows stay as tombstones (``_cdc_deleted``) so a late, older change
-      cannot bring them back. :func:`current_rows` reads the live rows.
+      ``update`` whose key changed removes the old key and upserts the new one, taking
+      the old row's values for the columns its image lacks.
+    - Each column takes the newest value (by ``sequence_by``) any change carried for it:
+      changes older than what the table holds are ignored, a late partial image fills the
+      columns no newer change wrote. Deleted rows stay as tombstones (``_cdc_deleted``),
+      so a late, older change cannot bring them back. :func:`current_rows` reads the
+      live rows.
     - A column absent from an image keeps the stored value; a null overwrites it. Typed
       events say which columns their ``after`` image lacked in ``after_absent``
-      (docs/typed.md); generic images (``map<string, string>``) by their keys. Typed
-      frames without an ``after_absent`` column are taken as whole images
-      (``ignore_null_updates=True`` makes a null keep the stored value instead).
+      (docs/typed.md); generic images (``map<string, string>``) by their keys, matched to
+      the columns ignoring case. Typed frames without an ``after_absent`` column are
+      taken as whole images (``ignore_null_updates=True`` makes a null keep the stored
+      value instead).
     - A column of the events that the table lacks is added to it; a column of the table
       that the events lack, or of another type, is a ``ValueError`` naming both.
-    - Error rows and non-row events (``begin``, ``commit``, ``ddl`` …) are counted in the
-      result, never written; ``ddl`` statements are reported, not applied.
+    - A ``truncate`` deletes every row at its sequence (type 2: closes every live
+      version); a change older than it is not applied afterwards.
+    - Error rows and other non-row events (``begin``, ``commit``, ``ddl`` …) are counted
+      in the result, never written; ``ddl`` statements are reported, not applied.
 
     Args:
         events: one table's change events: ``decode(df, fmt, schema=...)``, one frame of
             ``decode(df, fmt, tables=...)``, or generic events (``after`` a
             ``map<string, string>``) with ``schema=``. It needs ``op``, ``before``,
             ``after`` and the ``sequence_by`` column; ``event_time``, ``primary_key``,
-            ``ddl`` are used when present.
+            ``ddl`` and ``after_absent`` are used when present.
         target: a Delta table path (``/lake/users``, ``s3://…``; anything with ``/`` or
             ``:``) or a catalog table name (``shop.users``).
-        keys: the key columns; by default the events' ``primary_key``.
-        sequence_by: the column ordering the changes (``sequence``: byte-comparable).
+        keys: the key columns; by default the ones stored with the table, else (a new
+            table) the events' ``primary_key``. Stored with the table when it is made,
+            and checked on every call.
+        sequence_by: the column ordering the changes: ``binary`` (compared as unsigned
+            bytes, as ``sequence`` is), or an integer or timestamp column (converted to 8
+            bytes that order as the numbers do).
         scd_type: ``1`` (the table equals the source) or ``2`` (one row per version, with
             start and end sequence and event time, and a current flag).
         schema: for generic events only: the table's columns (Spark DDL or a pyarrow
-            schema); map values are cast to their types with Spark's ``cast``. Without
-            it, the existing table's columns are used.
-        ignore_null_updates: typed events: a null in an ``after`` image keeps the stored
-            value (for sources that send absent columns as nulls). A null can then never
-            be written over a value.
+            schema); map values are converted to their types with Spark's ``try_cast``.
+            Without it, the existing table's columns are used.
+        ignore_null_updates: a null in an ``after`` image keeps the stored value (for
+            sources that send absent columns as nulls). A null can then never be written
+            over a value.
         tombstone_retention: type 1: forget tombstones whose delete's event time is this
-            much older than the newest event time of the batch. ``None`` (the default)
-            keeps them for ever. After that, a late change older than the delete could
-            bring the row back.
-        app_id: with ``batch_id``: Delta's ``txnAppId``; a batch id Delta already
-            committed for this app id is skipped (``ApplyResult.skipped``).
+            much older than the newest row change of the batch (or than the wall clock,
+            if that is earlier). The newest purged delete's sequence is kept with the
+            table: a key the table no longer holds takes no change up to it. ``None``
+            (the default) keeps tombstones for ever.
+        app_id: with ``batch_id``: Delta's ``txnAppId``. A batch id the table already
+            holds for this app id is skipped (``ApplyResult.skipped``); a lower one is a
+            ``ValueError`` (an ``app_id`` belongs to one checkpoint and one table).
         batch_id: the ``foreachBatch`` batch id (Delta's ``txnVersion``).
+        on_ddl: ``"raise"`` (the default): a ``ddl`` event that renames or drops a
+            column the table has is a ``ValueError`` before anything is written;
+            ``"report"``: only reported in ``ApplyResult.ddl``.
+        on_stale: ``"warn"`` (the default): a :class:`StaleChangesWarning` when most of
+            the batch's keys (more than half, and at least 10) were stale; ``"raise"``: a
+            ``ValueError`` then (after the batch is written); ``"ignore"``.
+        on_invalid: generic events: ``"count"`` (the default) writes a value that does
+            not convert to its column's type as null and counts it
+            (``ApplyResult.unconverted``); ``"raise"`` raises a ``ValueError`` naming the
+            column and a value instead, before anything is written.
 
     Returns:
         An :class:`ApplyResult` with the counts.
 
     Raises:
         ValueError: no key columns (none given, none in the events), a key column that is
-            not a column of the images, a table column missing from the events or of
-            another type, an unknown ``scd_type``, or generic events without a table schema.
+            not a column of the images, keys other than the table's, a table column
+            missing from the events or of another type, columns whose names differ only
+            in case, an unknown option, a lower ``batch_id`` than the table holds for
+            ``app_id``, a renamed or dropped column (``on_ddl``), or generic events
+            without a table schema.
     """
     from pyspark.sql import functions as F
     from pyspark.sql.types import MapType, StructType
@@ -219,6 +249,17 @@ def apply_changes(
         raise ValueError(f"scd_type must be 1 or 2, not {scd_type!r}")
     if (app_id is None) != (batch_id is None):
         raise ValueError("give app_id and batch_id together (Delta's txnAppId/txnVersion)")
+    for name, value, allowed in (
+        ("on_ddl", on_ddl, ("raise", "report")),
+        ("on_stale", on_stale, ("warn", "raise", "ignore")),
+        ("on_invalid", on_invalid, ("count", "raise")),
+    ):
+        if value not in allowed:
+            raise ValueError(
+                f"{name} must be one of {', '.join(map(repr, allowed))}, not {value!r}"
+            )
+    if tombstone_retention is not None and scd_type == 2:
+        raise ValueError("tombstone_retention is for scd_type=1: a history keeps its rows")
     fields = {f.name: f for f in events.schema.fields}
     for needed in ("op", "before", "after", sequence_by):
         if needed not in fields:
@@ -226,7 +267,11 @@ def apply_changes(
                 f"the events have no {needed!r} column (columns: {', '.join(events.columns)})"
             )
     spark = events.sparkSession
-    table = _Target(spark, target)
+    table = open_table(spark, target)
+    exists = table.exists()
+    if app_id is not None and exists and table.check_txn(app_id, batch_id):
+        return ApplyResult(skipped=True, version=table.version())
+
     image_type = fields["after"].dataType
     generic = isinstance(image_type, MapType)
     if generic:
@@ -237,13 +282,15 @@ def apply_changes(
         columns = list(image_type.fields)
     else:
         raise ValueError(f"'after' must be a struct or a map, not {image_type.simpleString()}")
+    names = [f.name for f in columns]
+    _check_names(names)
 
     optional = [
         c for c in ("event_time", "primary_key", "ddl", "error", AFTER_ABSENT) if c in fields
     ]
     selected = events.select(
         "op",
-        F.col(sequence_by).alias("_seq"),
+        _sequence(fields[sequence_by]).alias("_seq"),
         (F.col("event_time") if "event_time" in fields else F.lit(None).cast("timestamp")).alias(
             "_time"
         ),
@@ -251,19 +298,34 @@ def apply_changes(
         "before",
         "after",
     )
-    names = [f.name for f in columns]
-    keys = _resolve_keys(selected, keys, "primary_key" in fields)
-    missing = [k for k in keys if k not in names]
-    if missing:
-        raise ValueError(
-            f"key column(s) {', '.join(map(repr, missing))} are not columns of the images "
-            f"({', '.join(names)})"
-        )
-    image = _Images(columns, keys, generic, absent=not generic and AFTER_ABSENT in fields)
-    bookkeeping = SCD1_COLUMNS if scd_type == 1 else SCD2_COLUMNS
-    clash = [n for n in names if n in bookkeeping]
-    if clash:
-        raise ValueError(f"column(s) {', '.join(clash)} clash with the table's own columns")
+    properties = table.properties() if exists else {}
+    stored_keys = json.loads(properties[KEYS_PROPERTY]) if KEYS_PROPERTY in properties else None
+    check_pk = keys is None and stored_keys is not None and "primary_key" in fields
+    if isinstance(keys, str):
+        keys = [keys]
+    if keys is not None:
+        keys = _column_names(list(keys), names, "key column(s)")
+        if stored_keys is not None and [k.lower() for k in keys] != [
+            k.lower() for k in stored_keys
+        ]:
+            raise ValueError(
+                f"table {target} is keyed by {', '.join(stored_keys)} (stored with it when it "
+                f"was made), not {', '.join(keys)}: write to a new table to key it otherwise"
+            )
+    elif stored_keys is not None:
+        keys = _column_names(stored_keys, names, "the table's key column(s)")
+    else:
+        keys = _resolve_keys(selected, "primary_key" in fields)
+        keys = _column_names(keys, names, "key column(s)")
+    image = Images(
+        columns,
+        keys,
+        generic,
+        absent=not generic and AFTER_ABSENT in fields,
+        ignore_null_updates=ignore_null_updates,
+    )
+    plan = _Schema(table, columns, scd_type)  # raises before anything is read or written
+
     if not keys:
         # No row change names a key (none given): count, and write nothing.
         counts = _Counts(selected, image, "ddl" in fields)
@@ -272,24 +334,41 @@ def apply_changes(
             raise ValueError(
                 "the events name no primary key (primary_key is null): give keys=[...]"
             )
-        result.created, result.added_columns = _evolve(table, columns, bookkeeping, scd_type)
+        result.created, result.added_columns = plan.apply(keys)
         return result
-    # The counts are observed as the batch is read once, by the reduction's action.
-    counts = _Counts(selected, image, "ddl" in fields, observe=True)
-    created, added = _evolve(table, columns, bookkeeping, scd_type)
-    entries = _entries(counts.frame, image, ignore_null_updates)
+
+    whole = scd_type == 1 and not generic and not ignore_null_updates
+    whole = whole and not rules.partial(selected, image)
+    counts = _Counts(
+        selected,
+        image,
+        "ddl" in fields,
+        observe=True,
+        pk_keys=keys if check_pk else None,
+        per_column=not whole,
+        samples=on_invalid == "raise",
+    )
+    entries = rules.entries(counts.frame, image)
+    call = _Call(table, plan, image, counts, app_id, batch_id, on_ddl, on_invalid)
     if scd_type == 1:
-        whole = not generic and not ignore_null_updates and not _partial(selected, image)
-        result, written = _merge_scd1(
-            table, entries, columns, keys, app_id, batch_id, counts, whole
-        )
-        if written and tombstone_retention is not None:
-            newest = counts.newest()
-            if newest is not None:
-                _expire(table, newest - tombstone_retention)
+        result = call.scd1(entries, whole, tombstone_retention)
     else:
-        result = _merge_scd2(table, entries, columns, keys, app_id, batch_id, counts)
-    result.created, result.added_columns = created, added
+        result = call.scd2(entries)
+    if (
+        on_stale != "ignore"
+        and not result.truncated  # the keys a truncate of the batch deleted are stale
+        and result.stale > STALE_MINIMUM - 1
+        and (result.stale > STALE_SHARE * result.keys)
+    ):
+        message = (
+            f"{result.stale} of the {result.keys} keys of this batch held only changes older "
+            f"than table {target}'s rows (nothing written for them): did the source's "
+            "sequence go backwards (failover, RESET MASTER, a re-sync or new backfill)? "
+            "docs/apply.md, 'Stale changes'"
+        )
+        if on_stale == "raise":
+            raise ValueError(message)
+        warnings.warn(message, StaleChangesWarning, stacklevel=2)
     return result
 
 
@@ -307,102 +386,343 @@ def current_rows(spark: SparkSession, target: str, *, bookkeeping: bool = False)
     """
     from pyspark.sql import functions as F
 
-    df = _Target(spark, target).table().toDF()
+    df = open_table(spark, target).read()
     if CURRENT in df.columns:
         df = df.where(F.col(CURRENT))
     else:
         df = df.where(~F.col(DELETED))
     if bookkeeping:
         return df
-    internal = set(SCD1_COLUMNS) | set(SCD2_COLUMNS)
-    return df.select(*[_quote(c) for c in df.columns if c not in internal])
+    return df.select(*[quote(c) for c in df.columns if c not in INTERNAL])
 
 
-def _generic_columns(schema: Any, table: _Target, target: str) -> list[Any]:
+# --- the call ---------------------------------------------------------------------------------
+
+
+class _Call:
+    """One call's write: the checks that need the batch's counts, the schema change, the
+    MERGE, the counts from its metrics, the purge."""
+
+    def __init__(
+        self,
+        table: Table,
+        plan: _Schema,
+        image: Images,
+        counts: _Counts,
+        app_id: str | None,
+        batch_id: int | None,
+        on_ddl: str,
+        on_invalid: str,
+    ) -> None:
+        self.table = table
+        self.plan = plan
+        self.image = image
+        self.counts = counts
+        self.txn = None if app_id is None else (app_id, int(batch_id))
+        self.on_ddl = on_ddl
+        self.on_invalid = on_invalid
+
+    def checked(self, keys: int) -> ApplyResult:
+        """The counts (after the batch's one read), checked: raises before anything is
+        written for a primary key other than the table's, a value that does not convert
+        (``on_invalid="raise"``), a renamed or dropped column (``on_ddl="raise"``)."""
+        counts = self.counts
+        result = counts.result()
+        result.keys = keys
+        if counts.pk_mismatch():
+            got = counts.pk_sample()
+            raise ValueError(
+                f"the events' primary key is {', '.join(got or [])} in "
+                f"{counts.pk_mismatch()} row changes, but table {self.table.target} is keyed "
+                f"by {', '.join(self.image.keys)} (stored with it when it was made): did the "
+                "source's primary key change? Write to a new table (nothing was written)"
+            )
+        if self.on_invalid == "raise" and result.unconverted:
+            name, n = next(iter(result.unconverted.items()))
+            text = counts.sample(name)
+            raise ValueError(
+                f"{n} value(s) of column {name!r} do not convert to "
+                f"{self.image.types[name].simpleString()} (for example {text!r}): fix the "
+                "schema= type, or pass on_invalid='count' to write them as null (nothing "
+                "was written)"
+            )
+        if self.on_ddl == "raise":
+            _check_ddl(result.ddl, self.plan.known_columns(), self.table.target)
+        return result
+
+    def begin(self, keys: int) -> tuple[ApplyResult, bytes | None, int | None]:
+        """After the batch's one read (``keys``: the keys it touches): the checked counts,
+        the table made or brought up to date, and the sequence and event time of the
+        newest truncate to apply (``result.truncated``: the batch's own)."""
+        result = self.checked(keys)
+        result.created, result.added_columns = self.plan.apply(self.image.keys)
+        cut, cut_time, result.truncated = self.truncation()
+        return result, cut, cut_time
+
+    def truncation(self) -> tuple[bytes | None, int | None, bool]:
+        """``(sequence, event time, apply)`` of the newest ``truncate`` of the table: the
+        batch's when it is not older than the one stored with the table (``apply``: it is
+        applied to every row; stored first, so a rerun after a failure between the two
+        finds it, and applies it again), else the stored one; ``(None, None, False)``
+        when there is none."""
+        table = self.table
+        props = table.properties() if table.exists() else {}
+        stored = props.get(TRUNCATE_PROPERTY)
+        at = None if stored is None else bytes.fromhex(stored)
+        time = props.get(TRUNCATE_TIME_PROPERTY)
+        cut = self.counts.truncate()
+        if cut is not None and (at is None or cut[0] >= at):
+            if cut[0] != at:
+                update = {TRUNCATE_PROPERTY: cut[0].hex()}
+                if cut[1] is not None:
+                    update[TRUNCATE_TIME_PROPERTY] = str(cut[1])
+                table.set_properties(update)
+            return cut[0], cut[1], True
+        return at, None if time is None else int(time), False
+
+    def scd1(self, entries: DataFrame, whole: bool, retention: dt.timedelta | None) -> ApplyResult:
+        from pyspark import StorageLevel
+
+        image, table = self.image, self.table
+        keys, values = image.keys, image.values
+        if whole:
+            folded = rules.fold_whole(entries, keys, values)
+        else:
+            folded = rules.fold_columns(entries, keys, values)
+        folded = folded.persist(StorageLevel.MEMORY_AND_DISK)
+        filled = None
+        try:
+            result, cut, cut_time = self.begin(folded.count())
+            new_cut = result.truncated
+            if not result.keys and not new_cut:
+                result.version = table.version()
+                result.retries = table.retries
+                return result
+            source = folded
+            if cut is not None:
+                # A truncate deletes every key: the batch's keys here, the table's others
+                # (when it is new) below, after the key changes are filled.
+                source = rules.truncate_fold(folded, cut, cut_time)
+            if not whole and result.key_changes:
+                # A row moved twice in the batch fills from the first move's result: a
+                # pass per link of the longest chain.
+                for _ in range(rules.move_depth(folded, keys, rules.MOVE_SEQ)):
+                    done = filled
+                    filled = rules.fill_moves(source, table, keys, values)
+                    source = filled = filled.persist(StorageLevel.MEMORY_AND_DISK)
+                    source.count()
+                    if done is not None:
+                        done.unpersist()
+            if new_cut:
+                source = source.unionByName(
+                    rules.truncated_rows(table, keys, source, cut, cut_time)
+                )
+            horizon = table.properties().get(HORIZON_PROPERTY)
+            horizons = [bytes.fromhex(horizon)] if horizon is not None else []
+            horizons += [cut] if cut is not None else []
+            clauses = rules.scd1_clauses(
+                keys, values, whole=whole, horizon=max(horizons) if horizons else None
+            )
+            commit = table.merge(source, _on(keys), clauses, self.txn)
+        finally:
+            folded.unpersist()
+            if filled is not None:
+                filled.unpersist()
+        result.version = commit.version
+        result.skipped = commit.skipped
+        result.metrics = commit.metrics
+        if commit.written:
+            # The keys the MERGE left alone: the matched clauses write a row only when a
+            # change is newer than something it holds, the insert only above the horizon.
+            if commit.changed_rows is not None:
+                source = result.keys if commit.source_rows is None else commit.source_rows
+                result.stale = max(0, source - commit.changed_rows)
+            if retention is not None:
+                result.purged = self._purge(retention)
+                result.version = table.version()
+        elif not commit.skipped:
+            result.stale = result.keys  # a MERGE that changed nothing
+        result.retries = table.retries
+        return result
+
+    def _purge(self, retention: dt.timedelta) -> int:
+        """Forget tombstones deleted more than ``retention`` before the batch's newest row
+        change (or the wall clock, if earlier): first the purge horizon (the newest purged
+        delete's sequence) is stored with the table, then the tombstones are deleted, so a
+        stop between the two keeps them (safe)."""
+        from pyspark.sql import functions as F
+
+        newest = self.counts.newest()
+        if newest is None:
+            return 0
+        now = int(time.time() * 1_000_000)
+        cutoff = min(int(newest), now) - int(retention / dt.timedelta(microseconds=1))
+        table = self.table
+        condition = rules.purge_condition(cutoff)
+        top = table.read().where(condition).agg(F.max(col(SEQUENCE)).alias("h")).first()["h"]
+        if top is None:
+            return 0
+        old = table.properties().get(HORIZON_PROPERTY)
+        horizon = bytes(top) if old is None else max(bytes(top), bytes.fromhex(old))
+        if old is None or horizon != bytes.fromhex(old):
+            table.set_properties({HORIZON_PROPERTY: horizon.hex()})
+        return table.delete(rules.purge_condition(cutoff, horizon))
+
+    def scd2(self, entries: DataFrame) -> ApplyResult:
+        from pyspark import StorageLevel
+        from pyspark.sql import functions as F
+
+        image, table = self.image, self.table
+        keys, values = image.keys, image.values
+        new = rules.scd2_versions(entries, keys, values).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            touched = new.select(*[col(k) for k in keys]).distinct()
+            # The one read of the batch (``new`` is persisted as it counts), which also
+            # takes the counts.
+            result, cut, cut_time = self.begin(touched.count())
+            new_cut = result.truncated
+            if not result.keys and not new_cut:
+                result.version = table.version()
+                return result
+            if new_cut:
+                # The versions of every key live at the truncate are read and closed.
+                touched = touched.unionByName(rules.scd2_truncated_keys(table, keys, cut))
+                touched = touched.distinct()
+            p_stored = [~F.coalesce(F.array_contains(col(ABSENT), c), F.lit(False)) for c in values]
+            old = rules.stored_key_rows(table, keys, touched).select(
+                *[col(k) for k in keys],
+                START_SEQUENCE,
+                START_TIME,
+                DELETED,
+                *[col(c) for c in values],
+                *[p.alias(f"_p_{i}") for i, p in enumerate(p_stored)],
+                F.coalesce(col(ABSENT), F.array().cast("array<string>")).alias(ABSENT),
+                F.lit(None).cast(new.schema[rules.FROM].dataType).alias(rules.FROM),
+                F.lit(False).alias("_new"),
+            )
+            at = [*keys, START_SEQUENCE]
+            # A stored version wins over a new one with its start (a replayed change),
+            # unless the stored one is a delete and the new one an upsert (the tie rule).
+            replaced = old.where(col(DELETED)).join(
+                new.where(~col(DELETED)).select(*[col(k) for k in at]), at, "left_semi"
+            )
+            kept = old.join(replaced.select(*[col(k) for k in at]), at, "left_anti")
+            versions = kept.unionByName(
+                new.join(kept.select(*[col(k) for k in at]), at, "left_anti")
+            )
+            if cut is not None:
+                versions = rules.scd2_truncate(versions, touched, keys, values, cut, cut_time)
+            if result.key_changes:
+                for _ in range(rules.move_depth(new, keys, START_SEQUENCE)):
+                    once = rules.scd2_chain(versions, keys, values)
+                    versions = rules.scd2_fill_moves(once, versions, keys, values)
+            chained = rules.scd2_chain(versions, keys, values)
+            every = [
+                *keys, START_SEQUENCE, START_TIME, DELETED, *values, END_SEQUENCE, END_TIME,
+                CURRENT, ABSENT,
+            ]  # fmt: skip
+            changed = " OR ".join(
+                f"NOT (t.{quote(c)} <=> s.{quote(c)})"
+                for c in [START_TIME, DELETED, END_SEQUENCE, END_TIME, CURRENT, ABSENT, *values]
+            )
+            set_all = {c: col(c, "s") for c in every}
+            clauses = [
+                Clause("update", set_all, F.expr(changed)),
+                Clause("insert", set_all),
+            ]
+            commit = table.merge(chained, _on(at), clauses, self.txn)
+        finally:
+            new.unpersist()
+        result.version = commit.version
+        result.skipped = commit.skipped
+        result.metrics = commit.metrics
+        result.retries = table.retries
+        return result
+
+
+def _on(keys: Sequence[str]) -> str:
+    return " AND ".join(f"t.{quote(k)} = s.{quote(k)}" for k in keys)
+
+
+# --- what goes in -------------------------------------------------------------------------------
+
+
+def _sequence(field_: Any) -> Column:
+    """``sequence_by`` as a byte-comparable binary: as it is, or an integer or timestamp
+    as 8 bytes, big-endian, sign bit flipped (so the bytes order as the numbers)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import (
+        BinaryType,
+        ByteType,
+        IntegerType,
+        LongType,
+        ShortType,
+        TimestampNTZType,
+        TimestampType,
+    )
+
+    t = field_.dataType
+    value = col(field_.name)
+    if isinstance(t, BinaryType):
+        return value
+    if isinstance(t, (TimestampType, TimestampNTZType)):
+        value = F.unix_micros(value.cast("timestamp"))
+    elif not isinstance(t, (ByteType, ShortType, IntegerType, LongType)):
+        raise ValueError(
+            f"sequence_by column {field_.name!r} is {t.simpleString()}: give a binary column "
+            "(compared as unsigned bytes) or an integer or timestamp column; text would "
+            "compare byte-wise ('9' after '10')"
+        )
+    flipped = value.cast("long").bitwiseXOR(F.lit(-(1 << 63)))
+    return F.unhex(F.lpad(F.hex(flipped), 16, "0"))
+
+
+def _check_names(names: Sequence[str]) -> None:
+    seen: dict[str, str] = {}
+    for n in names:
+        other = seen.setdefault(n.lower(), n)
+        if other != n:
+            raise ValueError(
+                f"columns {other!r} and {n!r} differ only in case: Delta takes them as one "
+                "column; rename one"
+            )
+    clash = [n for n in names if n.lower() in {c.lower() for c in INTERNAL}]
+    if clash:
+        raise ValueError(f"column(s) {', '.join(clash)} clash with the table's own columns")
+
+
+def _column_names(wanted: Sequence[str], names: Sequence[str], what: str) -> list[str]:
+    """``wanted`` spelt as the columns are (names match ignoring case)."""
+    by_lower = {n.lower(): n for n in names}
+    missing = [w for w in wanted if w.lower() not in by_lower]
+    if missing:
+        raise ValueError(
+            f"{what} {', '.join(map(repr, missing))} are not columns of the images "
+            f"({', '.join(names)})"
+        )
+    return [by_lower[w.lower()] for w in wanted]
+
+
+def _generic_columns(schema: Any, table: Table, target: str) -> list[Any]:
     """The table's columns for generic events: ``schema=``, or the existing table's."""
     if schema is not None:
-        from .._typed import as_schema
+        from .._typed import as_schema, typed_event_schema
         from .decoding import spark_event_schema
 
-        arrow = as_schema(schema)
-        from .._typed import typed_event_schema
-
-        struct = spark_event_schema(typed_event_schema(arrow))["after"].dataType
+        struct = spark_event_schema(typed_event_schema(as_schema(schema)))["after"].dataType
         return list(struct.fields)
     if not table.exists():
         raise ValueError(
             f"generic events (map images) need schema= to create {target}: the columns and "
             "their types"
         )
-    internal = set(SCD1_COLUMNS) | set(SCD2_COLUMNS)
-    return [f for f in table.schema().fields if f.name not in internal]
+    return [f for f in table.schema().fields if f.name not in INTERNAL]
 
 
-class _Images:
-    """Reading the key and value columns out of ``before``/``after`` images.
-
-    ``absent``: typed events with an ``after_absent`` column (the columns each ``after``
-    image lacks, docs/typed.md).
-    """
-
-    def __init__(
-        self, columns: list[Any], keys: list[str], generic: bool, *, absent: bool = False
-    ) -> None:
-        self.types = {f.name: f.dataType for f in columns}
-        self.keys = keys
-        self.values = [f.name for f in columns if f.name not in keys]
-        self.generic = generic
-        self.absent = absent
-
-    def present(self, name: str, ignore_null_updates: bool) -> Column:
-        """The ``after`` image carries a value (maybe null) for column ``name``."""
-        from pyspark.sql import functions as F
-
-        after = F.col("after")
-        if self.generic:
-            return F.coalesce(F.map_contains_key(after, name), F.lit(False))
-        if ignore_null_updates:
-            return after[name].isNotNull()  # an absent column is null too
-        if self.absent:
-            # A null after_absent with an image (a typed frame made by hand): all present.
-            listed = F.coalesce(F.array_contains(F.col(AFTER_ABSENT), name), F.lit(False))
-            return after.isNotNull() & ~listed
-        return after.isNotNull()
-
-    def get(self, image: str, name: str) -> Column:
-        """A column of an image (generic: the map value cast to the column's type)."""
-        from pyspark.sql import functions as F
-
-        value = F.col(image)[name]
-        return value.cast(self.types[name]) if self.generic else value
-
-    def keyed(self, image: str) -> Column:
-        """The image has a value for every key column."""
-        from functools import reduce
-
-        return reduce(lambda a, b: a & b, [self.get(image, k).isNotNull() for k in self.keys])
-
-    def moved(self) -> Column:
-        """An update whose key changed (both images keyed, some key column differs)."""
-        from functools import reduce
-
-        from pyspark.sql import functions as F
-
-        differs = reduce(
-            lambda a, b: a | b,
-            [~self.get("before", k).eqNullSafe(self.get("after", k)) for k in self.keys],
-        )
-        return (F.col("op") == "update") & self.keyed("before") & self.keyed("after") & differs
-
-
-def _resolve_keys(selected: DataFrame, keys: Sequence[str] | str | None, has_pk: bool) -> list[str]:
-    """``keys=``, else the first ``primary_key`` a row change names (``[]`` for none)."""
+def _resolve_keys(selected: DataFrame, has_pk: bool) -> list[str]:
+    """The first ``primary_key`` a row change names (``[]`` for none)."""
     from pyspark.sql import functions as F
 
-    if isinstance(keys, str):
-        return [keys]
-    if keys is not None:
-        return list(keys)
     if not has_pk:
         return []
     row = (
@@ -413,56 +733,231 @@ def _resolve_keys(selected: DataFrame, keys: Sequence[str] | str | None, has_pk:
     return list(row[0]) if row is not None and row[0] else []
 
 
+class _Schema:
+    """The table's columns against the events': checked when made (a table column the
+    events lack, or of another type, is an error: never silent loss), applied by
+    :meth:`apply` (create, add columns, bring a table of an older layout up to date)."""
+
+    def __init__(self, table: Table, columns: Sequence[Any], scd_type: int) -> None:
+        from pyspark.sql.types import (
+            ArrayType,
+            BinaryType,
+            BooleanType,
+            MapType,
+            StringType,
+            StructField,
+            TimestampType,
+        )
+
+        self.table = table
+        self.columns = list(columns)
+        self.scd_type = scd_type
+        types = {
+            SEQUENCE: BinaryType(),
+            EVENT_TIME: TimestampType(),
+            DELETED: BooleanType(),
+            BASE_SEQUENCE: BinaryType(),
+            COLUMN_SEQUENCES: MapType(StringType(), BinaryType()),
+            START_SEQUENCE: BinaryType(),
+            END_SEQUENCE: BinaryType(),
+            START_TIME: TimestampType(),
+            END_TIME: TimestampType(),
+            CURRENT: BooleanType(),
+            ABSENT: ArrayType(StringType()),
+        }
+        bookkeeping = SCD1_COLUMNS if scd_type == 1 else SCD2_COLUMNS
+        self.bookkeeping = [StructField(n, types[n]) for n in bookkeeping]
+        self.exists = table.exists()
+        self.added: list[Any] = []
+        self.layout: list[Any] = []
+        self.existing: dict[str, Any] = {}
+        if not self.exists:
+            return
+        existing = {f.name.lower(): f for f in table.schema().fields}
+        self.existing = existing
+        # Columns of an older layout's table are added (null: the old behaviour).
+        newer = {BASE_SEQUENCE, COLUMN_SEQUENCES, ABSENT}
+        lacking = [f.name for f in self.bookkeeping if f.name.lower() not in existing]
+        if [n for n in lacking if n not in newer]:
+            kind = "type 2 (history)" if scd_type == 2 else "type 1"
+            raise ValueError(
+                f"table {table.target} was not written as a {kind} table by apply_changes "
+                f"(it lacks {', '.join(n for n in lacking if n not in newer)})"
+            )
+        self.layout = [f for f in self.bookkeeping if f.name in lacking]
+        names = {f.name.lower(): f for f in columns}
+        for name, f in existing.items():
+            if f.name in INTERNAL:
+                continue
+            if name not in names:
+                raise ValueError(
+                    f"column {f.name!r} of table {table.target} is not in the events: dropped "
+                    "or renamed in the source? Rename or drop it in the table first (nothing "
+                    "was written)"
+                )
+        for f in columns:
+            stored = existing.get(f.name.lower())
+            if stored is not None and stored.dataType != f.dataType:
+                raise ValueError(
+                    f"column {f.name!r} of table {table.target} is "
+                    f"{stored.dataType.simpleString()} but the events have "
+                    f"{f.dataType.simpleString()}: retyped in the source? Change the table "
+                    "first (nothing was written)"
+                )
+        self.added = [f for f in columns if f.name.lower() not in existing]
+
+    def known_columns(self) -> list[str]:
+        return [f.name for f in self.columns] + [
+            f.name for f in self.existing.values() if f.name not in INTERNAL
+        ]
+
+    def apply(self, keys: Sequence[str]) -> tuple[bool, list[str]]:
+        """Create the table (with its keys as a property), or add the events' new columns
+        and the bookkeeping columns an older layout lacks; ``(created, added)``."""
+        table = self.table
+        if not self.exists:
+            fields = self.columns + self.bookkeeping
+            props = {KEYS_PROPERTY: json.dumps(list(keys))} if keys else {}
+            table.create(fields, props)
+            self.exists = True
+            return True, []
+        if self.added or self.layout:
+            table.add_columns(self.added + self.layout)
+        if keys and KEYS_PROPERTY not in table.properties():
+            table.set_properties({KEYS_PROPERTY: json.dumps(list(keys))})
+        added, self.added, self.layout = [f.name for f in self.added], [], []
+        return False, added
+
+
+# --- what the batch holds -----------------------------------------------------------------------
+
+
 class _Counts:
-    """What the batch holds: events per op, the row changes without a key, the newest
-    event time, the ``ddl`` statements.
+    """What the batch holds: events per op, the row changes without a key or a sequence,
+    key changes, the newest row change's event time, the ``ddl`` statements, values that
+    did not convert, image keys that are no column, columns no upsert carried, and
+    (checking the stored keys) row changes naming another primary key.
 
     ``observe=True``: the counts are taken by ``DataFrame.observe`` on :attr:`frame` while
-    the first action over it (the reduction's) reads the batch, so the batch is read once
-    and never cached; else by one aggregate when asked.
+    the first action over it (the fold's) reads the batch, so the batch is read once and
+    never cached; else by one aggregate when asked.
     """
 
     def __init__(
-        self, selected: DataFrame, image: _Images, has_ddl: bool, *, observe: bool = False
+        self,
+        selected: DataFrame,
+        image: Images,
+        has_ddl: bool,
+        *,
+        observe: bool = False,
+        pk_keys: Sequence[str] | None = None,
+        per_column: bool = False,
+        samples: bool = False,
     ) -> None:
         from pyspark.sql import functions as F
 
         self.selected = selected
+        self.image = image
         self.has_ddl = has_ddl
         op = F.col("op")
-        aggs = [F.count(F.lit(1)).alias("events"), F.max("_time").alias("newest")]
+        row = op.isin(*ROW_OPS)
+        upsert = op.isin(*UPSERT_OPS)
+        truncate = (op == "truncate") & F.col("_seq").isNotNull()
+        aggs = [
+            F.count(F.lit(1)).alias("events"),
+            F.max(F.when(row, F.unix_micros("_time"))).alias("newest"),
+            F.max_by(
+                F.struct(F.col("_seq").alias("s"), F.unix_micros("_time").alias("t")),
+                F.when(truncate, F.col("_seq")),
+            ).alias("truncate"),
+        ]
         aggs += [F.count(F.when(op == name, 1)).alias(f"op_{name}") for name in OPS]
         aggs.append(F.count(F.when(~op.isin(*OPS), 1)).alias("unknown"))
+        no_seq = F.col("_seq").isNull()
+        aggs.append(F.count(F.when(row & no_seq, 1)).alias("unsequenced"))
         if image.keys:
-            # The entries _entries makes: one per row change, one more per moved key.
-            no_seq = F.col("_seq").isNull()
-            unkeyed = ~(image.keyed("after") | image.keyed("before")) | no_seq
+            unkeyed = ~(image.keyed("after") | image.keyed("before"))
+            aggs.append(F.count(F.when(row & ~no_seq & unkeyed, 1)).alias("unkeyed"))
+            aggs.append(F.count(F.when(upsert & image.moved(), 1)).alias("moves"))
+        self.columns: list[str] = []
+        if image.generic:
+            for i, c in enumerate(image.names):
+                bad = image.unconverted("after", c)
+                if c in image.keys:
+                    bad = F.when(bad, 1).otherwise(0) + F.when(
+                        image.unconverted("before", c), 1
+                    ).otherwise(0)
+                    aggs.append(F.sum(F.when(row, bad)).alias(f"bad_{i}"))
+                else:
+                    aggs.append(F.count(F.when(row & bad, 1)).alias(f"bad_{i}"))
+                if samples:
+                    raw = F.coalesce(
+                        F.when(image.unconverted("after", c), image.raw("after", c)),
+                        F.when(image.unconverted("before", c), image.raw("before", c))
+                        if c in image.keys
+                        else F.lit(None),
+                    )
+                    aggs.append(F.max(F.when(row, raw)).alias(f"sample_{i}"))
+            unknown = image.unknown()
             aggs.append(
-                (
-                    F.count(F.when(op.isin(*ROW_OPS) & unkeyed, 1))
-                    + F.count(F.when(image.moved() & no_seq, 1))
-                ).alias("unkeyed")
-            )
+                F.array_sort(F.array_distinct(F.flatten(F.collect_set(F.when(
+                    upsert & (F.size(unknown) > 0), unknown
+                ))))).alias("unknown_keys")
+            )  # fmt: skip
+        if per_column and image.values:
+            for i, c in enumerate(image.values):
+                aggs.append(
+                    F.max(F.when(upsert & F.col("after").isNotNull(), image.present(c))).alias(
+                        f"carried_{i}"
+                    )
+                )
+        self.pk_keys = pk_keys
+        if pk_keys is not None:
+            want = F.array(*[F.lit(k.lower()) for k in pk_keys])
+            got = F.transform(F.col("primary_key"), lambda k: F.lower(k))
+            other = row & F.col("primary_key").isNotNull() & (got != want)
+            aggs.append(F.count(F.when(other, 1)).alias("pk_mismatch"))
+            aggs.append(F.max(F.when(other, F.col("primary_key"))).alias("pk_sample"))
+        self.aggs = aggs
         self.observation = None
+        self._row: dict[str, Any] | None = None
         if observe:
-            import uuid
-
             from pyspark.sql import Observation
 
             self.observation = Observation(f"cdc_apply_{uuid.uuid4().hex}")
             self.frame = selected.observe(self.observation, *aggs)
         else:
             self.frame = selected
-            self._row = selected.agg(*aggs).first().asDict()
 
     def _values(self) -> dict[str, Any]:
-        if self.observation is None:
-            return self._row
-        return self.observation.get
+        if self._row is None and self.observation is not None:
+            try:
+                self._row = self.observation.get
+            except Exception:
+                # A plan the optimizer folded away (a batch without row changes, read
+                # from local data) records no metrics: take them by an aggregate.
+                self._row = None
+        if self._row is None:
+            self._row = self.selected.agg(*self.aggs).first().asDict()
+        return self._row
 
-    def newest(self) -> dt.datetime | None:
-        """The newest event time of the batch."""
+    def newest(self) -> int | None:
+        """The newest row change's event time (microseconds since the epoch)."""
         return self._values()["newest"]
+
+    def truncate(self) -> tuple[bytes, int | None] | None:
+        """The batch's newest sequenced ``truncate``: its sequence and event time."""
+        found = self._values()["truncate"]
+        return None if found is None else (bytes(found["s"]), found["t"])
+
+    def pk_mismatch(self) -> int:
+        return self._values().get("pk_mismatch") or 0
+
+    def pk_sample(self) -> list[str] | None:
+        return self._values().get("pk_sample")
+
+    def sample(self, column: str) -> str | None:
+        return self._values().get(f"sample_{self.image.names.index(column)}")
 
     def result(self) -> ApplyResult:
         """A new :class:`ApplyResult` with the counts (after the first action over
@@ -470,7 +965,12 @@ class _Counts:
         from pyspark.sql import functions as F
 
         values = self._values()
-        result = ApplyResult(events=values["events"], unkeyed=values.get("unkeyed") or 0)
+        result = ApplyResult(
+            events=values["events"],
+            unkeyed=values.get("unkeyed") or 0,
+            unsequenced=values.get("unsequenced") or 0,
+            key_changes=values.get("moves") or 0,
+        )
         for name in OPS:
             n = values[f"op_{name}"]
             if not n:
@@ -490,409 +990,70 @@ class _Counts:
                 r["ddl"]
                 for r in self.selected.where(F.col("op") == "ddl").orderBy("_seq").collect()
             ]
+        image = self.image
+        for i, c in enumerate(image.names):
+            n = values.get(f"bad_{i}") or 0
+            if n:
+                result.unconverted[c] = int(n)
+        result.unknown_columns = list(values.get("unknown_keys") or [])
+        upserts = sum(values[f"op_{n}"] for n in UPSERT_OPS)
+        if upserts:
+            result.absent_columns = [
+                c
+                for i, c in enumerate(image.values)
+                if f"carried_{i}" in values and not values[f"carried_{i}"]
+            ]
         return result
 
 
-def _evolve(
-    table: _Target, columns: list[Any], bookkeeping: Sequence[str], scd_type: int
-) -> tuple[bool, list[str]]:
-    """Create the table, or add the events' new columns; a table column the events lack,
-    or of another type, is an error (never silent loss)."""
-    from pyspark.sql.types import BinaryType, BooleanType, StructField, TimestampType
+# --- ddl ----------------------------------------------------------------------------------------
 
-    types = {
-        SEQUENCE: BinaryType(),
-        EVENT_TIME: TimestampType(),
-        DELETED: BooleanType(),
-        START_SEQUENCE: BinaryType(),
-        END_SEQUENCE: BinaryType(),
-        START_TIME: TimestampType(),
-        END_TIME: TimestampType(),
-        CURRENT: BooleanType(),
-    }
-    if not table.exists():
-        table.create(list(columns) + [StructField(n, types[n]) for n in bookkeeping])
-        return True, []
-    existing = {f.name: f for f in table.schema().fields}
-    have = [n for n in bookkeeping if n in existing]
-    if len(have) != len(bookkeeping):
-        kind = "type 2 (history)" if scd_type == 2 else "type 1"
-        raise ValueError(
-            f"table {table.target} was not written as a {kind} table by apply_changes "
-            f"(it lacks {', '.join(n for n in bookkeeping if n not in existing)})"
-        )
-    names = {f.name for f in columns}
-    internal = set(SCD1_COLUMNS) | set(SCD2_COLUMNS)
-    for name in existing:
-        if name in internal:
-            continue
-        if name not in names:
-            raise ValueError(
-                f"column {name!r} of table {table.target} is not in the events: dropped or "
-                "renamed in the source? Rename or drop it in the table first (nothing was "
-                "written)"
-            )
-    for f in columns:
-        if f.name in existing and existing[f.name].dataType != f.dataType:
-            raise ValueError(
-                f"column {f.name!r} of table {table.target} is "
-                f"{existing[f.name].dataType.simpleString()} but the events have "
-                f"{f.dataType.simpleString()}: retyped in the source? Change the table first "
-                "(nothing was written)"
-            )
-    added = [f for f in columns if f.name not in existing]
-    if added:
-        spec = ", ".join(f"{_quote(f.name)} {f.dataType.simpleString()}" for f in added)
-        table.spark.sql(f"ALTER TABLE {table.sql_name} ADD COLUMNS ({spec})")
-    return False, [f.name for f in added]
+_IDENT = r"(`(?:[^`]|``)+`|\"(?:[^\"]|\"\")+\"|\[[^\]]+\]|[A-Za-z_][\w$]*)"
+_NOT_COLUMNS = (
+    "INDEX|KEY|PRIMARY|FOREIGN|CONSTRAINT|CHECK|PARTITION|DEFAULT|NOT|IDENTITY|EXPRESSION|"
+    "TABLE|VIEW|SEQUENCE|UNIQUE|TRIGGER|TO|COLUMNS|SUBPARTITION|SYSTEM|FULLTEXT|SPATIAL"
+)
+_RENAME = re.compile(
+    rf"\bRENAME\s+(?:COLUMN\s+)?(?!(?:{_NOT_COLUMNS})\b){_IDENT}\s+TO\b", re.IGNORECASE
+)
+_CHANGE = re.compile(rf"\bCHANGE\s+(?:COLUMN\s+)?{_IDENT}\s+{_IDENT}", re.IGNORECASE)
+_DROP = re.compile(
+    rf"\bDROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?(?!(?:{_NOT_COLUMNS})\b){_IDENT}", re.IGNORECASE
+)
+_DROP_LIST = re.compile(r"\bDROP\s*\(([^)]*)\)", re.IGNORECASE)
 
 
-def _entries(selected: DataFrame, image: _Images, ignore_null_updates: bool) -> DataFrame:
-    """The keyed row changes as entries: the key, ``_kind`` (``u`` upsert, ``d`` delete),
-    ``_seq``, ``_time``, every other column's value and ``_p_<i>`` (present). The unkeyed
-    ones (counted by :class:`_Counts`) are left out."""
-    from functools import reduce
-
-    from pyspark.sql import functions as F
-
-    keys, values, types, get = image.keys, image.values, image.types, image.get
-    after_keyed = image.keyed("after")
-    before_keyed = image.keyed("before")
-    new_key = [
-        F.when(after_keyed, get("after", k)).otherwise(get("before", k)).alias(k) for k in keys
-    ]
-    old_key = [
-        F.when(before_keyed, get("before", k)).otherwise(get("after", k)).alias(k) for k in keys
-    ]
-    payload = [get("after", c).alias(c) for c in values]
-    presence = [
-        image.present(c, ignore_null_updates).alias(f"_p_{i}") for i, c in enumerate(values)
-    ]
-    nothing = [F.lit(None).cast(types[c]).alias(c) for c in values]
-    absent = [F.lit(False).alias(f"_p_{i}") for i in range(len(values))]
-    common = [F.col("_seq"), F.col("_time")]
-
-    upsert = F.struct(*new_key, F.lit("u").alias(_KIND), *common, *payload, *presence)
-    remove = F.struct(*old_key, F.lit("d").alias(_KIND), *common, *nothing, *absent)
-    moved_from = F.struct(
-        *[get("before", k).alias(k) for k in keys],
-        F.lit("d").alias(_KIND),
-        *common,
-        *nothing,
-        *absent,
-    )
-    # Each row change gives one entry, a key-changing update two (the old key's delete
-    # first); other events none. One pass over the batch, however many kinds it holds.
-    op = F.col("op")
-    changes = (
-        F.when(op.isin(*UPSERT_OPS) & image.moved(), F.array(moved_from, upsert))
-        .when(op.isin(*UPSERT_OPS), F.array(upsert))
-        .when(op.isin(*REMOVE_OPS), F.array(remove))
-    )
-    entries = selected.select(F.inline(changes))
-    keyed = reduce(lambda a, b: a & b, [F.col(k).isNotNull() for k in keys])
-    return entries.where(keyed & F.col("_seq").isNotNull())
+def _unquote(name: str) -> str:
+    if name[:1] in '`"[':
+        inner = name[1:-1]
+        return inner.replace("``", "`").replace('""', '"')
+    return name
 
 
-def _partial(selected: DataFrame, image: _Images) -> bool:
-    """Some upsert of typed events lacks a column (``after_absent`` not empty): the batch
-    needs :func:`_reduced`'s per-column fold. One scan of the batch's ``op`` and
-    ``after_absent``, which stops at the first such row; none without an ``after_absent``
-    column."""
-    from pyspark.sql import functions as F
-
-    if not image.absent:
-        return False
-    lacking = (
-        F.col("op").isin(*UPSERT_OPS)
-        & F.col("after").isNotNull()
-        & F.coalesce(F.size(AFTER_ABSENT) > 0, F.lit(False))
-    )
-    return len(selected.where(lacking).select("op").take(1)) > 0
-
-
-def _reduced(
-    entries: DataFrame, columns: list[Any], keys: list[str], whole: bool = False
-) -> DataFrame:
-    """One row per key: the last change, each column's newest present value (and its
-    sequence, ``_s_<i>``) since the batch's last delete of the key.
-
-    ``whole``: every upsert carries every column (typed images whose ``after_absent`` is
-    empty or missing, :func:`_partial`), so the last change's image is the row: the
-    newest entry of each key, and no ``_s_<i>`` or ``_del_seq`` columns.
-    """
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    values = [f.name for f in columns if f.name not in keys]
-    if whole:
-        # A delete's entry carries nulls, so the last change's image is the row: the
-        # newest entry of each key. A window sorts once, after the shuffle; an aggregate
-        # of a struct holding the binary sequence would sort twice (no hash buffer for it).
-        newest = Window.partitionBy(*keys).orderBy(F.col("_seq").desc(), F.col(_KIND).desc())
-        return (
-            entries.withColumn("_rank", F.row_number().over(newest))
-            .where(F.col("_rank") == 1)
-            .select(
-                *[F.col(k) for k in keys],
-                F.col("_seq").alias(_LAST_SEQ),
-                F.col(_KIND).alias(_LAST_KIND),
-                F.col("_time").alias(_LAST_TIME),
-                *[F.col(c) for c in values],
-            )
-        )
-    upsert = F.col(_KIND) == "u"
-    aggs = [
-        F.max("_seq").alias(_LAST_SEQ),
-        F.max_by(_KIND, "_seq").alias(_LAST_KIND),
-        F.max_by("_time", "_seq").alias(_LAST_TIME),
-        F.max(F.when(F.col(_KIND) == "d", F.col("_seq"))).alias(_DEL_SEQ),
-    ]
-    for i, c in enumerate(values):
-        when = F.when(upsert & F.col(f"_p_{i}"), F.col("_seq"))
-        aggs.append(F.max_by(F.col(c), when).alias(c))
-        aggs.append(F.max(when).alias(f"_s_{i}"))
-    reduced = entries.groupBy(*keys).agg(*aggs)
-    # A value older than the batch's last delete of its key died with the row.
-    out = [F.col(k) for k in keys] + [
-        F.col(n) for n in (_LAST_SEQ, _LAST_KIND, _LAST_TIME, _DEL_SEQ)
-    ]
-    for i, c in enumerate(values):
-        live = F.col(_DEL_SEQ).isNull() | (F.col(f"_s_{i}") > F.col(_DEL_SEQ))
-        out.append(F.when(live, F.col(c)).alias(c))
-        out.append(F.when(live, F.col(f"_s_{i}")).alias(f"_s_{i}"))
-    return reduced.select(*out)
+def ddl_columns(statement: str) -> list[tuple[str, str]]:
+    """``(what, column)`` for each column an ``ALTER TABLE`` statement renames or drops
+    (``"renames"``/``"drops"``): MySQL, PostgreSQL and Oracle spellings."""
+    if not re.search(r"\bALTER\s+TABLE\b", statement, re.IGNORECASE):
+        return []
+    found = [("renames", _unquote(m.group(1))) for m in _RENAME.finditer(statement)]
+    for m in _CHANGE.finditer(statement):
+        old, new = _unquote(m.group(1)), _unquote(m.group(2))
+        if old.lower() != new.lower():
+            found.append(("renames", old))
+    found += [("drops", _unquote(m.group(1))) for m in _DROP.finditer(statement)]
+    for m in _DROP_LIST.finditer(statement):
+        found += [("drops", _unquote(n.strip())) for n in m.group(1).split(",") if n.strip()]
+    return found
 
 
-class _Txn:
-    """Delta's idempotent-write markers (``txnAppId``/``txnVersion``) around one write."""
-
-    APP = "spark.databricks.delta.write.txnAppId"
-    VERSION = "spark.databricks.delta.write.txnVersion"
-
-    def __init__(self, spark: SparkSession, app_id: str | None, batch_id: int | None) -> None:
-        self.spark = spark
-        self.app_id = app_id
-        self.batch_id = batch_id
-
-    def __enter__(self) -> _Txn:
-        if self.app_id is not None:
-            self.spark.conf.set(self.APP, self.app_id)
-            self.spark.conf.set(self.VERSION, str(self.batch_id))
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.app_id is not None:
-            self.spark.conf.unset(self.APP)
-            self.spark.conf.unset(self.VERSION)
-
-
-def _last_commit(table: _Target) -> tuple[int, str, dict[str, str]]:
-    row = table.table().history(1).select("version", "operation", "operationMetrics").first()
-    return row["version"], row["operation"], dict(row["operationMetrics"] or {})
-
-
-def _merge_scd1(
-    table: _Target,
-    entries: DataFrame,
-    columns: list[Any],
-    keys: list[str],
-    app_id: str | None,
-    batch_id: int | None,
-    counts: _Counts,
-    whole: bool = False,
-) -> tuple[ApplyResult, bool]:
-    """The reduced changes, persisted (the one read of the batch, which also counts it),
-    then one MERGE; the counts, and whether the MERGE wrote."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    values = [f.name for f in columns if f.name not in keys]
-    source = _reduced(entries, columns, keys, whole).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        reduced = source.count()
-        result = counts.result()
-        result.keys = reduced
-        if not reduced:
-            return result, False
-        q = _quote
-        t_seq, t_del = f"t.{SEQUENCE}", f"t.{DELETED}"
-        reset = f"({t_del} OR s.{_DEL_SEQ} > {t_seq})"
-        if whole:
-            # The last change is newer than the row (the MERGE's condition) and holds
-            # every column: the row becomes its image (nulls for a delete).
-            update = {f"t.{q(c)}": F.col(f"s.{q(c)}") for c in values}
-        else:
-            update = {
-                f"t.{q(c)}": F.expr(
-                    f"CASE WHEN s._s_{i} > {t_seq} THEN s.{q(c)} WHEN {reset} THEN NULL "
-                    f"ELSE t.{q(c)} END"
+def _check_ddl(statements: Sequence[str], columns: Sequence[str], target: str) -> None:
+    known = {c.lower() for c in columns}
+    for statement in statements:
+        for what, name in ddl_columns(statement or ""):
+            if name.lower() in known:
+                raise ValueError(
+                    f"a ddl event {what} column {name!r} of table {target} ({statement!r}): "
+                    "the column would keep its last values without an error. Change the "
+                    "table and the events' columns first (nothing was written), or pass "
+                    "on_ddl='report' to apply the batch as it is"
                 )
-                for i, c in enumerate(values)
-            }
-        update[f"t.{SEQUENCE}"] = F.col(f"s.{_LAST_SEQ}")
-        update[f"t.{EVENT_TIME}"] = F.col(f"s.{_LAST_TIME}")
-        update[f"t.{DELETED}"] = F.expr(f"s.{_LAST_KIND} = 'd'")
-        insert = {f"t.{q(c)}": F.col(f"s.{q(c)}") for c in [*keys, *values]}
-        insert[f"t.{SEQUENCE}"] = F.col(f"s.{_LAST_SEQ}")
-        insert[f"t.{EVENT_TIME}"] = F.col(f"s.{_LAST_TIME}")
-        insert[f"t.{DELETED}"] = F.expr(f"s.{_LAST_KIND} = 'd'")
-        on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in keys)
-        # Delta skips an (app_id, batch_id) it already holds: compare versions only then.
-        before_version = _last_commit(table)[0] if app_id is not None else None
-        with _Txn(table.spark, app_id, batch_id):
-            out = (
-                table.table()
-                .alias("t")
-                .merge(source.alias("s"), on)
-                .whenMatchedUpdate(condition=f"s.{_LAST_SEQ} > {t_seq}", set=update)
-                .whenNotMatchedInsert(values=insert)
-                .execute()
-            )
-    finally:
-        source.unpersist()
-    # MERGE returns its row counts; one that changed nothing (a replay without txn
-    # markers) may commit nothing, so the history's last commit would be an older one.
-    first = out.first() if out is not None else None  # none when Delta skipped the batch
-    affected = first.asDict().get("num_affected_rows") if first is not None else None
-    version, operation, metrics = _last_commit(table)
-    result.version = version
-    if app_id is not None and version == before_version:
-        result.skipped = True
-        return result, False
-    if operation != "MERGE" or (app_id is None and affected == 0):
-        return result, False
-    result.metrics = metrics
-    return result, True
-
-
-def _expire(table: _Target, cutoff: dt.datetime) -> None:
-    """Forget tombstones whose delete is older than ``cutoff`` (event time)."""
-    from pyspark.sql import functions as F
-
-    table.table().delete(F.col(DELETED) & (F.col(EVENT_TIME) < F.lit(cutoff)))
-
-
-def _merge_scd2(
-    table: _Target,
-    entries: DataFrame,
-    columns: list[Any],
-    keys: list[str],
-    app_id: str | None,
-    batch_id: int | None,
-    counts: _Counts,
-) -> ApplyResult:
-    """History: one row per change (a delete is a tombstone version). The batch's
-    versions join the stored versions of the keys they touch; each key's versions are
-    re-chained in sequence order (end = the next version's start) and merged back by
-    (key, start sequence)."""
-    from pyspark import StorageLevel
-    from pyspark.sql import functions as F
-
-    values = [f.name for f in columns if f.name not in keys]
-    # One entry per (key, sequence): duplicates collapse.
-    new = (
-        entries.dropDuplicates([*keys, "_seq"])
-        .select(
-            *keys,
-            F.col("_seq").alias(START_SEQUENCE),
-            F.col("_time").alias(START_TIME),
-            (F.col(_KIND) == "d").alias(DELETED),
-            *[F.col(c) for c in values],
-            *[F.col(f"_p_{i}") | (F.col(_KIND) == "d") for i in range(len(values))],
-            F.lit(True).alias("_new"),
-        )
-        .toDF(
-            *keys,
-            START_SEQUENCE,
-            START_TIME,
-            DELETED,
-            *values,
-            *[f"_p_{i}" for i in range(len(values))],
-            "_new",
-        )
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        return _write_scd2(table, new, values, keys, app_id, batch_id, counts)
-    finally:
-        new.unpersist()
-
-
-def _write_scd2(
-    table: _Target,
-    new: DataFrame,
-    values: list[str],
-    keys: list[str],
-    app_id: str | None,
-    batch_id: int | None,
-    counts: _Counts,
-) -> ApplyResult:
-    """:func:`_merge_scd2`'s MERGE of the batch's versions (``new``, persisted)."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    q = _quote
-    touched = new.select(*keys).distinct()
-    # The one read of the batch (``new`` is persisted as it counts), which also takes the
-    # counts.
-    keys_touched = touched.count()
-    result = counts.result()
-    result.keys = keys_touched
-    if not keys_touched:
-        return result
-    stored = table.table().toDF()
-    old = stored.join(touched, on=keys, how="left_semi").select(
-        *keys,
-        START_SEQUENCE,
-        START_TIME,
-        DELETED,
-        *values,
-        *[F.lit(True).alias(f"_p_{i}") for i in range(len(values))],
-        F.lit(False).alias("_new"),
-    )
-    # A stored version wins over a new one with the same start (a replayed change).
-    versions = old.unionByName(
-        new.join(old.select(*keys, START_SEQUENCE), [*keys, START_SEQUENCE], "left_anti")
-    )
-    order = Window.partitionBy(*keys).orderBy(START_SEQUENCE)
-    upto = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    filled = [
-        F.last(F.when(F.col(f"_p_{i}"), F.struct(F.col(c).alias("v"))), ignorenulls=True)
-        .over(upto)["v"]
-        .alias(c)
-        for i, c in enumerate(values)
-    ]
-    chained = versions.select(
-        *keys,
-        START_SEQUENCE,
-        START_TIME,
-        DELETED,
-        *filled,
-        F.lead(START_SEQUENCE).over(order).alias(END_SEQUENCE),
-        F.lead(START_TIME).over(order).alias(END_TIME),
-        "_new",
-    ).withColumn(CURRENT, F.col(END_SEQUENCE).isNull() & ~F.col(DELETED))
-    before_version = _last_commit(table)[0]
-    on = " AND ".join(f"t.{q(k)} = s.{q(k)}" for k in [*keys, START_SEQUENCE])
-    every = [*keys, START_SEQUENCE, START_TIME, DELETED, *values, END_SEQUENCE, END_TIME, CURRENT]
-    changed = " OR ".join(
-        f"NOT (t.{q(c)} <=> s.{q(c)})" for c in [END_SEQUENCE, END_TIME, CURRENT, *values]
-    )
-    with _Txn(table.spark, app_id, batch_id):
-        (
-            table.table()
-            .alias("t")
-            .merge(chained.alias("s"), on)
-            .whenMatchedUpdate(
-                condition=changed, set={f"t.{q(c)}": F.col(f"s.{q(c)}") for c in every}
-            )
-            .whenNotMatchedInsert(values={f"t.{q(c)}": F.col(f"s.{q(c)}") for c in every})
-            .execute()
-        )
-    version, operation, metrics = _last_commit(table)
-    result.version = version
-    if version == before_version or operation != "MERGE":
-        result.skipped = app_id is not None
-        return result
-    result.metrics = metrics
-    return result

@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._checks import check_engine, check_mode
+from .._checks import check_engine, check_mode, check_time_zone
 from .._limits import Limits, as_limits
 from .._schema import event_schema
 from .decoding import is_connect
@@ -252,6 +252,7 @@ def read_files(
     event_columns: Sequence[str] | None = None,
     decoder: Any = None,
     with_path: bool = True,
+    source_time_zone: str | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Reads and decodes files with one decoder: batches of ``path`` then the event columns.
 
@@ -265,7 +266,7 @@ def read_files(
 
     if decoder is None:
         decoder = cdc_decode.Decoder(format, mode=mode, engine=engine, schema=schema,
-                                     limits=limits)  # fmt: skip
+                                     limits=limits, source_time_zone=source_time_zone)  # fmt: skip
     if not uris:
         return
     read = _opener(uris[0])
@@ -362,6 +363,8 @@ class _Options:
         self.event_schema = (
             event_schema() if self.schema is None else typed_event_schema(self.schema)
         )
+        self.source_time_zone = get("sourcetimezone")
+        check_time_zone(self.source_time_zone, self.schema is not None)
         columns = get("eventcolumns")
         self.event_columns = [c.strip() for c in columns.split(",")] if columns else None
         if self.event_columns is not None:
@@ -401,6 +404,7 @@ class _Options:
             limits=self.limits,
             event_columns=self.event_columns,
             with_path=self.with_path,
+            source_time_zone=self.source_time_zone,
         )
 
     def partitions(self, files: Sequence[tuple[str, int]]) -> list[InputPartition]:
@@ -529,6 +533,7 @@ def read_datastream(
     plan: str = "auto",
     min_partitions: int | None = None,
     path_column: bool = True,
+    source_time_zone: str | None = None,
 ) -> DataFrame:
     """Read Google Cloud Datastream output as users find it: a tree of files under
     ``path`` (``gs://bucket/prefix/schema_table/yyyy/mm/dd/hh/mm/``, or any folder above
@@ -581,6 +586,7 @@ def read_datastream(
             ``spark.sparkContext.defaultParallelism``.
         path_column: ``False`` leaves the ``path`` column out (``plan="source"``): each
             row's file name is then not copied into the rows Spark makes.
+        source_time_zone: typed mode, as :func:`decode`: the source's time zone.
 
     Returns:
         The change events, with ``path`` (the file each came from, ``file:/...`` for local
@@ -617,6 +623,7 @@ def read_datastream(
         return _read_binary_file(
             spark, path, format, decode, mode=mode, engine=engine, limits=limits,
             accounting=accounting, schema=schema, event_columns=event_columns,
+            source_time_zone=source_time_zone,
         )  # fmt: skip
     if accounting is not None and plan == "source":
         raise ValueError("accounting= needs plan='driver' or 'binaryFile' (not the data source)")
@@ -635,6 +642,8 @@ def read_datastream(
         import dataclasses
 
         options["limits"] = json.dumps(dataclasses.asdict(as_limits(limits)))
+    if source_time_zone is not None:
+        options["sourceTimeZone"] = source_time_zone
     if max_files_per_trigger is not None:
         options["maxFilesPerTrigger"] = str(max_files_per_trigger)
     if min_partitions is None:
@@ -683,7 +692,7 @@ def _read_listed(spark: Any, options: _Options, accounting: Any) -> DataFrame:
 
         decoder = cdc_decode.Decoder(
             options.format, mode=options.mode, engine=options.engine, schema=options.schema,
-            limits=options.limits,
+            limits=options.limits, source_time_zone=options.source_time_zone,
         )  # fmt: skip
         try:
             for batch in batches:

@@ -26,7 +26,10 @@ from .._checks import (
     check_format,
     check_mode,
     check_schema_or_tables,
+    check_time_zone,
+    check_unavailable_value,
 )
+from .._headers import first_header
 from .._limits import Limits, as_limits
 from .._schema import RECORD_FORMATS, event_schema
 
@@ -285,6 +288,8 @@ class _Job:
     tables: list[tuple[str, pa.Schema]] | None
     limits: Limits
     event_columns: list[str] | None
+    source_time_zone: str | None = None
+    unavailable_value: str | None = None
 
 
 def _mapped(df: DataFrame, out_schema: Any, reporter: Any, job: _Job, **options: Any) -> DataFrame:
@@ -334,15 +339,19 @@ def decode(
     accounting: DecodeAccounting | None = None,
     event_columns: Sequence[str] | None = None,
     plan: str = "auto",
+    source_time_zone: str | None = None,
+    unavailable_value: str | None = None,
 ) -> DataFrame | dict[str | None, DataFrame]:
     """Decode a DataFrame of CDC messages into a DataFrame of change events.
 
     Each Spark partition is decoded by one :class:`cdc_decode.Decoder`, batch after batch,
     so a multi-part message split over several Arrow batches of a partition is joined.
     Multi-part sets are reassembled per ``topic/partition`` (and per the Kafka header
-    ``ShardId`` when the input has a ``headers`` column). Every output row carries the
-    kept input columns of the message it came from; the events of a completed multi-part
-    set carry those of its last part.
+    ``ShardId`` when the input has a ``headers`` column). ``debezium-json`` reads the
+    ``__debezium.oldkey`` header of a key change from that column too (Spark's Kafka
+    source gives it with ``includeHeaders``; docs/formats/debezium-json.md). Every output
+    row carries the kept input columns of the message it came from; the events of a
+    completed multi-part set carry those of its last part.
 
     ``datahub-tuple`` is different: its input is not a value column but the records
     themselves (docs/formats/datahub-tuple.md). Every column of ``df`` that is not kept
@@ -394,6 +403,13 @@ def decode(
             with the decoder in ``mapInArrow`` otherwise; ``"sql"`` insists on the
             expressions (``ValueError`` saying why they cannot); ``"arrow"`` always runs the
             decoder. The rows are equal either way.
+        source_time_zone: typed mode: the source's time zone, an IANA name
+            (``"Asia/Shanghai"``): wall clocks the wire sends without an offset are read in
+            it for ``timestamp`` columns, instants shown in it for ``timestamp_ntz`` and
+            ``date`` columns (docs/typed.md, "The source's time zone"). ``None``: UTC.
+        unavailable_value: ``debezium-json`` only: the connector's
+            ``unavailable.value.placeholder``, whose columns are left out of the images
+            (absent); ``None``: Debezium's default, ``""``: none (docs/formats/debezium-json.md).
 
     Returns:
         A DataFrame with the kept columns followed by the columns of
@@ -435,7 +451,9 @@ def decode(
         columns = check_columns(format, columns)
     typed = _Typed(schema, tables)
     event_columns = typed.checked_event_columns(event_columns)
+    check_time_zone(source_time_zone, typed.arrow_schema is not None)
     limits = as_limits(limits)
+    unavailable_value = check_unavailable_value(format, unavailable_value)
     if accounting is not None and not isinstance(accounting, DecodeAccounting):
         raise TypeError(
             f"accounting must be a cdc_spark.DecodeAccounting, not {type(accounting).__name__}"
@@ -446,7 +464,17 @@ def decode(
         raise ValueError(f"unknown plan {plan!r}: expected one of {', '.join(_PLANS)}")
     if plan != "auto" and format not in RECORD_FORMATS:
         raise ValueError(f"plan={plan!r} is for datahub-tuple; {format} always runs the decoder")
-    job = _Job(format, mode, engine, typed.schema, typed.tables, limits, event_columns)
+    job = _Job(
+        format,
+        mode,
+        engine,
+        typed.schema,
+        typed.tables,
+        limits,
+        event_columns,
+        source_time_zone,
+        unavailable_value,
+    )
     if format in RECORD_FORMATS:
         combined, kept = _decode_records(
             df, job, typed, fields, value_col, keep, reporter=reporter, plan=plan
@@ -550,7 +578,7 @@ def _decode_records(
     if plan != "arrow":
         from .. import _tuple_sql
 
-        why = _sql_refused(engine, typed, reporter)
+        why = _sql_refused(engine, typed, reporter, job.source_time_zone)
         if why is None:
             images = None if typed.schema is None else all_events["before"].dataType
             try:
@@ -574,10 +602,14 @@ def _decode_records(
     return mapped, keep
 
 
-def _sql_refused(engine: str, typed: _Typed, reporter: _Reporter | None) -> str | None:
+def _sql_refused(
+    engine: str, typed: _Typed, reporter: _Reporter | None, zone: str | None = None
+) -> str | None:
     """Why the options need the decoder itself (``None``: they do not)."""
     if engine != "native":
         return f"engine={engine!r} asks for the decoder"
+    if zone is not None:
+        return "source_time_zone= converts in the decoder"
     if typed.tables is not None:
         return "tables= splits the decoder's output"
     if reporter is not None:
@@ -696,6 +728,8 @@ def _partition_decoder(
             schema=job.schema,
             tables=None if job.tables is None else dict(job.tables),
             limits=job.limits,
+            source_time_zone=job.source_time_zone,
+            unavailable_value=job.unavailable_value,
         )
         decoded = _decode_batches(
             decoder, batches, keep, value_col, records, has_topic, has_headers, job.event_columns
@@ -741,7 +775,10 @@ def _decode_batches(
                 events, ordinals = decoder.decode_indexed(batch.select(records))
             else:
                 keys = _reassembly_keys(batch, has_topic, has_headers)
-                events, ordinals = decoder.decode_indexed(batch.column(value_col), keys=keys)
+                headers = _old_key_headers(decoder.format, batch, has_headers)
+                events, ordinals = decoder.decode_indexed(
+                    batch.column(value_col), keys=keys, headers=headers
+                )
         except Exception as exc:
             _raise_located(exc, batch, start)
             raise
@@ -886,27 +923,23 @@ def _reassembly_keys(batch: pa.RecordBatch, has_topic: bool, has_headers: bool) 
 def _shard_ids(headers: pa.Array) -> pa.Array:
     """The first ``ShardId`` header value of each row as text, null where there is none."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    if isinstance(headers, pa.ChunkedArray):
-        headers = headers.combine_chunks()
-    entries = pc.list_flatten(headers)
-    rows = pc.list_parent_indices(headers)
-    is_shard = pc.fill_null(pc.equal(entries.field("key"), _SHARD_HEADER), False)
-    shard_rows = rows.filter(is_shard)
-    values = entries.field("value").filter(is_shard)
+    values = first_header(headers, _SHARD_HEADER)
     try:
-        values = values.cast(pa.string())
+        return values.cast(pa.string())
     except pa.ArrowInvalid:  # not UTF-8: still a usable, stable key
-        values = pa.array(
+        return pa.array(
             [
                 None if v is None else v.decode("utf-8", "backslashreplace")
                 for v in values.to_pylist()
             ],
             pa.string(),
         )
-    # index_in finds the first ShardId header of each row.
-    first = pc.index_in(
-        pa.array(range(len(headers)), pa.int64()), value_set=shard_rows.cast(pa.int64())
-    )
-    return values.take(first)
+
+
+def _old_key_headers(format: str, batch: pa.RecordBatch, has_headers: bool) -> Any:
+    """The Kafka headers for the decoder: ``debezium-json`` reads its key changes'
+    ``__debezium.oldkey`` from them; the other formats none (``ShardId`` is a key)."""
+    if format != "debezium-json" or not has_headers:
+        return None
+    return batch.column("headers")

@@ -29,7 +29,13 @@ import datetime as dt
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._checks import check_engine, check_format, check_mode
+from .._checks import (
+    check_engine,
+    check_format,
+    check_mode,
+    check_time_zone,
+    check_unavailable_value,
+)
 from .._limits import Limits, as_limits
 from .decoding import (
     DecodeAccounting,
@@ -75,6 +81,8 @@ def decode_stream(
     accounting: DecodeAccounting | None = None,
     event_columns: Sequence[str] | None = None,
     pending_timeout: dt.timedelta | None = None,
+    source_time_zone: str | None = None,
+    unavailable_value: str | None = None,
 ) -> DataFrame | dict[str | None, DataFrame]:
     """Decode a streaming DataFrame from Spark's Kafka source into change events.
 
@@ -127,6 +135,9 @@ def decode_stream(
             records or not (so give the query a trigger interval), and a query with the
             ``availableNow`` trigger does not end. docs/streaming.md ("What is held") says
             how to choose.
+        source_time_zone: typed mode: the source's time zone, as
+            :func:`cdc_decode.spark.decode`.
+        unavailable_value: ``debezium-json`` only, as :func:`cdc_decode.spark.decode`.
 
     Returns:
         As :func:`cdc_decode.spark.decode`: the kept columns, then the event columns (a
@@ -154,7 +165,10 @@ def decode_stream(
         "limits": limits,
         "accounting": accounting,
         "event_columns": event_columns,
+        "source_time_zone": source_time_zone,
     }
+    if check_unavailable_value(format, unavailable_value) is not None:
+        options["unavailable_value"] = unavailable_value
     if pending_timeout is not None and not isinstance(pending_timeout, dt.timedelta):
         raise TypeError(
             f"pending_timeout must be a datetime.timedelta, not {type(pending_timeout).__name__}"
@@ -182,6 +196,7 @@ def _decode_multipart(
     accounting: DecodeAccounting | None,
     event_columns: Sequence[str] | None,
     pending_timeout: dt.timedelta | None,
+    source_time_zone: str | None,
 ) -> Any:
     from pyspark.sql.streaming.state import GroupStateTimeout
     from pyspark.sql.types import StructType
@@ -192,6 +207,7 @@ def _decode_multipart(
     if columns is not None:
         raise ValueError(f"columns= is for tdsql-json, not {format}")
     typed = _Typed(schema, tables)
+    check_time_zone(source_time_zone, typed.arrow_schema is not None)
     event_columns = typed.checked_event_columns(event_columns)
     limits = as_limits(limits)
     if accounting is not None and not isinstance(accounting, DecodeAccounting):
@@ -241,6 +257,7 @@ def _decode_multipart(
         limits=limits,
         event_columns=event_columns,
         reporter=reporter,
+        source_time_zone=source_time_zone,
         pending_timeout_ms=(
             None if pending_timeout is None else int(pending_timeout.total_seconds() * 1000)
         ),
@@ -434,6 +451,7 @@ class _Run:
             schema=job.schema,
             tables=None if job.tables is None else dict(job.tables),
             limits=job.limits,
+            source_time_zone=job.source_time_zone,
         )
         self.pieces: list[pa.Table] = []
         self.starts: list[int] = []

@@ -19,6 +19,7 @@ use crate::formats::FormatDecoder;
 use crate::json;
 use crate::limits::{grouped, Limits, OverLimit};
 use crate::render::avro::{limit_text, over_output};
+use crate::schemas::{Dialect, SchemaCache, WireSchema};
 use crate::sink::Sink;
 
 mod plan;
@@ -31,7 +32,7 @@ use record::Record;
 pub const FORMAT: &str = "datastream-avro";
 
 /// Compiled schemas kept, by their JSON text (files of one table share one).
-const CACHED_SCHEMAS: usize = 64;
+const CACHED_SCHEMAS: usize = 256;
 
 /// Decodes Datastream Avro files. Keeps compiled schemas and its buffers between files.
 #[derive(Debug, Default)]
@@ -42,6 +43,8 @@ pub struct DatastreamAvro {
     inflated: Vec<u8>,
     record: Record,
     limits: Limits,
+    /// The schema pass's wire schemas.
+    wire: Wire,
 }
 
 impl DatastreamAvro {
@@ -69,6 +72,7 @@ impl FormatDecoder for DatastreamAvro {
             inflated,
             record,
             limits,
+            wire,
         } = self;
         sink.events(ordinal, &value, |rows| {
             let mut cursor = Cursor::new(&value);
@@ -82,7 +86,11 @@ impl FormatDecoder for DatastreamAvro {
                         .map_err(|e| Error::Avro(format!("avro.schema: {e}")))?;
                     let mut schema = Schema::compile(json)?;
                     schema.max_depth = limits.max_avro_depth;
-                    let plan = Arc::new(Plan::compile(schema)?);
+                    let mut plan = Plan::compile(schema)?;
+                    if rows.schema_pass() {
+                        plan.payload_types = plan::payload_types(json).map(Arc::from);
+                    }
+                    let plan = Arc::new(plan);
                     if plans.len() >= CACHED_SCHEMAS {
                         plans.clear();
                     }
@@ -124,6 +132,9 @@ impl FormatDecoder for DatastreamAvro {
                 let mut datum = Cursor::new(data);
                 for _ in 0..count {
                     record.read(&plan, &mut datum)?;
+                    if rows.schema_pass() {
+                        rows.observe(wire.of(&plan, record));
+                    }
                     record.write(&plan, rows);
                     // Checked per record: a block of tiny records under long field names
                     // would otherwise write its whole output before the check.
@@ -141,6 +152,61 @@ impl FormatDecoder for DatastreamAvro {
             }
             Ok(())
         })
+    }
+}
+
+/// The schema pass's memory: its wire schemas, and the last one given, with the plan and
+/// key it was for (the records of a file share both).
+#[derive(Debug, Default)]
+struct Wire {
+    schemas: SchemaCache,
+    /// (Holding the plan keeps its address from being reused by another.)
+    last: Option<(Arc<Plan>, Vec<String>, Arc<WireSchema>)>,
+}
+
+impl Wire {
+    /// The wire schema of a record with a payload: its columns typed by the file's schema,
+    /// its key `source_metadata.primary_keys` (`None` when empty).
+    fn of(&mut self, plan: &Arc<Plan>, record: &Record) -> Option<Arc<WireSchema>> {
+        use std::hash::{Hash, Hasher};
+        if !record.has_payload() {
+            return None;
+        }
+        let columns = plan.payload_types.as_ref()?;
+        let keys = record.keys();
+        if let Some((last_plan, last_keys, schema)) = &self.last {
+            if Arc::ptr_eq(last_plan, plan)
+                && last_keys
+                    .iter()
+                    .map(String::as_str)
+                    .eq(keys.iter().copied())
+            {
+                return Some(Arc::clone(schema));
+            }
+        }
+        let key = (!keys.is_empty()).then_some(keys);
+        let mut hasher = std::hash::DefaultHasher::new();
+        (&**columns, &key).hash(&mut hasher);
+        let same = |held: &WireSchema| {
+            let same_key = match (&held.key, &key) {
+                (None, None) => true,
+                (Some(h), Some(k)) => h.iter().map(String::as_str).eq(k.iter().copied()),
+                _ => false,
+            };
+            same_key && held.has_columns(columns)
+        };
+        let owned_key: Option<Vec<String>> = key
+            .as_ref()
+            .map(|k| k.iter().map(|s| s.to_string()).collect());
+        let schema = self.schemas.get(hasher.finish(), same, || {
+            WireSchema::typed(Dialect::Avro, columns.iter().cloned(), owned_key.clone())
+        });
+        self.last = Some((
+            Arc::clone(plan),
+            owned_key.unwrap_or_default(),
+            Arc::clone(&schema),
+        ));
+        Some(schema)
     }
 }
 

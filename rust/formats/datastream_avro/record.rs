@@ -221,6 +221,19 @@ impl Record {
         Ok(())
     }
 
+    /// Whether the record's payload is there (not null).
+    pub(super) fn has_payload(&self) -> bool {
+        self.image.is_some()
+    }
+
+    /// `source_metadata.primary_keys`, as read.
+    pub(super) fn keys(&self) -> Vec<&str> {
+        self.keys
+            .iter()
+            .map(|span| text::utf8(&self.text[span.clone()]).unwrap_or_default())
+            .collect()
+    }
+
     pub(super) fn write(&self, plan: &Plan, rows: &mut EventBuilder) {
         let text = |span: &Option<Span>| -> Option<&str> {
             span.as_ref().map(|s| {
@@ -278,7 +291,10 @@ impl Record {
             (Some(image), Some(Node::Record { fields, .. })) => Some((image, fields)),
             _ => None,
         };
-        if let Some(typed) = rows.typed().filter(|typed| typed.direct()) {
+        if rows.schema_pass() {
+            rows.before.push_null();
+            rows.after.push_null();
+        } else if let Some(typed) = rows.typed().filter(|typed| typed.direct()) {
             // One schema: the values convert as they are read, with no text map written
             // (render::convert_image does the same for the JSON formats).
             typed.close_image(before_side, false);
@@ -312,7 +328,11 @@ impl Record {
             }
         }
         rows.ddl.push_null();
-        self.write_metadata(plan, rows);
+        if rows.schema_pass() {
+            rows.metadata.push_null();
+        } else {
+            self.write_metadata(plan, rows);
+        }
         rows.error.push_null();
         rows.raw.push_null();
         rows.end_row();

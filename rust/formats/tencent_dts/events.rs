@@ -1,12 +1,17 @@
 //! The events of one Tencent DTS `Entries`: one per DML row change, one per control
 //! message (BEGIN, COMMIT, DDL, ...), with their metadata, positions and row images.
 
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
+
 use crate::error::{Error, Result};
 use crate::events::{EventBuilder, MapColumn};
 use crate::limits::{grouped, Limits, OverLimit};
 use crate::proto::{DataType, DmlType, MessageType, SourceType};
+use crate::schemas::{Dialect, SchemaCache, WireSchema};
 use crate::sequence::OrderKey;
 use crate::text::{base64_into, Charset};
+use crate::typed::Hint;
 use crate::wire::{Reader, Value};
 
 use super::views::*;
@@ -42,6 +47,7 @@ pub(super) fn write_entries(
     data: &[u8],
     envelope: &[Kv],
     columns: &mut ColumnCache,
+    schemas: &mut SchemaCache,
     limits: &Limits,
 ) -> Result<()> {
     let max_items = limits.max_items;
@@ -60,7 +66,7 @@ pub(super) fn write_entries(
                 let what = format!("Entries has more than {} items", grouped(max_items));
                 return Err(OverLimit::new(what, "max_items", max_items).into());
             }
-            write_entry(rows, item, envelope, columns, &bounds).map_err(|source| {
+            write_entry(rows, item, envelope, columns, schemas, &bounds).map_err(|source| {
                 Error::InEntry {
                     index,
                     source: Box::new(source),
@@ -77,8 +83,10 @@ fn write_entry(
     bytes: &[u8],
     envelope: &[Kv],
     columns: &mut ColumnCache,
+    schemas: &mut SchemaCache,
     bounds: &Bounds,
 ) -> Result<()> {
+    rows.observe(None);
     let max_items = bounds.max_items;
     let mut header = HeaderView::default();
     let mut event = EventView::default();
@@ -113,7 +121,7 @@ fn write_entry(
         envelope,
     };
     match MessageType::try_from(header.message_type) {
-        Ok(MessageType::Dml) => write_dml(rows, &context, bounds),
+        Ok(MessageType::Dml) => write_dml(rows, &context, schemas, bounds),
         Ok(kind) => {
             check_rows(&event.dml)?;
             let op = match kind {
@@ -293,14 +301,69 @@ fn write_control(rows: &mut EventBuilder, context: &Context, op: &str, source_op
     rows.after.push_null();
     rows.ddl
         .push_nonempty(is_ddl.then_some(context.event.ddl_sql));
-    context.metadata(&mut rows.metadata, &[]);
+    if rows.schema_pass() {
+        rows.metadata.push_null();
+    } else {
+        context.metadata(&mut rows.metadata, &[]);
+    }
     rows.error.push_null();
     rows.raw.push_null();
     rows.end_row();
 }
 
+/// The schema pass: the entry's columns (`originalType`, `isKey`) as a wire schema, in the
+/// dialect of the header's `sourceType`.
+fn wire_schema(context: &Context, schemas: &mut SchemaCache) -> Arc<WireSchema> {
+    let dialect = match SourceType::try_from(context.header.source_type) {
+        Ok(SourceType::Pgsql) => Dialect::Postgresql,
+        Ok(SourceType::Oracle) => Dialect::Oracle,
+        _ => Dialect::Mysql,
+    };
+    let columns = &context.event.dml.columns;
+    let key_names = || columns.iter().filter(|c| c.is_key).map(|c| c.name);
+    let build = || {
+        let key: Vec<String> = key_names().map(str::to_string).collect();
+        WireSchema::typed(
+            dialect,
+            columns
+                .iter()
+                .map(|c| (c.name.to_string(), c.original_type.to_string())),
+            (!key.is_empty()).then_some(key),
+        )
+    };
+    if let Some(raw) = context.event.dml.columns_raw {
+        // The common case: the list's bytes name it (each entry of a table repeats them).
+        if let Some(schema) = schemas.by_bytes(dialect as u64, raw, || Some(build())) {
+            return schema;
+        }
+    }
+    let mut hasher = std::hash::DefaultHasher::new();
+    dialect.hash(&mut hasher);
+    for column in columns {
+        (column.name, column.original_type, column.is_key).hash(&mut hasher);
+    }
+    let same =
+        |held: &WireSchema| {
+            held.dialect == Some(dialect)
+                && held.columns.len() == columns.len()
+                && held.columns.iter().zip(columns).all(|(h, c)| {
+                    h.name == c.name && h.source_type.as_deref() == Some(c.original_type)
+                })
+                && match &held.key {
+                    Some(key) => key.iter().map(String::as_str).eq(key_names()),
+                    None => key_names().next().is_none(),
+                }
+        };
+    schemas.get(hasher.finish(), same, build)
+}
+
 /// One event per `RowChange`.
-fn write_dml(rows: &mut EventBuilder, context: &Context, bounds: &Bounds) -> Result<()> {
+fn write_dml(
+    rows: &mut EventBuilder,
+    context: &Context,
+    schemas: &mut SchemaCache,
+    bounds: &Bounds,
+) -> Result<()> {
     let dml = &context.event.dml;
     let (op, source_op) = match DmlType::try_from(dml.dml_event_type) {
         Ok(DmlType::Insert) => ("insert", "INSERT"),
@@ -320,6 +383,10 @@ fn write_dml(rows: &mut EventBuilder, context: &Context, bounds: &Bounds) -> Res
     }
     let columns = &dml.columns;
     let has_key = dml.columns.iter().any(|c| c.is_key);
+    let schema_pass = rows.schema_pass();
+    if schema_pass {
+        rows.observe(Some(wire_schema(context, schemas)));
+    }
     for (index, row) in dml.rows.iter().enumerate() {
         context.common(
             rows,
@@ -335,6 +402,13 @@ fn write_dml(rows: &mut EventBuilder, context: &Context, bounds: &Bounds) -> Res
             rows.primary_key.close();
         } else {
             rows.primary_key.push_null();
+        }
+        if schema_pass {
+            // The same checks as the images' (the message fails as it would decode), and
+            // no text.
+            check_images(columns, dml.depth + 1, row, index)?;
+            rows.end_schema_row();
+            continue;
         }
         let properties = write_images(rows, columns, dml.depth + 1, row, index)?;
         rows.ddl.push_null();
@@ -359,23 +433,11 @@ fn write_value(map: &mut MapColumn, name: &str, data: &DataView) -> Result<()> {
         ) => map.entry(name, (!data.sv.is_empty()).then_some(data.sv)),
         Ok(Bytes) => map.entry_with(name, |out| base64_into(data.bv, out)),
         Ok(String) => {
-            let charset =
-                Charset::from_name(data.charset).ok_or_else(|| Error::UnsupportedCharset {
-                    charset: data.charset.to_string(),
-                    column: name.to_string(),
-                })?;
+            let charset = charset_of(name, data)?;
             let mut ok = true;
             map.entry_with(name, |out| ok = charset.decode_into(data.bv, out));
             if !ok {
-                let charset = if data.charset.is_empty() {
-                    "utf8"
-                } else {
-                    data.charset
-                };
-                return Err(Error::InvalidText {
-                    charset: charset.to_string(),
-                    column: name.to_string(),
-                });
+                return Err(invalid_text(name, data));
             }
         }
         Err(_) => {
@@ -386,6 +448,96 @@ fn write_value(map: &mut MapColumn, name: &str, data: &DataView) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A STRING `Data`'s charset (`charset`; empty is utf8), or the error naming its column.
+fn charset_of(name: &str, data: &DataView) -> Result<Charset> {
+    Charset::from_name(data.charset).ok_or_else(|| Error::UnsupportedCharset {
+        charset: data.charset.to_string(),
+        column: name.to_string(),
+    })
+}
+
+/// The error of a STRING `Data` whose bytes are not text in its charset.
+fn invalid_text(name: &str, data: &DataView) -> Error {
+    let charset = if data.charset.is_empty() {
+        "utf8"
+    } else {
+        data.charset
+    };
+    Error::InvalidText {
+        charset: charset.to_string(),
+        column: name.to_string(),
+    }
+}
+
+/// Whether an `originalType` is MySQL's `json`.
+fn is_json(original_type: &str) -> bool {
+    original_type
+        .get(..4)
+        .is_some_and(|head| head.eq_ignore_ascii_case("json"))
+}
+
+/// One `Data` checked as [`write_value`] would write it, for the schema pass.
+fn check_value(name: &str, data: &DataView) -> Result<()> {
+    use DataType::*;
+    match DataType::try_from(data.data_type) {
+        Ok(String) => {
+            if !charset_of(name, data)?.is_valid(data.bv) {
+                return Err(invalid_text(name, data));
+            }
+            Ok(())
+        }
+        Ok(_) => Ok(()),
+        Err(_) => Err(Error::UnknownDataType {
+            number: data.data_type,
+            column: name.to_string(),
+        }),
+    }
+}
+
+/// The checks of [`write_images`] without the images, for the schema pass.
+fn check_images(columns: &[ColumnView], depth: u32, bytes: &[u8], row: usize) -> Result<()> {
+    let on_error = invalid("RowChange");
+    let (mut old, mut new) = (0usize, 0usize);
+    let mut reader = Reader::new(bytes, depth).map_err(&on_error)?;
+    while let Some((number, value)) = reader.next().map_err(&on_error)? {
+        match (number, value) {
+            (1 | 2, Value::Len(b)) => {
+                let data = read_data(depth + 1, b)?;
+                let (count, image) = if number == 1 {
+                    (&mut old, "old")
+                } else {
+                    (&mut new, "new")
+                };
+                let column = next_column(columns, count, row, image)?;
+                check_value(column.name, &data)?;
+            }
+            (15, Value::Len(b)) => _ = read_kv(&reader, b).map_err(&on_error)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The column of an image's next value (`count` values of it read so far), else the error
+/// of a row with more values than columns.
+fn next_column<'c, 'a>(
+    columns: &'c [ColumnView<'a>],
+    count: &mut usize,
+    row: usize,
+    image: &'static str,
+) -> Result<&'c ColumnView<'a>> {
+    let Some(column) = columns.get(*count) else {
+        return Err(Error::TooManyValues {
+            row,
+            values: *count + 1,
+            image,
+            columns: columns.len(),
+        });
+    };
+    *count += 1;
+    Ok(column)
 }
 
 /// The two images of one `RowChange` into `before` and `after` (both open at once: a row
@@ -400,6 +552,9 @@ fn write_images<'a>(
     let on_error = invalid("RowChange");
     let mut properties = Vec::new();
     let (mut old, mut new) = (0usize, 0usize);
+    if let Some(typed) = rows.typed() {
+        typed.hints.columns.clear();
+    }
     let mut reader = Reader::new(bytes, depth).map_err(&on_error)?;
     while let Some((number, value)) = reader.next().map_err(&on_error)? {
         match (number, value) {
@@ -410,16 +565,19 @@ fn write_images<'a>(
                 } else {
                     (&mut rows.after, &mut new, "new")
                 };
-                let Some(column) = columns.get(*count) else {
-                    return Err(Error::TooManyValues {
-                        row,
-                        values: *count + 1,
-                        image,
-                        columns: columns.len(),
-                    });
-                };
-                *count += 1;
+                let column = next_column(columns, count, row, image)?;
                 write_value(map, column.name, &data)?;
+                if data.data_type == DataType::Bytes as i32 && is_json(column.original_type) {
+                    // MySQL `json` comes as BYTES: a string column gets its text.
+                    if let Some(typed) = rows.typed() {
+                        if !typed.hints.columns.contains_key(column.name) {
+                            typed
+                                .hints
+                                .columns
+                                .insert(column.name.to_string(), Hint::Base64Text);
+                        }
+                    }
+                }
             }
             (15, Value::Len(b)) => properties.push(read_kv(&reader, b).map_err(&on_error)?),
             _ => {}

@@ -12,6 +12,7 @@ use bytes::{Bytes, BytesMut};
 use crate::error::{Error, Result};
 use crate::formats::FormatDecoder;
 use crate::limits::{grouped, Limits, OverLimit};
+use crate::schemas::SchemaCache;
 use crate::sink::Sink;
 
 mod events;
@@ -35,6 +36,8 @@ pub struct TencentDts {
     // In the order the sets were opened; few keys at a time, so a Vec beats a map.
     open: Vec<OpenSet>,
     columns: ColumnCache,
+    /// The schema pass's wire schemas, one per distinct column list.
+    schemas: SchemaCache,
     limits: Limits,
     /// Bytes of the parts in `open` (their whole input values), for `max_pending_bytes`.
     pending_bytes: usize,
@@ -137,6 +140,7 @@ impl FormatDecoder for TencentDts {
                     envelope.data,
                     &envelope.properties,
                     &mut self.columns,
+                    &mut self.schemas,
                     limits,
                 )
             });
@@ -190,7 +194,13 @@ impl FormatDecoder for TencentDts {
             self.pending_bytes += value.len();
             if index == total - 1 {
                 let set = self.close(at);
-                return complete(sink, set, &mut self.columns, &self.limits);
+                return complete(
+                    sink,
+                    set,
+                    &mut self.columns,
+                    &mut self.schemas,
+                    &self.limits,
+                );
             }
             return Ok(());
         }
@@ -250,6 +260,7 @@ fn complete(
     sink: &mut Sink,
     set: OpenSet,
     columns: &mut ColumnCache,
+    schemas: &mut SchemaCache,
     limits: &Limits,
 ) -> Result<()> {
     let mut data = BytesMut::with_capacity(set.parts.iter().map(|p| p.data.len()).sum());
@@ -264,7 +275,7 @@ fn complete(
     let last = set.parts.last().map_or(0, |p| p.ordinal);
     let parts = set.parts.len() as u64;
     match sink.try_events(last, |rows| {
-        write_entries(rows, &data, &properties, columns, limits)
+        write_entries(rows, &data, &properties, columns, schemas, limits)
     }) {
         Ok(()) => {
             // The parts before the last decoded too (`try_events` counted the last).

@@ -126,6 +126,8 @@ impl<'a> HeaderView<'a> {
 #[derive(Default)]
 pub(super) struct ColumnView<'a> {
     pub(super) name: &'a str,
+    /// `originalType`: the source's type text (the schema pass reports it).
+    pub(super) original_type: &'a str,
     pub(super) is_key: bool,
 }
 
@@ -145,7 +147,7 @@ impl<'a> ColumnView<'a> {
             crate::text::utf8(bytes)
         };
         let name = text(0x0a)?;
-        text(0x12)?;
+        let original_type = text(0x12)?;
         let mut is_key = false;
         if b.get(at) == Some(&0x18) {
             let value = *b.get(at + 1)?;
@@ -155,7 +157,11 @@ impl<'a> ColumnView<'a> {
             is_key = value != 0;
             at += 2;
         }
-        (at == b.len()).then_some(Self { name, is_key })
+        (at == b.len()).then_some(Self {
+            name,
+            original_type,
+            is_key,
+        })
     }
 }
 
@@ -169,6 +175,9 @@ pub(super) struct DmlView<'a> {
     pub(super) runs: u32,
     /// `RowChange`s, read when written (they are most of the message).
     pub(super) rows: Vec<&'a [u8]>,
+    /// The bytes of the columns when they came in one run in the common encoding: what the
+    /// schema pass knows a column list by.
+    pub(super) columns_raw: Option<&'a [u8]>,
     /// Nesting depth of the `DMLEvent` the rows were in.
     pub(super) depth: u32,
 }
@@ -195,6 +204,7 @@ impl<'a> DmlView<'a> {
                 {
                     self.runs += 1;
                     self.unique = unique && self.runs == 1;
+                    self.columns_raw = (self.runs == 1).then(|| &bytes[at..at + len]);
                     reader.seek(at + len);
                     continue;
                 }
@@ -207,6 +217,7 @@ impl<'a> DmlView<'a> {
                 (2, Value::Len(b)) => {
                     self.runs += 1;
                     self.unique = false;
+                    self.columns_raw = None;
                     self.columns
                         .push(read_column(&reader, b).map_err(&on_error)?);
                 }
@@ -267,7 +278,7 @@ pub(super) fn read_column<'a>(r: &Reader<'a>, b: &'a [u8]) -> Result<ColumnView<
     while let Some((number, value)) = inner.next()? {
         match (number, value) {
             (1, Value::Len(b)) => column.name = inner.string(b)?,
-            (2, Value::Len(b)) => _ = inner.string(b)?,
+            (2, Value::Len(b)) => column.original_type = inner.string(b)?,
             (3, Value::Varint(v)) => column.is_key = v != 0,
             (15, Value::Len(b)) => _ = read_kv(&inner, b)?,
             _ => {}
@@ -286,10 +297,13 @@ pub(crate) struct ColumnCache {
     next: usize,
 }
 
+/// Where a text is in a cached list's bytes: start and length.
+type Span = (u32, u32);
+
 pub(super) struct CachedColumns {
     pub(super) bytes: Vec<u8>,
-    /// Per column: where its name is in `bytes`, and `isKey`.
-    pub(super) columns: Vec<(u32, u32, bool)>,
+    /// Per column: where its name and its `originalType` are in `bytes`, and `isKey`.
+    pub(super) columns: Vec<(Span, Span, bool)>,
     /// No two columns share a name.
     pub(super) unique: bool,
 }
@@ -316,12 +330,18 @@ impl ColumnCache {
             self.lists.swap(0, i);
             let list = &self.lists[0];
             let run = &rest[..list.bytes.len()];
-            for &(start, len, is_key) in &list.columns {
-                let name = &run[start as usize..(start + len) as usize];
+            let text = |(start, len): Span| {
+                let bytes = &run[start as usize..(start + len) as usize];
                 // SAFETY: these bytes equal the cached ones, which were checked as UTF-8
                 // when the list was first read.
-                let name = unsafe { std::str::from_utf8_unchecked(name) };
-                out.push(ColumnView { name, is_key });
+                unsafe { std::str::from_utf8_unchecked(bytes) }
+            };
+            for &(name, original_type, is_key) in &list.columns {
+                out.push(ColumnView {
+                    name: text(name),
+                    original_type: text(original_type),
+                    is_key,
+                });
             }
             return Ok(Some((run.len(), list.unique)));
         }
@@ -346,13 +366,16 @@ impl ColumnCache {
             columns: out[first..]
                 .iter()
                 .map(|c| {
-                    // A name is a slice of `run`; an empty one may be a static "".
-                    let start = if c.name.is_empty() {
-                        0
-                    } else {
-                        c.name.as_ptr() as usize - base
+                    // A text is a slice of `run`; an empty one may be a static "".
+                    let span = |text: &str| {
+                        let start = if text.is_empty() {
+                            0
+                        } else {
+                            text.as_ptr() as usize - base
+                        };
+                        (start as u32, text.len() as u32)
                     };
-                    (start as u32, c.name.len() as u32, c.is_key)
+                    (span(c.name), span(c.original_type), c.is_key)
                 })
                 .collect(),
             unique,

@@ -1,0 +1,852 @@
+"""The rules of :func:`cdc_decode.spark.apply_changes`, written once for every table format.
+
+A batch of change events becomes **entries** (one per row change, two for an update that
+moves its key), the entries are **folded** to one row per key, a key change with a partial
+image is **filled** from the old key's row, and the result is written by one ``MERGE``
+whose clauses (SCD type 1) or re-chained versions (SCD type 2) hold the rules below. The
+table format (:mod:`cdc_decode.spark._tables`) runs that ``MERGE``.
+
+**Per-column write sequences (type 1).** Each row keeps its newest change's sequence
+(``_cdc_sequence``, which decides whether the key is live or deleted, with its event time)
+and, per column, the sequence of the change that last wrote the column, stored sparsely:
+``_cdc_base_sequence`` (null: the row's sequence; ``X''``: never written) is the write
+sequence of every column not in ``_cdc_column_sequences`` (a ``map<string, binary>`` of the
+columns written since). Whole images leave the map empty and the base null. A change writes
+a column when it carries it and is newer than the column's write, so a late, older image
+fills exactly the columns no newer change wrote. A delete keeps its row as a tombstone
+with the values it had (current rows hide them: they are null for the source): a key
+change arriving later reads them; a re-insert after a delete starts from an empty row, since
+every value written before the delete is dropped when the key is live again.
+
+**Equal sequences of one key** are ordered the same way on every path: a delete before an
+upsert (the upsert wins), two upserts by a hash of their images (the same one wins in
+every run), and across batches the change already in the table stays unless it is a delete
+and the new change an upsert.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import reduce
+from typing import TYPE_CHECKING, Any
+
+from .._typed import AFTER_ABSENT
+from ._tables import Clause
+from ._tables.delta import quote
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column, DataFrame
+
+    from ._tables import Table
+
+UPSERT_OPS: tuple[str, ...] = ("insert", "read", "update", "update_after")
+"""Ops that write a row: its ``after`` image (a ``read`` is a snapshot row)."""
+
+REMOVE_OPS: tuple[str, ...] = ("delete", "update_before")
+"""Ops that remove a row: its ``before`` image names the key."""
+
+ROW_OPS = UPSERT_OPS + REMOVE_OPS
+
+# The table's own columns.
+SEQUENCE = "_cdc_sequence"
+EVENT_TIME = "_cdc_event_time"
+DELETED = "_cdc_deleted"
+BASE_SEQUENCE = "_cdc_base_sequence"
+COLUMN_SEQUENCES = "_cdc_column_sequences"
+START_SEQUENCE = "_cdc_start_sequence"
+END_SEQUENCE = "_cdc_end_sequence"
+START_TIME = "_cdc_start_time"
+END_TIME = "_cdc_end_time"
+CURRENT = "_cdc_current"
+ABSENT = "_cdc_absent"
+
+SCD1_COLUMNS = (SEQUENCE, EVENT_TIME, DELETED, BASE_SEQUENCE, COLUMN_SEQUENCES)
+"""The bookkeeping columns of a type 1 table, after the source's columns."""
+
+SCD2_COLUMNS = (START_SEQUENCE, END_SEQUENCE, START_TIME, END_TIME, CURRENT, DELETED, ABSENT)
+"""The bookkeeping columns of a type 2 table, after the source's columns."""
+
+INTERNAL = frozenset(SCD1_COLUMNS) | frozenset(SCD2_COLUMNS)
+
+# Columns of the entries and of the folded rows.
+KIND = "_kind"  # "u" upsert, "d" delete
+TIE = "_tie"  # orders upserts of one key with one sequence
+FROM = "_from"  # an upsert that moved its key: the old key (a struct of the key columns)
+LAST_SEQ = "_last_seq"
+LAST_KIND = "_last_kind"
+LAST_TIME = "_last_time"
+DEL_SEQ = "_del_seq"  # the batch's newest delete of the key
+DEL_PREV = "_del_prev"  # the one before it
+FULL_SEQ = "_full_seq"  # the newest upsert that carried every column
+UPSERT_SEQ = "_upsert_seq"  # whole images: the newest upsert (its image is the values)
+MOVE_SEQ = "_move_seq"
+
+
+def col(name: str, alias: str | None = None) -> Column:
+    """A column by its exact name (dots, backquotes and spaces quoted)."""
+    from pyspark.sql import functions as F
+
+    return F.col(quote(name) if alias is None else f"{alias}.{quote(name)}")
+
+
+def _empty() -> Column:
+    from pyspark.sql import functions as F
+
+    return F.lit(bytearray())
+
+
+def _all(columns: Sequence[Column], default: bool = True) -> Column:
+    from pyspark.sql import functions as F
+
+    return reduce(lambda a, b: a & b, columns) if columns else F.lit(default)
+
+
+def _any(columns: Sequence[Column]) -> Column:
+    from pyspark.sql import functions as F
+
+    return reduce(lambda a, b: a | b, columns) if columns else F.lit(False)
+
+
+class Images:
+    """Reading the key and value columns out of the events' ``before``/``after`` images.
+
+    Args:
+        columns: the table's columns (``StructField``), keys included.
+        keys: the key columns.
+        generic: images are ``map<string, string>`` (else structs of ``columns``).
+        absent: typed events with an ``after_absent`` column (docs/typed.md).
+        ignore_null_updates: a null in an ``after`` image counts as absent.
+
+    Generic images: a column's value is the map entry with its exact name, else the one
+    entry whose name equals it ignoring case; the text is converted with ``try_cast``
+    (a value that does not convert is null, and counted).
+    """
+
+    def __init__(
+        self,
+        columns: Sequence[Any],
+        keys: Sequence[str],
+        generic: bool,
+        *,
+        absent: bool = False,
+        ignore_null_updates: bool = False,
+    ) -> None:
+        self.types = {f.name: f.dataType for f in columns}
+        self.names = [f.name for f in columns]
+        self.keys = list(keys)
+        self.values = [n for n in self.names if n not in self.keys]
+        self.generic = generic
+        self.absent = absent
+        self.ignore_null_updates = ignore_null_updates
+
+    def _matches(self, image: str, name: str) -> Column:
+        from pyspark.sql import functions as F
+
+        lower = name.lower()
+        return F.filter(F.map_keys(F.col(image)), lambda k: F.lower(k) == F.lit(lower))
+
+    def raw(self, image: str, name: str) -> Column:
+        """The image's value for ``name`` as it is (generic: the text)."""
+        from pyspark.sql import functions as F
+
+        value = F.col(image)[name]
+        if not self.generic:
+            return value
+        matches = self._matches(image, name)
+        other = F.when(F.size(matches) == 1, F.col(image)[F.get(matches, 0)])
+        return F.when(F.map_contains_key(F.col(image), name), value).otherwise(other)
+
+    def get(self, image: str, name: str) -> Column:
+        """A column of an image, of the column's type."""
+        from pyspark.sql.types import StringType
+
+        raw = self.raw(image, name)
+        if not self.generic or isinstance(self.types[name], StringType):
+            return raw
+        return raw.try_cast(self.types[name])
+
+    def unconverted(self, image: str, name: str) -> Column:
+        """The image has text for ``name`` that does not convert to its type."""
+        return self.raw(image, name).isNotNull() & self.get(image, name).isNull()
+
+    def present(self, name: str) -> Column:
+        """The ``after`` image carries a value (maybe null) for column ``name``."""
+        from pyspark.sql import functions as F
+
+        after = F.col("after")
+        if self.generic:
+            carried = F.map_contains_key(after, name) | (F.size(self._matches("after", name)) == 1)
+            carried = F.coalesce(carried, F.lit(False))
+            if self.ignore_null_updates:
+                return carried & self.raw("after", name).isNotNull()
+            return carried
+        if self.ignore_null_updates:
+            return after[name].isNotNull()  # an absent column is null too
+        if self.absent:
+            # A null after_absent with an image (a typed frame made by hand): all present.
+            listed = F.coalesce(F.array_contains(F.col(AFTER_ABSENT), name), F.lit(False))
+            return after.isNotNull() & ~listed
+        return after.isNotNull()
+
+    def unknown(self) -> Column:
+        """Generic: the ``after`` image's keys that name no column (ignoring case)."""
+        from pyspark.sql import functions as F
+
+        lower = F.array(*[F.lit(n.lower()) for n in self.names])
+        return F.filter(F.map_keys(F.col("after")), lambda k: ~F.array_contains(lower, F.lower(k)))
+
+    def keyed(self, image: str) -> Column:
+        """The image has a value for every key column."""
+        return _all([self.get(image, k).isNotNull() for k in self.keys])
+
+    def moved(self) -> Column:
+        """An update whose key changed (both images keyed, some key column differs)."""
+        from pyspark.sql import functions as F
+
+        differs = _any([~self.get("before", k).eqNullSafe(self.get("after", k)) for k in self.keys])
+        return (F.col("op") == "update") & self.keyed("before") & self.keyed("after") & differs
+
+
+def entries(selected: DataFrame, image: Images) -> DataFrame:
+    """The keyed, sequenced row changes as entries: the key, ``_kind`` (``u`` upsert, ``d``
+    delete), ``_seq``, ``_time``, every other column's value and ``_p_<i>`` (present),
+    ``_tie`` (a hash of an upsert's image) and ``_from`` (the old key of an update that
+    moved its key). An update that moves its key gives two: the old key's delete first."""
+    from pyspark.sql import functions as F
+
+    keys, values, get = image.keys, image.values, image.get
+    types = image.types
+    after_keyed = image.keyed("after")
+    before_keyed = image.keyed("before")
+    new_key = [
+        F.when(after_keyed, get("after", k)).otherwise(get("before", k)).alias(k) for k in keys
+    ]
+    old_key = [
+        F.when(before_keyed, get("before", k)).otherwise(get("after", k)).alias(k) for k in keys
+    ]
+    payload = [get("after", c).alias(c) for c in values]
+    presence = [image.present(c).alias(f"_p_{i}") for i, c in enumerate(values)]
+    tie = F.xxhash64(*[get("after", c) for c in values], *[image.present(c) for c in values])
+    nothing = [F.lit(None).cast(types[c]).alias(c) for c in values]
+    absent = [F.lit(False).alias(f"_p_{i}") for i in range(len(values))]
+    common = [F.col("_seq"), F.col("_time")]
+    moving = image.moved()
+    moved_from = F.struct(*[get("before", k).alias(k) for k in keys])
+    nowhere = F.when(F.lit(False), moved_from)  # a null of the old key's type
+
+    def upsert(origin: Column) -> Column:
+        return F.struct(
+            *new_key, F.lit("u").alias(KIND), *common, *payload, *presence,
+            tie.alias(TIE), origin.alias(FROM),
+        )  # fmt: skip
+
+    def remove(key: list[Column]) -> Column:
+        return F.struct(
+            *key, F.lit("d").alias(KIND), *common, *nothing, *absent,
+            F.lit(0).cast("long").alias(TIE), nowhere.alias(FROM),
+        )  # fmt: skip
+
+    op = F.col("op")
+    from_key = [get("before", k).alias(k) for k in keys]
+    changes = (
+        F.when(
+            op.isin(*UPSERT_OPS) & moving,
+            F.array(remove(from_key), upsert(moved_from)),
+        )
+        .when(op.isin(*UPSERT_OPS), F.array(upsert(nowhere)))
+        .when(op.isin(*REMOVE_OPS), F.array(remove(old_key)))
+    )
+    out = selected.select(F.inline(changes))
+    keyed = _all([col(k).isNotNull() for k in keys])
+    return out.where(keyed & F.col("_seq").isNotNull())
+
+
+def partial(selected: DataFrame, image: Images) -> bool:
+    """Some upsert of typed events lacks a column (``after_absent`` not empty): the batch
+    needs the per-column fold. One scan of the batch's ``op`` and ``after_absent``, which
+    stops at the first such row; none without an ``after_absent`` column."""
+    from pyspark.sql import functions as F
+
+    if not image.absent:
+        return False
+    lacking = (
+        F.col("op").isin(*UPSERT_OPS)
+        & F.col("after").isNotNull()
+        & F.coalesce(F.size(AFTER_ABSENT) > 0, F.lit(False))
+    )
+    return len(selected.where(lacking).select("op").take(1)) > 0
+
+
+def fold_whole(entries: DataFrame, keys: Sequence[str], values: Sequence[str]) -> DataFrame:
+    """One row per key when every upsert carries every column: the newest change
+    (``_last_*``) with its image, or, when the newest is a delete, the delete and the
+    image of the change before it if that is an upsert (a tombstone keeps it:
+    ``_upsert_seq`` and the values).
+
+    The entries are ordered by sequence, then kind (an upsert after a delete of the same
+    sequence), then tie, newest first. A ``dense_rank`` up to 2 keeps each key's newest two
+    distinct changes, which Spark limits per key before the shuffle (a window group limit),
+    so a key with many changes in the batch costs one sort of two rows; a second window
+    over the same order (no new sort) takes the newest row and the newest upsert among
+    them. The newest upsert further back is not looked for: after a delete, then another
+    delete of the key (its re-insert not yet delivered), the tombstone keeps the stored
+    values until that re-insert arrives."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    by_key = Window.partitionBy(*[col(k) for k in keys])
+    order = by_key.orderBy(F.col("_seq").desc(), F.col(KIND).desc(), F.col(TIE).desc())
+    everything = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    upsert = F.struct(F.col("_seq").alias("u"), *[col(c) for c in values])
+    recent = entries.withColumn("_rank", F.dense_rank().over(order)).where("_rank <= 2")
+    newest_upsert = F.first(F.when(F.col(KIND) == "u", upsert), ignorenulls=True)
+    return (
+        recent.select(
+            *[col(k) for k in keys],
+            "_seq",
+            KIND,
+            "_time",
+            F.row_number().over(order).alias("_row"),
+            newest_upsert.over(everything).alias("_u"),
+        )
+        .where("_row = 1")
+        .select(
+            *[col(k) for k in keys],
+            F.col("_seq").alias(LAST_SEQ),
+            F.col(KIND).alias(LAST_KIND),
+            F.col("_time").alias(LAST_TIME),
+            F.when(F.col(KIND) == "d", F.col("_seq")).alias(DEL_SEQ),
+            F.lit(None).cast("binary").alias(DEL_PREV),
+            F.col("_u.u").alias(UPSERT_SEQ),
+            *[F.col("_u")[c].alias(c) for c in values],
+        )
+    )
+
+
+def fold_columns(entries: DataFrame, keys: Sequence[str], values: Sequence[str]) -> DataFrame:
+    """One row per key, each column folded on its own: the newest change (``_last_*``),
+    the batch's newest two deletes (``_del_seq``, ``_del_prev``), the newest upsert that
+    carried every column (``_full_seq``), and per column the newest value an upsert carried
+    and its sequence (``_s_<i>``); for a key that an update moved here, the old key
+    (``_from``) and the move's sequence (``_move_seq``). Which values the key keeps (after a
+    delete, against the stored row) the MERGE decides."""
+    from pyspark.sql import functions as F
+
+    upsert = F.col(KIND) == "u"
+    order = F.struct(F.col("_seq"), F.col(KIND), F.col(TIE), F.col("_time"))
+    by = F.struct(F.col("_seq"), F.col(TIE))
+    present = [F.col(f"_p_{i}") for i in range(len(values))]
+    aggs = [
+        F.max(order).alias("_newest"),
+        F.collect_set(F.when(F.col(KIND) == "d", F.col("_seq"))).alias("_dels"),
+        F.max(F.when(upsert & _all(present), F.col("_seq"))).alias(FULL_SEQ),
+        F.max_by(F.col(FROM), F.when(F.col(FROM).isNotNull(), by)).alias(FROM),
+        F.max(F.when(F.col(FROM).isNotNull(), F.col("_seq"))).alias(MOVE_SEQ),
+    ]
+    for i, c in enumerate(values):
+        when = upsert & F.col(f"_p_{i}")
+        aggs.append(F.max_by(col(c), F.when(when, by)).alias(c))
+        aggs.append(F.max(F.when(when, F.col("_seq"))).alias(f"_s_{i}"))
+    folded = entries.groupBy(*[col(k) for k in keys]).agg(*aggs)
+    newest_del = F.array_max("_dels")
+    return folded.select(
+        *[col(k) for k in keys],
+        F.col("_newest._seq").alias(LAST_SEQ),
+        F.col(f"_newest.{KIND}").alias(LAST_KIND),
+        F.col("_newest._time").alias(LAST_TIME),
+        newest_del.alias(DEL_SEQ),
+        F.array_max(F.filter("_dels", lambda x: x < newest_del)).alias(DEL_PREV),
+        F.col(FULL_SEQ),
+        F.col(FROM),
+        F.col(MOVE_SEQ),
+        *[x for i, c in enumerate(values) for x in (col(c), F.col(f"_s_{i}"))],
+    )
+
+
+def _micros(time: int | None) -> Column:
+    from pyspark.sql import functions as F
+
+    if time is None:
+        return F.lit(None).cast("timestamp")
+    return F.timestamp_micros(F.lit(int(time)))
+
+
+def truncate_fold(folded: DataFrame, at: bytes, time: int | None) -> DataFrame:
+    """The folded rows (:func:`fold_whole` or :func:`fold_columns`) with a delete of every
+    key at sequence ``at`` (a ``truncate`` of the table, event time ``time`` in
+    microseconds) folded in,
+    as if the batch held it for each key: the newest change when it is newer, and one of
+    the key's deletes. The ``MERGE`` then drops every value written before it, as a
+    delete's does."""
+    from pyspark.sql import functions as F
+
+    t = F.lit(bytearray(at))
+    last, d1, d2 = F.col(LAST_SEQ), F.col(DEL_SEQ), F.col(DEL_PREV)
+    later = last < t  # an upsert of the truncate's own sequence comes after it
+    replaced = {
+        LAST_SEQ: F.when(later, t).otherwise(last),
+        LAST_KIND: F.when(later, F.lit("d")).otherwise(F.col(LAST_KIND)),
+        LAST_TIME: F.when(later, _micros(time)).otherwise(F.col(LAST_TIME)),
+        DEL_SEQ: F.greatest(d1, t),
+        DEL_PREV: F.when(d1.isNull() | (d1 < t), d1).when(d1 == t, d2).otherwise(F.greatest(d2, t)),
+    }
+    return folded.select(
+        *[replaced[n].alias(n) if n in replaced else col(n) for n in folded.columns]
+    )
+
+
+def truncated_rows(
+    table: Table, keys: Sequence[str], folded: DataFrame, at: bytes, time: int | None
+) -> DataFrame:
+    """Folded rows (of ``folded``'s columns) holding only a delete at ``at`` for every
+    key of the table that ``folded`` lacks and that holds a value written before ``at``
+    (or is a tombstone older than it): with :func:`truncate_fold`, a truncate reaches
+    every row of the table. One scan of the table."""
+    from pyspark.sql import functions as F
+
+    t = F.lit(bytearray(at))
+    older = (F.coalesce(col(BASE_SEQUENCE), col(SEQUENCE)) < t) | (col(SEQUENCE) < t)
+    held = table.read().where(older).select(*[col(k) for k in keys])
+    held = held.join(folded.select(*[col(k) for k in keys]), list(keys), "left_anti")
+    fixed = {
+        LAST_SEQ: t,
+        LAST_KIND: F.lit("d"),
+        LAST_TIME: _micros(time),
+        DEL_SEQ: t,
+    }
+    return held.select(
+        *[
+            col(f.name)
+            if f.name in keys
+            else fixed.get(f.name, F.lit(None)).cast(f.dataType).alias(f.name)
+            for f in folded.schema.fields
+        ]
+    )
+
+
+def stored_key_rows(table: Table, keys: Sequence[str], wanted: DataFrame) -> DataFrame:
+    """The table's rows of the keys in ``wanted`` (a frame of the key columns): a
+    ``WHERE key IN (...)`` the format can prune files by when they are few (1,000 single
+    keys, 100 composite ones), else a join."""
+    from pyspark.sql import functions as F
+
+    rows = table.read()
+    limit = 1000 if len(keys) == 1 else 100  # an OR of ANDs for composite keys
+    few = wanted.limit(limit + 1).collect()
+    if len(few) <= limit:
+        if not few:
+            return rows.limit(0)
+        if len(keys) == 1:
+            return rows.where(col(keys[0]).isin([r[0] for r in few]))
+        match = [_all([col(k) == F.lit(r[i]) for i, k in enumerate(keys)]) for r in few]
+        return rows.where(_any(match))
+    return rows.join(F.broadcast(wanted), list(keys), "left_semi")
+
+
+def move_depth(moves: DataFrame, keys: Sequence[str], start: str) -> int:
+    """The longest chain of key changes among ``moves`` (rows with ``_from`` set, their
+    key and their sequence in ``start``): 1 when no moved row moves again (in a later
+    change of the same frame), 2 when one does, ... at most 8. Each level needs a pass of
+    :func:`fill_moves` (:func:`scd2_fill_moves`) over the one before."""
+    from pyspark.sql import functions as F
+
+    rows = moves.where(F.col(FROM).isNotNull()).select(
+        F.struct(*[col(k) for k in keys]).alias("new"), F.col(FROM).alias("old"), F.col(start)
+    )
+    found = rows.limit(100_001).collect()
+    if len(found) > 100_000:
+        return 2
+    into = {}
+    for r in found:
+        into.setdefault(tuple(r["new"]), []).append((tuple(r["old"]), r[start]))
+
+    def depth(key: tuple, before: Any, level: int) -> int:
+        best = level
+        for old, at in into.get(key, []):
+            if before is None or at < before:
+                best = max(best, depth(old, at, level + 1) if level < 8 else level)
+        return best
+
+    return max((depth(k, None, 0) for k in into), default=0)
+
+
+def fill_moves(
+    folded: DataFrame, table: Table | None, keys: Sequence[str], values: Sequence[str]
+) -> DataFrame:
+    """The folded rows, with each key an update moved here (``_from``) given the old key's
+    values for the columns the update's image lacked and no later change of the batch
+    wrote: from the batch's changes of the old key before the move, else from the table's
+    row of the old key when it is not newer than the move (a row deleted by the move
+    itself, or by a delete with the move's sequence applied before, keeps its values).
+    The move then writes every column at its sequence."""
+    from pyspark.sql import functions as F
+
+    x = _empty()
+    moves = folded.where(F.col(FROM).isNotNull()).select(
+        *[F.col(FROM)[k].alias(f"_o{i}") for i, k in enumerate(keys)],
+        F.col(MOVE_SEQ).alias("_m"),
+        *[col(k).alias(f"_n{i}") for i, k in enumerate(keys)],
+    )
+    old = [F.col(f"_o{i}") for i in range(len(keys))]
+    # The batch's changes of the old key: a value older than the move, not older than the
+    # batch's newest delete of the old key before the move.
+    batch_old = folded.alias("b").join(
+        moves.alias("m"), [col(k, "b") == F.col(f"m._o{i}") for i, k in enumerate(keys)]
+    )
+    m = F.col("m._m")
+    d1, d2 = col(DEL_SEQ, "b"), col(DEL_PREV, "b")
+    prev_del = F.coalesce(F.when(d1 < m, d1).when(d2 < m, d2), x)
+    batch_vals = []
+    for i, c in enumerate(values):
+        s = col(f"_s_{i}", "b")
+        ok = (s < m) & (s >= prev_del)
+        batch_vals += [F.when(ok, col(c, "b")).alias(f"_bv{i}"), F.when(ok, s).alias(f"_bs{i}")]
+    from_batch = batch_old.select(
+        *[F.col(f"m._n{i}") for i in range(len(keys))],
+        F.col("m._m"),
+        prev_del.alias("_pd"),
+        *batch_vals,
+    )
+    filled = moves.select(*[F.col(f"_n{i}") for i in range(len(keys))], F.col("_m"), *old)
+    filled = filled.join(from_batch, [*[f"_n{i}" for i in range(len(keys))], "_m"], "left")
+    if table is not None and table.exists():
+        wanted = moves.select(*[F.col(f"_o{i}").alias(k) for i, k in enumerate(keys)]).distinct()
+        stored = stored_key_rows(table, keys, wanted).alias("t")
+        filled = filled.alias("f").join(
+            stored, [F.col(f"f._o{i}") == col(k, "t") for i, k in enumerate(keys)], "left"
+        )
+        t_seq = F.coalesce(col(SEQUENCE, "t"), x)
+        t_del = F.coalesce(col(DELETED, "t"), F.lit(False))
+        base = F.coalesce(col(BASE_SEQUENCE, "t"), col(SEQUENCE, "t"), x)
+        mf = F.col("f._m")
+        # The stored row as it was at the move: not newer than it, and live then.
+        usable = col(SEQUENCE, "t").isNotNull() & ((t_seq == mf) | ((t_seq < mf) & ~t_del))
+        pd = F.coalesce(F.col("f._pd"), x)
+        out = []
+        for i, c in enumerate(values):
+            ws = F.coalesce(col(COLUMN_SEQUENCES, "t")[c], base)
+            t_ok = usable & (ws >= pd) & (ws < mf)
+            bs = F.col(f"f._bs{i}")
+            take_batch = bs.isNotNull() & (~t_ok | (bs > ws))
+            out.append(
+                F.when(take_batch, F.col(f"f._bv{i}")).when(t_ok, col(c, "t")).alias(f"_fill{i}")
+            )
+        filled = filled.select(*[F.col(f"f._n{i}") for i in range(len(keys))], F.col("f._m"), *out)
+    else:
+        filled = filled.select(
+            *[F.col(f"_n{i}") for i in range(len(keys))],
+            F.col("_m"),
+            *[F.col(f"_bv{i}").alias(f"_fill{i}") for i in range(len(values))],
+        )
+    joined = folded.alias("r").join(
+        filled.alias("f"),
+        [col(k, "r") == F.col(f"f._n{i}") for i, k in enumerate(keys)]
+        + [col(MOVE_SEQ, "r") == F.col("f._m")],
+        "left",
+    )
+    m = F.col("f._m")
+    out = [col(k, "r") for k in keys]
+    for n in (LAST_SEQ, LAST_KIND, LAST_TIME, DEL_SEQ, DEL_PREV):
+        out.append(col(n, "r"))
+    full = col(FULL_SEQ, "r")
+    out.append(F.when(m.isNotNull(), F.greatest(full, m)).otherwise(full).alias(FULL_SEQ))
+    out += [col(FROM, "r"), col(MOVE_SEQ, "r")]
+    for i, c in enumerate(values):
+        s = col(f"_s_{i}", "r")
+        before = m.isNotNull() & (F.coalesce(s, x) < m)
+        out.append(F.when(before, F.col(f"f._fill{i}")).otherwise(col(c, "r")).alias(c))
+        out.append(F.when(before, m).otherwise(s).alias(f"_s_{i}"))
+    return joined.select(*out)
+
+
+# --- SCD type 1: the MERGE's clauses ---------------------------------------------------------
+
+
+def scd1_clauses(
+    keys: Sequence[str], values: Sequence[str], *, whole: bool, horizon: bytes | None
+) -> list[Clause]:
+    """The clauses of the type 1 ``MERGE`` of folded rows (``s``) into the table (``t``).
+
+    ``whole``: rows of :func:`fold_whole` (every column written by ``_upsert_seq``), else of
+    :func:`fold_columns`. ``horizon``: the table's purge horizon: a key the table does not
+    hold is not written by changes up to it (a purged tombstone might have hidden them).
+
+    The first clause is the common case, a newer change whose image holds every column:
+    the row becomes that image. The second is every other matched row that changes; the
+    third inserts new keys.
+    """
+    from pyspark.sql import functions as F
+
+    x = _empty()
+    s = lambda name: col(name, "s")  # noqa: E731
+    t = lambda name: col(name, "t")  # noqa: E731
+    last, kind, time = s(LAST_SEQ), s(LAST_KIND), s(LAST_TIME)
+    d1, d2 = s(DEL_SEQ), s(DEL_PREV)
+    no_seq = F.lit(None).cast("binary")
+    no_map = F.lit(None).cast("map<string,binary>")
+
+    def written(i: int) -> Column:
+        return F.coalesce(s(UPSERT_SEQ) if whole else s(f"_s_{i}"), x)
+
+    # -- matched ------------------------------------------------------------------------
+    t_seq = F.coalesce(t(SEQUENCE), x)
+    t_del = F.coalesce(t(DELETED), F.lit(False))
+    base = F.coalesce(t(BASE_SEQUENCE), t(SEQUENCE), x)
+    newer = (last > t_seq) | ((last == t_seq) & t_del & (kind == "u"))
+    live = F.when(newer, kind == "u").otherwise(~t_del)
+    kill_live = F.greatest(d1, F.when(t_del, t_seq))
+    kill_tomb = F.when(newer, F.greatest(d2, F.when(t_del, t_seq))).otherwise(
+        F.when(d1 < t_seq, d1).otherwise(d2)
+    )
+    kill = F.coalesce(F.when(live, kill_live).otherwise(kill_tomb), x)
+    seq = F.when(newer, last).otherwise(t_seq)
+    update: dict[str, Column] = {}
+    writes = []
+    changes = [newer, (d1 > base) & (d1 < t_seq)]
+    for i, c in enumerate(values):
+        stored_ws = F.coalesce(t(COLUMN_SEQUENCES)[c], base)
+        ws = written(i)
+        takes = ws > stored_ws
+        w = F.when(takes, ws).otherwise(stored_ws)
+        valid = w >= kill
+        update[c] = F.when(valid, F.when(takes, s(c)).otherwise(t(c)))
+        writes.append(F.when(valid, w).otherwise(kill))
+        if not whole:
+            changes.append(takes)
+    if whole:
+        changes.append(s(UPSERT_SEQ) > base)
+    update.update(
+        _bookkeeping(values, writes, seq, live, F.when(newer, time).otherwise(t(EVENT_TIME)))
+    )
+    fast = {c: s(c) for c in values}
+    fast.update(
+        {SEQUENCE: last, EVENT_TIME: time, DELETED: F.lit(False), BASE_SEQUENCE: no_seq,
+         COLUMN_SEQUENCES: no_map}
+    )  # fmt: skip
+    whole_image = s(UPSERT_SEQ) == last if whole else s(FULL_SEQ) == last
+    clauses = [
+        Clause("update", fast, newer & (kind == "u") & whole_image),
+        Clause("update", update, _any(changes)),
+    ]
+
+    # -- not matched: a new key -----------------------------------------------------------
+    born = F.lit(True) if horizon is None else last > F.lit(bytearray(horizon))
+    insert: dict[str, Column] = {k: s(k) for k in keys}
+    if whole:
+        insert.update({c: s(c) for c in values})
+        upsert = F.coalesce(s(UPSERT_SEQ), x)
+        insert.update(
+            {SEQUENCE: last, EVENT_TIME: time, DELETED: kind == "d",
+             BASE_SEQUENCE: F.when(kind == "d", upsert), COLUMN_SEQUENCES: no_map}
+        )  # fmt: skip
+    else:
+        new_live = kind == "u"
+        kill = F.coalesce(F.when(new_live, d1).otherwise(d2), x)
+        writes = []
+        for i, c in enumerate(values):
+            ws = written(i)
+            valid = ws >= kill
+            insert[c] = F.when(valid, s(c))
+            writes.append(F.when(valid, ws).otherwise(kill))
+        insert.update(_bookkeeping(values, writes, last, new_live, time))
+    clauses.append(Clause("insert", insert, born))
+    return clauses
+
+
+def _bookkeeping(
+    values: Sequence[str], writes: Sequence[Column], seq: Column, live: Column, time: Column
+) -> dict[str, Column]:
+    """The row's own columns from each column's write sequence: the base is the oldest
+    write (null when it is the row's sequence), the map the columns written after it."""
+    from pyspark.sql import functions as F
+
+    if values:
+        base = F.least(*writes) if len(writes) > 1 else writes[0]
+        every = F.map_from_arrays(F.array(*[F.lit(c) for c in values]), F.array(*writes))
+        later = F.map_filter(every, lambda _k, v: v > base)
+        stored_map = F.when(F.size(later) > 0, later)
+    else:
+        base = seq
+        stored_map = F.lit(None).cast("map<string,binary>")
+    return {
+        SEQUENCE: seq,
+        EVENT_TIME: time,
+        DELETED: ~live,
+        BASE_SEQUENCE: F.when(base != seq, base),
+        COLUMN_SEQUENCES: stored_map,
+    }
+
+
+def purge_condition(cutoff: int, horizon: bytes | None = None) -> str:
+    """The tombstones a purge removes: deleted before ``cutoff`` (event time, microseconds
+    since the epoch), and up to the purge ``horizon`` (a sequence) when given."""
+    condition = f"{quote(DELETED)} AND {quote(EVENT_TIME)} < timestamp_micros({int(cutoff)})"
+    if horizon is not None:
+        condition += f" AND {quote(SEQUENCE)} <= X'{horizon.hex()}'"
+    return condition
+
+
+# --- SCD type 2 ----------------------------------------------------------------------------
+
+
+def scd2_versions(entries: DataFrame, keys: Sequence[str], values: Sequence[str]) -> DataFrame:
+    """The batch's versions: one per (key, sequence), an upsert over a delete, then the
+    greater tie (:func:`entries` ``_tie``), with the columns its image lacked
+    (``_cdc_absent``; none for a delete, whose values are null) and ``_new``."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    one = Window.partitionBy(*[col(k) for k in keys], "_seq").orderBy(
+        F.col(KIND).desc(), F.col(TIE).desc()
+    )
+    deleted = F.col(KIND) == "d"
+    lacking = F.filter(
+        F.array(*[F.when(~F.col(f"_p_{i}"), F.lit(c)) for i, c in enumerate(values)]),
+        lambda v: v.isNotNull(),
+    ) if values else F.array().cast("array<string>")  # fmt: skip
+    return (
+        entries.withColumn("_rank", F.row_number().over(one))
+        .where("_rank = 1")
+        .select(
+            *[col(k) for k in keys],
+            F.col("_seq").alias(START_SEQUENCE),
+            F.col("_time").alias(START_TIME),
+            deleted.alias(DELETED),
+            *[col(c) for c in values],
+            *[(F.col(f"_p_{i}") | deleted).alias(f"_p_{i}") for i in range(len(values))],
+            F.when(deleted, F.array().cast("array<string>")).otherwise(lacking).alias(ABSENT),
+            F.col(FROM),
+            F.lit(True).alias("_new"),
+        )
+    )
+
+
+def scd2_chain(versions: DataFrame, keys: Sequence[str], values: Sequence[str]) -> DataFrame:
+    """Each key's versions in sequence order: a column a version's image lacked takes the
+    value of the version before it; each version ends where the next starts; the last is
+    current unless it is a delete."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    order = Window.partitionBy(*[col(k) for k in keys]).orderBy(START_SEQUENCE)
+    upto = order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    filled = [
+        F.last(F.when(F.col(f"_p_{i}"), F.struct(col(c).alias("v"))), ignorenulls=True)
+        .over(upto)["v"]
+        .alias(c)
+        for i, c in enumerate(values)
+    ]
+    return versions.select(
+        *[col(k) for k in keys],
+        START_SEQUENCE,
+        START_TIME,
+        DELETED,
+        *filled,
+        *[F.col(f"_p_{i}") for i in range(len(values))],
+        ABSENT,
+        FROM,
+        F.lead(START_SEQUENCE).over(order).alias(END_SEQUENCE),
+        F.lead(START_TIME).over(order).alias(END_TIME),
+        "_new",
+    ).withColumn(CURRENT, F.col(END_SEQUENCE).isNull() & ~F.col(DELETED))
+
+
+def scd2_fill_moves(
+    chained: DataFrame, versions: DataFrame, keys: Sequence[str], values: Sequence[str]
+) -> DataFrame:
+    """``versions`` with each version an update moved to its key (``_from``) given, for
+    the columns its image lacked, the old key's values just before the move (from
+    ``chained``, the versions chained once): the version then carries every column."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    moved = versions.where(F.col(FROM).isNotNull()).select(
+        *[F.col(FROM)[k].alias(f"_o{i}") for i, k in enumerate(keys)],
+        F.col(START_SEQUENCE).alias("_m"),
+        *[col(k).alias(f"_n{i}") for i, k in enumerate(keys)],
+    )
+    before = chained.alias("c").join(
+        moved.alias("m"),
+        [col(k, "c") == F.col(f"m._o{i}") for i, k in enumerate(keys)]
+        + [col(START_SEQUENCE, "c") < F.col("m._m")],
+    )
+    latest = Window.partitionBy(*[F.col(f"m._n{i}") for i in range(len(keys))], "m._m").orderBy(
+        col(START_SEQUENCE, "c").desc()
+    )
+    fills = [
+        F.when(~col(DELETED, "c"), col(c, "c")).alias(f"_fill{i}") for i, c in enumerate(values)
+    ]
+    state = (
+        before.withColumn("_rank", F.row_number().over(latest))
+        .where("_rank = 1")
+        .select(*[F.col(f"m._n{i}") for i in range(len(keys))], F.col("m._m"), *fills)
+    )
+    joined = versions.alias("v").join(
+        state.alias("f"),
+        [col(k, "v") == F.col(f"f._n{i}") for i, k in enumerate(keys)]
+        + [col(START_SEQUENCE, "v") == F.col("f._m"), col(FROM, "v").isNotNull()],
+        "left",
+    )
+    hit = col(FROM, "v").isNotNull()
+    out = [col(k, "v") for k in keys] + [col(n, "v") for n in (START_SEQUENCE, START_TIME, DELETED)]
+    for i, c in enumerate(values):
+        p = col(f"_p_{i}", "v")
+        out.append(F.when(hit & ~p, F.col(f"f._fill{i}")).otherwise(col(c, "v")).alias(c))
+    for i in range(len(values)):
+        out.append((col(f"_p_{i}", "v") | hit).alias(f"_p_{i}"))
+    out.append(
+        F.when(hit, F.array().cast("array<string>")).otherwise(col(ABSENT, "v")).alias(ABSENT)
+    )
+    out += [col(FROM, "v"), col("_new", "v")]
+    return joined.select(*out)
+
+
+def scd2_truncated_keys(table: Table, keys: Sequence[str], at: bytes) -> DataFrame:
+    """The keys of a type 2 table live at sequence ``at``: a version not deleted that
+    starts before it and ends after it (or is current). One scan of the table."""
+    from pyspark.sql import functions as F
+
+    t = F.lit(bytearray(at))
+    spans = (col(START_SEQUENCE) < t) & (col(END_SEQUENCE).isNull() | (col(END_SEQUENCE) > t))
+    return table.read().where(spans & ~col(DELETED)).select(*[col(k) for k in keys]).distinct()
+
+
+def scd2_truncate(
+    versions: DataFrame,
+    touched: DataFrame,
+    keys: Sequence[str],
+    values: Sequence[str],
+    at: bytes,
+    time: int | None,
+) -> DataFrame:
+    """``versions`` (stored and new, before :func:`scd2_chain`) with a deleted version at
+    ``at`` (a ``truncate``, event time ``time``) for each key of ``touched`` whose version
+    before it is live: the truncate closes it. None where a version starts at ``at`` (an
+    upsert of the truncate's sequence comes after it; a stored one is the same truncate
+    applied before), or where the key had no row or a deleted one then."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    t = F.lit(bytearray(at))
+    types = {f.name: f.dataType for f in versions.schema.fields}
+    at_cols = [*keys, START_SEQUENCE]
+    closing = touched.select(
+        *[col(k) for k in keys],
+        t.alias(START_SEQUENCE),
+        _micros(time).alias(START_TIME),
+        F.lit(True).alias(DELETED),
+        *[F.lit(None).cast(types[c]).alias(c) for c in values],
+        *[F.lit(True).alias(f"_p_{i}") for i in range(len(values))],
+        F.array().cast("array<string>").alias(ABSENT),
+        F.lit(None).cast(types[FROM]).alias(FROM),
+        F.lit(True).alias("_new"),
+    )
+    closing = closing.join(versions.select(*[col(c) for c in at_cols]), at_cols, "left_anti")
+    both = versions.withColumn("_trunc", F.lit(False)).unionByName(
+        closing.withColumn("_trunc", F.lit(True))
+    )
+    order = Window.partitionBy(*[col(k) for k in keys]).orderBy(START_SEQUENCE)
+    prev = F.lag(col(DELETED)).over(order)
+    both = both.withColumn("_prev_deleted", prev)
+    kept = ~F.col("_trunc") | F.coalesce(~F.col("_prev_deleted"), F.lit(False))
+    return both.where(kept).drop("_trunc", "_prev_deleted")

@@ -1,0 +1,202 @@
+"""What :func:`cdc_decode.spark.apply_changes` needs from a table format, behind one seam.
+
+The rules of applying changes (reduce, guard, tombstones, partial images, SCD type 2) are
+written once, in :mod:`cdc_decode.spark._apply_rules`; a table format supplies the
+operations they end in: whether the table exists, its schema, properties and version,
+create and add columns, one ``MERGE`` (with an idempotent-write marker), a ``DELETE``, the
+stored marker of an application. :class:`Table` is that seam; :mod:`.delta` is the Delta
+Lake one. Every write is retried on the format's write conflicts (a concurrent
+``OPTIMIZE``, another writer), bounded, with backoff: the apply rules make a write that is
+run again change nothing it already changed.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, TypeVar
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql.types import StructField, StructType
+
+__all__ = ["Clause", "Commit", "Table", "open_table"]
+
+LOG = logging.getLogger("cdc_decode.spark.apply")
+
+ATTEMPTS = 6
+"""Tries of one write before a conflict is raised (the first and five retries)."""
+BACKOFF = 0.25
+"""Seconds before the first retry; doubled each time, with up to half again of jitter."""
+
+T = TypeVar("T")
+
+
+@dataclass
+class Clause:
+    """One ``WHEN`` clause of a ``MERGE`` (target alias ``t``, source alias ``s``).
+
+    Attributes:
+        kind: ``"update"`` (when matched) or ``"insert"`` (when not matched).
+        values: target column name -> value.
+        condition: the clause's extra condition, or ``None``.
+    """
+
+    kind: str
+    values: Mapping[str, Column]
+    condition: Column | None = None
+
+
+@dataclass
+class Commit:
+    """What one write did.
+
+    Attributes:
+        version: the table's version after the write (the write's own when it committed).
+        written: the write committed a version of its own.
+        skipped: the table already held this ``(app_id, batch_id)``: nothing was run.
+        metrics: the commit's operation metrics, as the format reports them.
+        source_rows: a MERGE's source rows (``None``: not reported).
+        changed_rows: the target rows a MERGE inserted or updated (``None``: not
+            reported).
+    """
+
+    version: int | None = None
+    written: bool = False
+    skipped: bool = False
+    metrics: dict[str, str] = field(default_factory=dict)
+    source_rows: int | None = None
+    changed_rows: int | None = None
+
+
+class Table:
+    """A table of one format, by path or catalog name. Subclasses implement the
+    operations; the retry loop and the replay-marker check are shared.
+
+    Attributes:
+        spark: the caller's session.
+        target: the path or name as given.
+        retries: write conflicts retried so far by this object.
+    """
+
+    def __init__(self, spark: SparkSession, target: str) -> None:
+        self.spark = spark
+        self.target = target
+        self.retries = 0
+
+    # -- reading -----------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        raise NotImplementedError
+
+    def schema(self) -> StructType:
+        raise NotImplementedError
+
+    def properties(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def version(self) -> int | None:
+        raise NotImplementedError
+
+    def txn_version(self, app_id: str) -> int | None:
+        """The highest batch id committed for ``app_id`` (``None``: none)."""
+        raise NotImplementedError
+
+    def read(self) -> DataFrame:
+        raise NotImplementedError
+
+    def refresh(self) -> None:
+        """Read the table's current state again (after this object or others wrote)."""
+
+    # -- writing -----------------------------------------------------------------------
+
+    def create(self, fields: Sequence[StructField], properties: Mapping[str, str]) -> None:
+        raise NotImplementedError
+
+    def add_columns(self, fields: Sequence[StructField]) -> None:
+        raise NotImplementedError
+
+    def set_properties(self, properties: Mapping[str, str]) -> None:
+        raise NotImplementedError
+
+    def widen_columns(self, types: Mapping[str, str]) -> None:
+        """Change each named column to the wider Spark type (``{"qty": "bigint"}``): a
+        change the format makes without rewriting the data, or an error."""
+        raise NotImplementedError
+
+    def merge(
+        self,
+        source: DataFrame,
+        on: str,
+        clauses: Sequence[Clause],
+        txn: tuple[str, int] | None = None,
+    ) -> Commit:
+        """One ``MERGE`` of ``source`` (alias ``s``) into the table (alias ``t``) on the
+        SQL condition ``on``, its clauses in order; with ``txn`` (``app_id``,
+        ``batch_id``) the replay marker is written with it, and a marker the table
+        already holds skips it (:meth:`check_txn`). Retried on conflicts."""
+        raise NotImplementedError
+
+    def delete(self, condition: str) -> int:
+        """Delete the rows matching the SQL ``condition``; the rows deleted."""
+        raise NotImplementedError
+
+    # -- shared ------------------------------------------------------------------------
+
+    def is_conflict(self, error: BaseException) -> bool:
+        """A write conflict that a retry of the same write resolves."""
+        return False
+
+    def check_txn(self, app_id: str, batch_id: int) -> bool:
+        """Whether ``(app_id, batch_id)`` is already in the table (a replay: skip it).
+
+        Raises:
+            ValueError: the table holds a higher batch id for ``app_id``: a new checkpoint
+                (batch ids from 0 again) or a second query with the same ``app_id``.
+        """
+        stored = self.txn_version(app_id)
+        if stored is None or batch_id > stored:
+            return False
+        if batch_id == stored:
+            return True
+        raise ValueError(
+            f"table {self.target} already holds batch {stored} of app_id {app_id!r}; this is "
+            f"batch {batch_id}: a new checkpoint (batch ids start at 0 again) or another "
+            "query with the same app_id? An app_id belongs to one checkpoint and one target "
+            "table: give the new checkpoint a new app_id (nothing was written)"
+        )
+
+    def retrying(self, what: str, write: Callable[[], T]) -> T:
+        """Run ``write``; on a write conflict wait and run it again, up to
+        :data:`ATTEMPTS` times, counting the retries in :attr:`retries`."""
+        for attempt in range(ATTEMPTS):
+            try:
+                return write()
+            except Exception as error:
+                if not self.is_conflict(error) or attempt == ATTEMPTS - 1:
+                    raise
+                wait = BACKOFF * 2**attempt * (1 + random.random() / 2)
+                self.retries += 1
+                LOG.warning(
+                    "%s of %s: write conflict (%s), retry %d in %.2f s",
+                    what,
+                    self.target,
+                    type(error).__name__,
+                    attempt + 1,
+                    wait,
+                )
+                self.refresh()
+                time.sleep(wait)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+
+def open_table(spark: SparkSession, target: str, format: str = "delta") -> Table:
+    """The :class:`Table` of ``target`` in ``format`` (``"delta"``)."""
+    if format != "delta":
+        raise ValueError(f"unknown table format {format!r} (supported: delta)")
+    from .delta import DeltaTarget
+
+    return DeltaTarget(spark, target)

@@ -1,0 +1,287 @@
+"""The Delta Lake table of :func:`cdc_decode.spark.apply_changes` (Delta 4.4 on Spark 4.2).
+
+The table's state (exists, schema, properties, version, the replay markers Delta keeps per
+``appId``) is read from one snapshot of its log (``DeltaLog``, through the JVM: the
+``SetTransaction`` markers have no public API). Each ``MERGE`` runs in a clone of the
+caller's session, so the idempotent-write settings it needs
+(``spark.databricks.delta.write.txnAppId``/``txnVersion``, session-wide in Delta) are its
+own: calls from several threads of one ``foreachBatch`` do not see each other's. The clone
+also tags the commit (``userMetadata``), so the version and metrics reported are the
+commit's own, whatever other writers commit meanwhile.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from . import Clause, Commit, Table
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructField, StructType
+
+TXN_APP = "spark.databricks.delta.write.txnAppId"
+TXN_VERSION = "spark.databricks.delta.write.txnVersion"
+USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+TYPE_WIDENING = "delta.enableTypeWidening"
+TAG = "cdc_decode.apply_changes "
+"""The start of the ``userMetadata`` of a commit of ours (then a unique id)."""
+
+NEEDS_COLUMN_MAPPING = set(" ,;{}()\n\t=")
+"""Characters Delta accepts in a column name only with column mapping."""
+
+
+def quote(name: str) -> str:
+    """A column or table name as a quoted SQL identifier."""
+    return "`" + name.replace("`", "``") + "`"
+
+
+def is_path(target: str) -> bool:
+    return "/" in target or "\\" in target or ":" in target
+
+
+class DeltaTarget(Table):
+    """A Delta table named by a path (anything with ``/`` or ``:``) or a catalog name."""
+
+    def __init__(self, spark: SparkSession, target: str) -> None:
+        super().__init__(spark, target)
+        self.is_path = is_path(target)
+        self.sql_name = f"delta.{quote(target)}" if self.is_path else target
+        self._snap: Any = None
+        self._loaded = False
+
+    # -- the snapshot --------------------------------------------------------------------
+
+    def _log(self) -> Any:
+        jvm = self.spark._jvm
+        session = self.spark._jsparkSession
+        delta_log = jvm.org.apache.spark.sql.delta.DeltaLog
+        if self.is_path:
+            return delta_log.forTable(session, self.target)
+        ident = session.sessionState().sqlParser().parseTableIdentifier(self.target)
+        return delta_log.forTable(session, ident)
+
+    def refresh(self) -> None:
+        self._loaded = False
+        self._snap = None
+
+    def _snapshot(self) -> Any:
+        """The log's current snapshot (``None`` for no table), read once until
+        :meth:`refresh`."""
+        if not self._loaded:
+            self._loaded = True
+            self._snap = None
+            if not self.is_path and not self.spark.catalog.tableExists(self.target):
+                return None
+            log = self._log()
+            none = self.spark._jvm.scala.Option.empty()
+            snap = log.update(False, none, none)
+            if snap.version() >= 0:
+                self._snap = snap
+        return self._snap
+
+    def _scala_map(self, value: Any) -> dict:
+        converters = self.spark._jvm.scala.jdk.javaapi.CollectionConverters
+        return dict(converters.asJava(value))
+
+    def exists(self) -> bool:
+        return self._snapshot() is not None
+
+    def schema(self) -> StructType:
+        from pyspark.sql.types import StructType
+
+        return StructType.fromJson(json.loads(self._snapshot().schema().json()))
+
+    def properties(self) -> dict[str, str]:
+        snap = self._snapshot()
+        return {} if snap is None else self._scala_map(snap.metadata().configuration())
+
+    def version(self) -> int | None:
+        snap = self._snapshot()
+        return None if snap is None else int(snap.version())
+
+    def txn_version(self, app_id: str) -> int | None:
+        snap = self._snapshot()
+        if snap is None:
+            return None
+        stored = self._scala_map(snap.transactions()).get(app_id)
+        return None if stored is None else int(stored)
+
+    def _delta_table(self, session: SparkSession) -> Any:
+        from delta.tables import DeltaTable
+
+        if self.is_path:
+            return DeltaTable.forPath(session, self.target)
+        return DeltaTable.forName(session, self.target)
+
+    def read(self) -> DataFrame:
+        return self._delta_table(self.spark).toDF()
+
+    # -- writing -------------------------------------------------------------------------
+
+    def is_conflict(self, error: BaseException) -> bool:
+        from delta.exceptions import (
+            ConcurrentAppendException,
+            ConcurrentDeleteDeleteException,
+            ConcurrentDeleteReadException,
+            ConcurrentTransactionException,
+            ConcurrentWriteException,
+            DeltaConcurrentModificationException,
+            MetadataChangedException,
+            ProtocolChangedException,
+        )
+
+        return isinstance(
+            error,
+            (
+                DeltaConcurrentModificationException,
+                ConcurrentWriteException,
+                MetadataChangedException,
+                ProtocolChangedException,
+                ConcurrentAppendException,
+                ConcurrentDeleteReadException,
+                ConcurrentDeleteDeleteException,
+                ConcurrentTransactionException,
+            ),
+        )
+
+    def create(self, fields: Sequence[StructField], properties: Mapping[str, str]) -> None:
+        from delta.tables import DeltaTable
+
+        props = dict(properties)
+        if any(set(f.name) & NEEDS_COLUMN_MAPPING for f in fields):
+            # Names with spaces and the like: Delta stores them only with column mapping.
+            props.setdefault("delta.columnMapping.mode", "name")
+            props.setdefault("delta.minReaderVersion", "2")
+            props.setdefault("delta.minWriterVersion", "5")
+        builder = DeltaTable.createIfNotExists(self.spark)
+        builder = builder.location(self.target) if self.is_path else builder.tableName(self.target)
+        for f in fields:
+            builder = builder.addColumn(f.name, f.dataType, nullable=True)
+        for key, value in props.items():
+            builder = builder.property(key, value)
+        self.retrying("create", builder.execute)
+        self.refresh()
+
+    def add_columns(self, fields: Sequence[StructField]) -> None:
+        spec = ", ".join(f"{quote(f.name)} {f.dataType.simpleString()}" for f in fields)
+        self.retrying(
+            "add columns",
+            lambda: self.spark.sql(f"ALTER TABLE {self.sql_name} ADD COLUMNS ({spec})"),
+        )
+        self.refresh()
+
+    def set_properties(self, properties: Mapping[str, str]) -> None:
+        spec = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in properties.items())
+        self.retrying(
+            "set properties",
+            lambda: self.spark.sql(f"ALTER TABLE {self.sql_name} SET TBLPROPERTIES ({spec})"),
+        )
+        self.refresh()
+
+    def widen_columns(self, types: Mapping[str, str]) -> None:
+        """Delta's type widening (the ``typeWidening`` table feature, turned on by the
+        first widening): ``ALTER TABLE … ALTER COLUMN c TYPE t``, metadata only."""
+        if self.properties().get(TYPE_WIDENING) != "true":
+            self.set_properties({TYPE_WIDENING: "true"})
+        for name, data_type in types.items():
+            statement = f"ALTER TABLE {self.sql_name} ALTER COLUMN {quote(name)} TYPE {data_type}"
+            self.retrying("widen a column", lambda s=statement: self.spark.sql(s))
+        self.refresh()
+
+    def delete(self, condition: str) -> int:
+        def run() -> int:
+            row = self._session(None).sql(f"DELETE FROM {self.sql_name} WHERE {condition}").first()
+            return int(row[0]) if row is not None and row[0] is not None else 0
+
+        deleted = self.retrying("delete", run)
+        self.refresh()
+        return deleted
+
+    def _session(self, txn: tuple[str, int] | None, tag: str | None = None) -> SparkSession:
+        """A clone of the caller's session (its settings, the same SparkContext and
+        cache) holding this write's own txn markers and commit tag."""
+        from pyspark.sql import SparkSession
+
+        session = SparkSession(self.spark.sparkContext, self.spark._jsparkSession.cloneSession())
+        if txn is not None:
+            session.conf.set(TXN_APP, txn[0])
+            session.conf.set(TXN_VERSION, str(txn[1]))
+        else:
+            session.conf.unset(TXN_APP)
+            session.conf.unset(TXN_VERSION)
+        if tag is not None:
+            session.conf.set(USER_METADATA, tag)
+        return session
+
+    def merge(
+        self,
+        source: DataFrame,
+        on: str,
+        clauses: Sequence[Clause],
+        txn: tuple[str, int] | None = None,
+    ) -> Commit:
+        def run() -> Commit:
+            self.refresh()
+            if txn is not None and self.check_txn(*txn):
+                return Commit(version=self.version(), skipped=True)
+            before = self.version()
+            own = self.spark.conf.get(USER_METADATA, None)
+            tag = None if own else f"{TAG}{uuid.uuid4().hex}"
+            session = self._session(txn, tag)
+            builder = self._delta_table(session).alias("t").merge(source.alias("s"), on)
+            for clause in clauses:
+                values = {f"t.{quote(k)}": v for k, v in clause.values.items()}
+                if clause.kind == "update":
+                    builder = builder.whenMatchedUpdate(condition=clause.condition, set=values)
+                else:
+                    builder = builder.whenNotMatchedInsert(
+                        condition=clause.condition, values=values
+                    )
+            builder.execute()
+            return self._commit(before, tag, txn)
+
+        return self.retrying("MERGE", run)
+
+    def _commit(self, before: int | None, tag: str | None, txn: tuple[str, int] | None) -> Commit:
+        """The commit the MERGE just made, found by its tag among those after ``before``
+        (by the newest MERGE when the session sets its own ``userMetadata``)."""
+        self.refresh()
+        latest = self.version()
+        start = -1 if before is None else before
+        mine = None
+        if latest is not None and latest > start:
+            history = self._delta_table(self.spark).history(latest - start)
+            rows = history.select("version", "operation", "operationMetrics", "userMetadata")
+            for row in sorted(rows.collect(), key=lambda r: r["version"]):
+                if row["version"] <= start or row["operation"] != "MERGE":
+                    continue
+                if tag is None or row["userMetadata"] == tag:
+                    mine = row
+        if mine is not None:
+            metrics = dict(mine["operationMetrics"] or {})
+            updated = metrics.get(
+                "numTargetRowsMatchedUpdated", metrics.get("numTargetRowsUpdated")
+            )
+            return Commit(
+                version=int(mine["version"]),
+                written=True,
+                metrics=metrics,
+                source_rows=_int(metrics.get("numSourceRows")),
+                changed_rows=_int(metrics.get("numTargetRowsInserted", 0)) + _int(updated or 0),
+            )
+        if txn is not None and self.check_txn(*txn):
+            # Delta skipped it: another run committed this batch id in the meantime.
+            return Commit(version=latest, skipped=True)
+        return Commit(version=latest)
+
+
+def _int(text: str | None) -> int | None:
+    return None if text is None else int(text)
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"

@@ -1,0 +1,104 @@
+"""apply_changes beside other writers and other threads (Delta 4.4.0, Spark 4.2).
+
+- A real ``OPTIMIZE`` commits while an ``apply_changes`` MERGE runs (it starts when the
+  MERGE's first job is seen running): the MERGE's commit conflicts, is run again, and the
+  table stays equal to the changes applied.
+- Tables applied at once from a thread pool in one session, each call with its own
+  ``app_id``: every table is right and holds its own replay marker (the markers are
+  session settings in Delta; each call sets them in a clone of the session).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from support.apply_truth import live, typed_events
+
+from cdc_decode import spark as cdc_spark
+from cdc_decode.spark._tables.delta import TXN_APP, TXN_VERSION, DeltaTarget
+
+
+def _merge_running(spark) -> bool:
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    for i in range(jobs.size()):
+        job = jobs.apply(i)
+        description = job.description()
+        if str(job.status()) == "RUNNING" and description.isDefined():
+            if "MERGE operation" in description.get():
+                return True
+    return False
+
+
+def test_a_concurrent_optimize_is_retried(delta_spark, tmp_path):
+    path = str(tmp_path / "t")
+    want: dict = {}
+    rounds = []
+    for n in range(6):  # small files for OPTIMIZE to compact
+        rows = [("insert", 10 * n + i, None, (10 * n + i, f"r{n}", i)) for i in range(5)]
+        cdc_spark.apply_changes(typed_events(delta_spark, rows), path)
+        want.update({10 * n + i: (f"r{n}", i) for i in range(5)})
+    for n in range(4):
+        optimized: list = []
+        stop = threading.Event()
+
+        def optimize(stop: threading.Event = stop, optimized: list = optimized) -> None:
+            while not stop.is_set() and not _merge_running(delta_spark):
+                time.sleep(0.02)
+            if stop.is_set():
+                return
+            try:
+                delta_spark.sql(f"OPTIMIZE delta.`{path}`").collect()
+                optimized.append(True)
+            except Exception as error:  # the MERGE committed first: OPTIMIZE conflicts
+                optimized.append(type(error).__name__)
+
+        other = threading.Thread(target=optimize)
+        other.start()
+        rows = [("update", 100 + n, None, (k, f"u{n}", n)) for k in range(0, 60, 10)]
+        rows += [("insert", 100 + n, None, (1000 + n, "new", n))]
+        try:
+            result = cdc_spark.apply_changes(typed_events(delta_spark, rows), path)
+        finally:
+            stop.set()
+            other.join()
+        want.update({k: (f"u{n}", n) for k in range(0, 60, 10)})
+        want[1000 + n] = ("new", n)
+        assert live(delta_spark, path) == want
+        rounds.append((result.retries, optimized))
+        if result.retries:
+            break
+    assert any(retries for retries, _ in rounds), rounds
+
+
+def test_tables_applied_from_threads(delta_spark, tmp_path):
+    """Three tables, three micro-batches each, applied at once from a thread pool in one
+    session: every table right, every replay marker its own, none left in the session."""
+    names = ["a", "b", "c"]
+
+    def batch(name: str, batch_id: int):
+        rows = [
+            ("insert", batch_id * 10 + i, None, (i + 10 * batch_id, name, batch_id))
+            for i in range(3)
+        ]  # noqa: E501
+        return cdc_spark.apply_changes(
+            typed_events(delta_spark, rows),
+            str(tmp_path / name),
+            app_id=f"sync-{name}",
+            batch_id=batch_id,
+        )
+
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        for batch_id in range(3):
+            results = list(pool.map(batch, names, [batch_id] * len(names)))
+            assert not any(r.skipped for r in results)
+    for name in names:
+        got = live(delta_spark, str(tmp_path / name))
+        assert got == {i + 10 * b: (name, b) for b in range(3) for i in range(3)}
+        table = DeltaTarget(delta_spark, str(tmp_path / name))
+        assert table.txn_version(f"sync-{name}") == 2
+        others = [n for n in names if n != name]
+        assert all(table.txn_version(f"sync-{n}") is None for n in others)
+    assert delta_spark.conf.get(TXN_APP, None) is None
+    assert delta_spark.conf.get(TXN_VERSION, None) is None
