@@ -419,8 +419,11 @@ class Contender:
 
 
 class ApplyChanges(Contender):
-    """``apply_changes``; ``dv``: on a table with deletion vectors enabled (set after the
-    load), ``nomat``: with ``merge.materializeSource=none`` around the call."""
+    """``apply_changes`` as it is (its tables have deletion vectors, a small batch is
+    broadcast); ``cow``: on a table made without deletion vectors (copy-on-write),
+    ``nobroadcast``: no batch broadcast (these two are the apply path before either);
+    ``dv``: deletion vectors enabled after the load, ``nomat``: with
+    ``merge.materializeSource=none`` around the call."""
 
     live_filter = "NOT _cdc_deleted"
     LOAD_WHOLE = 1_000_000
@@ -432,18 +435,16 @@ class ApplyChanges(Contender):
         self.name = "+".join(["apply_changes", *sorted(options)])
 
     def build(self, spark, gen, path, files):
-        from cdc_decode import spark as cdc_spark
 
         snapshot = spark.read.parquet(gen.snapshot)
-        if snapshot.count() <= self.LOAD_WHOLE:
-            cdc_spark.apply_changes(snapshot, path, **_apply_kwargs())
-        else:
-            try:
-                _load_like(spark, snapshot, path, self.SAMPLE)
-            except RuntimeError as e:
-                print(f"{e}", flush=True)
-                shutil.rmtree(path, ignore_errors=True)
-                cdc_spark.apply_changes(snapshot, path, **_apply_kwargs())
+        default = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
+        if "cow" in self.options:
+            spark.conf.set(default, "false")
+        try:
+            self._load(spark, snapshot, path)
+        finally:
+            if "cow" in self.options:
+                spark.conf.unset(default)
         # apply_changes' MERGE writes in hash order: rewrite sorted by key, as the other
         # tables are loaded (the table's properties and columns stay).
         frame = spark.read.format("delta").load(path)
@@ -454,15 +455,33 @@ class ApplyChanges(Contender):
                 f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableDeletionVectors = true)"
             )
 
+    def _load(self, spark, snapshot, path):
+        from cdc_decode import spark as cdc_spark
+
+        if snapshot.count() <= self.LOAD_WHOLE:
+            cdc_spark.apply_changes(snapshot, path, **_apply_kwargs())
+        else:
+            try:
+                _load_like(spark, snapshot, path, self.SAMPLE)
+            except RuntimeError as e:
+                print(f"{e}", flush=True)
+                shutil.rmtree(path, ignore_errors=True)
+                cdc_spark.apply_changes(snapshot, path, **_apply_kwargs())
+
     def apply(self, spark, events, path):
         from cdc_decode import spark as cdc_spark
+        from cdc_decode.spark import apply as apply_module
 
         conf = "spark.databricks.delta.merge.materializeSource"
         if "nomat" in self.options:
             spark.conf.set(conf, "none")
+        broadcast = apply_module.BROADCAST_KEYS
+        if "nobroadcast" in self.options:
+            apply_module.BROADCAST_KEYS = -1
         try:
             cdc_spark.apply_changes(events, path, **_apply_kwargs())
         finally:
+            apply_module.BROADCAST_KEYS = broadcast
             if "nomat" in self.options:
                 spark.conf.unset(conf)
 
@@ -600,7 +619,7 @@ def key_ranges(column: str, keys: list[int], cap: int = 64) -> str:
 
 def contender(spec: str) -> Contender:
     parts = spec.split("+")
-    if parts[0] == "apply_changes" and set(parts[1:]) <= {"dv", "nomat"}:
+    if parts[0] == "apply_changes" and set(parts[1:]) <= {"dv", "nomat", "cow", "nobroadcast"}:
         return ApplyChanges(set(parts[1:]))
     if parts[0] != "merge" or not set(parts[1:]) <= {"dv", "broadcast", "ranges", "split", "nomat"}:
         raise SystemExit(f"unknown contender {spec!r}")
