@@ -516,7 +516,10 @@ def _load_like(spark, snapshot, path: str, sample: int) -> None:
         if f.dataType.simpleString() == "boolean":
             candidates.append(F.lit(False))
         for value in candidates:
-            if not joined.where(~col.eqNullSafe(value)).limit(1).count():
+            # A map column (the per-column sequences) can only be null here: maps have no
+            # equality in Spark.
+            differs = col.isNotNull() if f.dataType.typeName() == "map" else ~col.eqNullSafe(value)
+            if not joined.where(differs).limit(1).count():
                 rules[f.name] = value
                 break
         else:

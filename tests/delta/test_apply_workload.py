@@ -46,7 +46,8 @@ def test_the_references_differ_where_the_plain_merge_is_wrong(tmp_path):
 def test_every_contender_equals_its_reference(delta_spark, tmp_path):
     """Keys skewed to recent ones, a warm-up batch and a measured one (late changes move
     from the first to the second): apply_changes against the source's state, the plain
-    MERGE and a MERGE with every option of the benchmark against the plain MERGE's rules."""
+    MERGE and a MERGE with every option of the benchmark against the plain MERGE's rules;
+    apply_changes also on a copy-on-write table without the broadcast."""
     w = aw.Workload(
         rows=4_000,
         fraction=0.02,
@@ -58,7 +59,12 @@ def test_every_contender_equals_its_reference(delta_spark, tmp_path):
         duplicates=0.05,
         late_partial=aw.per_column_sequences(),
     )
-    specs = ["apply_changes", "merge", "merge+dv+ranges+split+broadcast+nomat"]
+    specs = [
+        "apply_changes",
+        "apply_changes+cow+nobroadcast",
+        "merge",
+        "merge+dv+ranges+split+broadcast+nomat",
+    ]
     result = aw.run(delta_spark, w, specs, tmp_path, log=lambda _: None)
     outcomes = result["outcomes"]
     assert list(outcomes) == [aw.contender(s).name for s in specs]
