@@ -200,7 +200,17 @@ test-spark42: venv-spark42 jars ## The Spark decode and accounting tests on pysp
 		-o addopts="-ra --strict-markers --strict-config" \
 		tests/test_spark.py tests/test_accounting.py
 
-bench-apply: venv-spark42 delta-jars jars ## apply_changes vs row_number() + MERGE, 1M events of one table, local[1]
+# The workload users have (docs/apply.md, "Cost"): tables of 2,000,000 and 10,000,000 rows,
+# micro-batches touching 0.1 % and 1 % of the keys, uniform and recent keys; apply_changes
+# against row_number() + MERGE on a default table and on one with deletion vectors, every
+# table checked against its reference. Then the older case (every key in every batch) as a
+# regression row. Hours on 2 cores; BENCH_APPLY_ARGS="--rows 200000 --batches 5" for a
+# short run of one scenario.
+BENCH_APPLY_ARGS ?=
+
+bench-apply: venv-spark42 delta-jars jars ## apply_changes vs row_number() + MERGE: big tables, small batches; then every key per batch
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) benches/apply_workload.py $(BENCH_APPLY_ARGS)
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) benches/apply_bench.py
 
@@ -306,6 +316,7 @@ bench: build ## Benchmarks on a release build: criterion (Rust), native vs pytho
 		--tables shop.order_items --rows-per-message 500 --out $(BENCH_DATA)/datastream-avro-500
 	cargo bench --bench decode -- --warm-up-time 1 --measurement-time 5
 	$(PY) -m pytest benches/ --benchmark-only -p no:cacheprovider -s -q
+	$(MAKE) --no-print-directory bench-apply
 	$(MAKE) --no-print-directory bench-apply-check
 
 # Spark connectors the pyspark wheel does not ship (spark-avro, Kafka), fetched by Maven into
@@ -401,8 +412,10 @@ demo-stream: build jars jars-kafka ## Broker, a producer, a streaming query fill
 
 # Its last section, commit in PostgreSQL -> visible in Delta, runs benches/stream_lag.py on
 # .venv-spark42 with Debezium (make real-source).
-bench-stream: build jars jars-kafka venv-spark42 delta-jars real-source ## Streaming: broker -> sink events/s, batch vs streaming, produce -> visible, DB commit -> Delta lag
+bench-stream: build jars jars-kafka venv-spark42 delta-jars real-source ## Streaming: broker -> sink events/s, batch vs streaming, produce -> visible, DB commit -> Delta lag; broker -> Delta against the hand-written pipeline
 	$(PY) benches/stream_bench.py
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) benches/stream_apply_bench.py
 
 bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs passthrough, local[1]
 	$(PY) benches/spark_race.py --rounds 5 --out docs/spark-race

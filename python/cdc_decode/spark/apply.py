@@ -68,6 +68,10 @@ up to it is written (every row of the table was deleted there)."""
 TRUNCATE_TIME_PROPERTY = "cdc_decode.truncateTime"
 """That ``truncate``'s event time (microseconds since the epoch; absent when unknown)."""
 
+BROADCAST_KEYS = 50_000
+"""A type 1 batch folded to at most this many keys is broadcast into its MERGE: the table's
+files are then joined with it where they are read, not shuffled (docs/apply.md, "Cost")."""
+
 STALE_SHARE = 0.5
 """A batch warns (``on_stale``) when more than this share of its keys were stale ..."""
 STALE_MINIMUM = 10
@@ -482,6 +486,7 @@ class _Call:
 
     def scd1(self, entries: DataFrame, whole: bool, retention: dt.timedelta | None) -> ApplyResult:
         from pyspark import StorageLevel
+        from pyspark.sql import functions as F
 
         image, table = self.image, self.table
         keys, values = image.keys, image.values
@@ -523,6 +528,8 @@ class _Call:
             clauses = rules.scd1_clauses(
                 keys, values, whole=whole, horizon=max(horizons) if horizons else None
             )
+            if not new_cut and result.keys <= BROADCAST_KEYS:
+                source = F.broadcast(source)
             commit = table.merge(source, _on(keys), clauses, self.txn)
         finally:
             folded.unpersist()
@@ -986,10 +993,10 @@ class _Counts:
             for row in self.selected.where(known).groupBy("op").count().collect():
                 result.other[row["op"]] = row["count"]
         if self.has_ddl and result.other.get("ddl"):
-            result.ddl = [
-                r["ddl"]
-                for r in self.selected.where(F.col("op") == "ddl").orderBy("_seq").collect()
-            ]
+            # Sorted here as Spark sorts (nulls first): an orderBy adds a sampling job or two.
+            rows = self.selected.where(F.col("op") == "ddl").select("_seq", "ddl").collect()
+            rows.sort(key=lambda r: (r["_seq"] is not None, bytes(r["_seq"] or b"")))
+            result.ddl = [r["ddl"] for r in rows]
         image = self.image
         for i, c in enumerate(image.names):
             n = values.get(f"bad_{i}") or 0

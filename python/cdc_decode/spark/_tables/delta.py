@@ -27,6 +27,10 @@ TXN_APP = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 TYPE_WIDENING = "delta.enableTypeWidening"
+DELETION_VECTORS = "delta.enableDeletionVectors"
+DELETION_VECTORS_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
+"""The session setting for new tables' deletion vectors: when set, :meth:`DeltaTarget.create`
+follows it; when unset, tables are created with deletion vectors on."""
 TAG = "cdc_decode.apply_changes "
 """The start of the ``userMetadata`` of a commit of ours (then a unique id)."""
 
@@ -152,11 +156,13 @@ class DeltaTarget(Table):
         from delta.tables import DeltaTable
 
         props = dict(properties)
+        if self.spark.conf.get(DELETION_VECTORS_DEFAULT, None) is None:
+            # A MERGE then marks the replaced rows of a file in a deletion vector instead of
+            # copying the file's other rows (docs/apply.md, "Cost").
+            props.setdefault(DELETION_VECTORS, "true")
         if any(set(f.name) & NEEDS_COLUMN_MAPPING for f in fields):
             # Names with spaces and the like: Delta stores them only with column mapping.
             props.setdefault("delta.columnMapping.mode", "name")
-            props.setdefault("delta.minReaderVersion", "2")
-            props.setdefault("delta.minWriterVersion", "5")
         builder = DeltaTable.createIfNotExists(self.spark)
         builder = builder.location(self.target) if self.is_path else builder.tableName(self.target)
         for f in fields:
