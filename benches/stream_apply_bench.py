@@ -193,30 +193,24 @@ def main() -> int:
                         return ours(fmt, t, spark_race.COLUMNS, keys)
                     return hand_written(fmt, t, keys)
 
-                # Warm-up: the first micro-batches of the topic into a scratch table.
-                decode, sink = make(target + "-warm")
-                _start(
-                    spark,
-                    broker.bootstrap,
-                    topic,
-                    decode,
-                    sink,
-                    str(work / f"{fmt}-{name}-w"),
-                    {"availableNow": True},
-                    max_offsets=args.per_trigger,
-                ).awaitTermination()
-                decode, sink = make(target)
+                def drain(table, checkpoint, make=make, topic=topic):
+                    """The whole topic into ``table`` by availableNow micro-batches."""
+                    decode, sink = make(table)
+                    _start(
+                        spark,
+                        broker.bootstrap,
+                        topic,
+                        decode,
+                        sink,
+                        str(work / checkpoint),
+                        {"availableNow": True},
+                        max_offsets=args.per_trigger,
+                    ).awaitTermination()
+
+                # Warm-up: the topic once into a scratch table.
+                drain(target + "-warm", f"{fmt}-{name}-w")
                 started = time.perf_counter()
-                _start(
-                    spark,
-                    broker.bootstrap,
-                    topic,
-                    decode,
-                    sink,
-                    str(work / f"{fmt}-{name}-c"),
-                    {"availableNow": True},
-                    max_offsets=args.per_trigger,
-                ).awaitTermination()
+                drain(target, f"{fmt}-{name}-c")
                 seconds = time.perf_counter() - started
                 rates[name] = stream.rows / seconds
                 got = live_keys(spark, target, keys, tombstones=name == "ours")
