@@ -545,22 +545,11 @@ class HandMerge(Contender):
         load_sorted(spark, spark.read.parquet(gen.base), path, files, props)
 
     def apply(self, spark, events, path):
+        from apply_bench import newest_per_key, plain_merge
         from delta.tables import DeltaTable
-        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
-        last = (
-            events.select(
-                "op", "sequence", F.coalesce(F.col("after"), F.col("before")).alias("image")
-            )
-            .select("op", "sequence", "image.*")
-            .withColumn(
-                "_rn",
-                F.row_number().over(Window.partitionBy("id").orderBy(F.desc("sequence"))),
-            )
-            .where("_rn = 1")
-            .drop("_rn")
-        )
+        last = newest_per_key(events)
         on = "t.id = s.id"
         if "ranges" in self.options or "split" in self.options:
             last = last.localCheckpoint()  # read once: the keys' ranges and the MERGE(s)
@@ -590,13 +579,7 @@ class HandMerge(Contender):
                     .execute()
                 )
             else:
-                (
-                    table.merge(last.alias("s"), on)
-                    .whenMatchedDelete(condition="s.op = 'delete'")
-                    .whenMatchedUpdate(set=cols)
-                    .whenNotMatchedInsert(condition="s.op != 'delete'", values=cols)
-                    .execute()
-                )
+                plain_merge(table, last, on, NAMES)
         finally:
             if "nomat" in self.options:
                 spark.conf.unset(conf)

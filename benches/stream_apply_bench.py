@@ -84,35 +84,18 @@ def hand_written(fmt: str, target: str, keys: list[str]):
         return baseline(source.select("value"), None)
 
     def sink(batch, _batch_id):
+        from apply_bench import newest_per_key, plain_merge
         from delta.tables import DeltaTable
-        from pyspark.sql import Window
         from pyspark.sql import functions as F
 
         spark = batch.sparkSession
-        last = (
-            batch.where(F.col("op").isin("insert", "read", "update", "delete"))
-            .select("op", "sequence", F.coalesce("after", "before").alias("image"))
-            .select("op", "sequence", "image.*")
-            .withColumn(
-                "_rn",
-                F.row_number().over(Window.partitionBy(*keys).orderBy(F.desc("sequence"))),
-            )
-            .where("_rn = 1")
-            .drop("_rn")
-        )
+        rows = batch.where(F.col("op").isin("insert", "read", "update", "delete"))
+        last = newest_per_key(rows, keys)
         names = [c for c in last.columns if c not in ("op", "sequence")]
         if not DeltaTable.isDeltaTable(spark, target):
             last.select(*names).limit(0).write.format("delta").save(target)
-        cols = {c: f"s.`{c}`" for c in names}
-        (
-            DeltaTable.forPath(spark, target)
-            .alias("t")
-            .merge(last.alias("s"), " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys))
-            .whenMatchedDelete(condition="s.op = 'delete'")
-            .whenMatchedUpdate(set=cols)
-            .whenNotMatchedInsert(condition="s.op != 'delete'", values=cols)
-            .execute()
-        )
+        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+        plain_merge(DeltaTable.forPath(spark, target).alias("t"), last, on, names)
 
     return decode, sink
 
