@@ -420,8 +420,10 @@ class Contender:
 
 class ApplyChanges(Contender):
     """``apply_changes`` as it is (its tables have deletion vectors, a small batch is
-    broadcast); ``cow``: on a table made without deletion vectors (copy-on-write),
-    ``nobroadcast``: no batch broadcast (these two are the apply path before either);
+    resolved against the table's rows and broadcast into a MERGE that sets them);
+    ``cow``: on a table made without deletion vectors (copy-on-write), ``nobroadcast``:
+    every batch written by the MERGE of the rules' clauses, not broadcast (these two are
+    the apply path before either);
     ``dv``: deletion vectors enabled after the load, ``nomat``: with
     ``merge.materializeSource=none`` around the call."""
 
