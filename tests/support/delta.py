@@ -33,7 +33,8 @@ def delta_session(
     (``cdc_spark.local_session(delta=True, kafka=True)`` with the jars of this checkout),
     its Python workers on this interpreter, UTC, two shuffle partitions, ``memory`` for the
     driver (2 GB: one session runs the whole suite, and the widest format's table, Tencent
-    DTS, peaks at 0.98 GB of a 1 GB heap); ``config``: more settings, as ``local_session`` takes them."""
+    DTS, peaks at 0.98 GB of a 1 GB heap); ``config``: more settings, as
+    ``local_session`` takes them."""
     if not any(JARS.glob("*.jar")):
         raise RuntimeError(f"no Delta jars in {JARS}: run `make delta-jars`")
     kafka = [j for j in sorted(SPARK_JARS.glob("*.jar")) if not j.name.startswith("spark-avro")]
