@@ -724,8 +724,7 @@ def resolve_scd1(
     ``MERGE`` with :data:`STALE` (nothing is written), and the caller resolves again."""
     from pyspark.sql import functions as F
 
-    stored = table.read()
-    fields = stored.schema.fields
+    fields = table.schema().fields
     wanted = source.select(*[col(k) for k in keys])
     here = stored_key_rows(table, keys, wanted).withColumn("_cdc_here", F.lit(True))
     on = _all([col(k, "s") == col(k, "t") for k in keys])
