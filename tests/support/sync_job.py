@@ -37,7 +37,16 @@ def record(log: Path, result) -> None:
         }
         for name, t in result.tables.items()
     }
-    text = json.dumps({"batch_id": result.batch_id, "app_id": result.app_id, "tables": tables})
+    text = json.dumps(
+        {
+            "batch_id": result.batch_id,
+            "app_id": result.app_id,
+            "tables": tables,
+            "messages_with_errors": result.messages_with_errors,
+            "errors": result.errors,
+            "messages_held": result.messages_held,
+        }
+    )
     (log / f"{result.batch_id:06d}-{runs}.json").write_text(text)
 
 

@@ -120,6 +120,8 @@ class SyncResult:
             minus it.
         phases: wall time of its parts: ``schemas`` (the schema pass and the plans),
             ``decode`` (the typed decode, counted), ``apply`` (the tables).
+        messages_held: Tencent DTS parts of multi-part sets still open at the end of the
+            micro-batch, held by :func:`sync_stream` for the next one (not decoded yet).
     """
 
     tables: dict[str, TableSync] = field(default_factory=dict)
@@ -132,6 +134,7 @@ class SyncResult:
     seconds: float = 0.0
     newest_event: dt.datetime | None = None
     phases: dict[str, float] = field(default_factory=dict)
+    messages_held: int = 0
 
     @property
     def applied(self) -> list[TableSync]:
@@ -208,6 +211,7 @@ def sync(
     streamed: bool = False,
     tombstone_retention: Any = None,
     on_stale: str = "warn",
+    _hold: Callable[[DataFrame | None], None] | None = None,
 ) -> SyncResult:
     """Sync every table of a batch of CDC messages into its own Delta table.
 
@@ -245,7 +249,10 @@ def sync(
             the call returns.
         mode, engine, value_col, key_col, columns, limits, source_time_zone: as
             :func:`cdc_decode.spark.decode` (``columns``: TDSQL JSON's names).
-        streamed: the DataFrame is a micro-batch of a Kafka stream.
+        streamed: the DataFrame is a micro-batch of a Kafka stream. A Tencent DTS
+            multi-part set still open at its end is an error here (its parts count in
+            ``messages_with_errors``); :func:`sync_stream` holds such parts for the next
+            micro-batch instead.
         tombstone_retention, on_stale: as :func:`cdc_decode.spark.apply_changes`.
 
     Returns:
@@ -321,13 +328,24 @@ def sync(
         result.phases["schemas"] = time.monotonic() - started
         result.messages_with_errors = len(wire.errors)
         result.errors = [text for _, text in wire.errors[:10]]
+        rows = messages
+        if wire.open_parts and _hold is not None:
+            # The parts of sets still open wait for the next micro-batch (sync_stream);
+            # the rest is decoded without them.
+            rows, held = _without_open_parts(messages, wire.open_parts)
+            result.messages_held = len(wire.open_parts)
+            _hold(held)
+        elif _hold is not None:
+            _hold(None)
+        elif wire.open_parts:  # a plain sync(streamed=True): the decode reports them
+            result.messages_with_errors += len(wire.open_parts)
         if plans:
             tables = {name: plan.ddl() for name, plan in plans.items()}
             frames = decode(
-                messages, format, tables=tables, source_time_zone=source_time_zone, **reading
+                rows, format, tables=tables, source_time_zone=source_time_zone, **reading
             )
         else:  # nothing to apply: the events are only counted
-            frames = {"*": decode(messages, format, **reading)}
+            frames = {"*": decode(rows, format, **reading)}
         decoded = frames["*"].persist(StorageLevel.MEMORY_AND_DISK)
         _count(decoded, result, bool(plans))
         result.phases["decode"] = time.monotonic() - started - result.phases["schemas"]
@@ -390,9 +408,19 @@ def sync_stream(
     if not df.isStreaming:
         raise ValueError("sync_stream needs a streaming DataFrame; use sync for a batch")
     options.setdefault("streamed", True)
+    held = None
+    if format == "tencent-dts" and {"topic", "partition", "offset"} <= set(df.columns):
+        held = _HeldParts(f"{str(checkpoint).rstrip('/')}/{HELD_FOLDER}")
 
     def each(batch: DataFrame, batch_id: int) -> None:
-        done = sync(batch, format, target, batch_id=batch_id, **options)
+        hold = None
+        if held is not None:
+            batch = held.before(batch, batch_id)
+
+            def hold(rows: DataFrame | None) -> None:
+                held.keep(rows, batch_id)
+
+        done = sync(batch, format, target, batch_id=batch_id, _hold=hold, **options)
         if progress is not None:
             progress(done)
 
@@ -402,6 +430,87 @@ def sync_stream(
     if query_name:
         writer = writer.queryName(query_name)
     return writer.start()
+
+
+# --- Tencent DTS multi-part sets across micro-batches ----------------------------------------
+
+HELD_FOLDER = "cdc_decode_open_parts"
+"""The folder of a ``sync_stream`` checkpoint that holds the Kafka records of Tencent DTS
+multi-part sets open at the end of a micro-batch: ``<batch id>/``, Parquet."""
+
+_KAFKA_LOCATION = ["topic", "partition", "offset"]
+
+
+def _without_open_parts(
+    messages: DataFrame, open_parts: list[tuple[str, int, int]]
+) -> tuple[DataFrame, DataFrame]:
+    """``messages`` without the records of the open parts, and those records."""
+    from pyspark.sql import functions as F
+
+    spark = messages.sparkSession
+    parts = spark.createDataFrame(open_parts, "topic string, partition int, offset long")
+    location = messages.select(*_KAFKA_LOCATION).schema
+    parts = parts.select(*[F.col(f.name).cast(f.dataType) for f in location.fields])
+    # A broadcast join streams the messages' partitions in their order.
+    rest = messages.join(F.broadcast(parts), _KAFKA_LOCATION, "left_anti")
+    held = messages.join(F.broadcast(parts), _KAFKA_LOCATION, "left_semi")
+    return rest.select(*messages.columns), held.select(*messages.columns)
+
+
+class _HeldParts:
+    """The open parts of each micro-batch, kept in the checkpoint, put before the next
+    micro-batch's records.
+
+    Micro-batch ``n`` writes its open parts to ``<folder>/<n>`` (when it has any) and reads
+    ``<folder>/<n - 1>``. A micro-batch run again after a crash has the same records and
+    the same held parts, so it writes the same folder again: exactly once, as the tables'
+    replay markers are.
+    """
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def before(self, batch: DataFrame, batch_id: int) -> DataFrame:
+        """``batch`` after the parts held by micro-batch ``batch_id - 1``, each Kafka
+        partition's records in offset order (one shuffle, only when parts are held)."""
+        spark = batch.sparkSession
+        try:
+            held = spark.read.parquet(f"{self.folder}/{batch_id - 1}")
+        except Exception as error:  # no folder: the last micro-batch held nothing
+            if "PATH_NOT_FOUND" in str(error) or "does not exist" in str(error):
+                return batch
+            raise
+        joined = held.select(*batch.columns).unionByName(batch)
+        partitions = max(1, batch.rdd.getNumPartitions())
+        return joined.repartition(partitions, "topic", "partition").sortWithinPartitions(
+            *_KAFKA_LOCATION
+        )
+
+    def keep(self, rows: DataFrame | None, batch_id: int) -> None:
+        """Hold ``rows`` (the open parts of micro-batch ``batch_id``) for the next one; drop
+        what no run will read again."""
+        if rows is not None:
+            rows.write.mode("overwrite").parquet(f"{self.folder}/{batch_id}")
+        self._drop_before(rows.sparkSession if rows is not None else None, batch_id - 1)
+
+    def _drop_before(self, spark: SparkSession | None, batch_id: int) -> None:
+        """Delete the folders of micro-batches before ``batch_id`` (a run again of
+        ``batch_id + 1`` reads ``batch_id``'s). Classic Spark only (through Hadoop's file
+        system); elsewhere they stay, a few records each."""
+        from pyspark.sql import SparkSession
+
+        spark = spark or SparkSession.getActiveSession()
+        jvm = getattr(spark, "_jvm", None) if spark is not None else None
+        if jvm is None:
+            return
+        path = jvm.org.apache.hadoop.fs.Path(self.folder)
+        fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+        if not fs.exists(path):
+            return
+        for status in fs.listStatus(path):
+            name = status.getPath().getName()
+            if name.isdigit() and int(name) < batch_id:
+                fs.delete(status.getPath(), True)
 
 
 # --- one table's plan ----------------------------------------------------------------------
