@@ -11,7 +11,8 @@ contenders take turns on each micro-batch, each into its own fresh Delta tables:
 - **loop**: what a user writes without it, given the tables' DDL (written for the stream's
   end state: here every column any wire schema had, in its last type) and told which
   tables the micro-batch touches: ``decode(batch, fmt, tables=ddl)``, the combined frame
-  persisted, then ``apply_changes`` per table, one after another.
+  persisted, then ``apply_changes`` per table, one after another (``on_ddl="report"``: a
+  dropped column keeps its values, as ``sync`` keeps them).
 
 Both decode the same rows from the same cached DataFrame; ``local[2]``. Reported: seconds
 per micro-batch of each, the tables each touched per second, and the ratio, one run side by
@@ -44,7 +45,8 @@ def loop(batch, fmt: str, lake: Path, batch_id: int, ddl: dict[str, str]) -> int
         combined.count()
         for name in ddl:
             db, table = name.split(".", 1)
-            cdc_spark.apply_changes(frames[name], str(lake / db / table),
+            # on_ddl="report": the stream drops columns, which the loop keeps, as sync does
+            cdc_spark.apply_changes(frames[name], str(lake / db / table), on_ddl="report",
                                     app_id=f"loop/{name}", batch_id=batch_id)  # fmt: skip
     finally:
         combined.unpersist()
