@@ -161,7 +161,8 @@ class SyncResult:
         return max(0.0, time.time() - self.newest_event.timestamp())
 
     def summary(self) -> str:
-        """One line: tables applied, created, evolved, failed; events; rows; seconds."""
+        """One line: tables applied, created, evolved, failed; events; rows; bad messages;
+        Tencent DTS parts held for the next micro-batch (when any); seconds."""
         created = sum(t.created for t in self.tables.values())
         evolved = sum(bool(t.added_columns or t.widened_columns) for t in self.tables.values())
         skipped = sum(t.skipped is not None for t in self.tables.values())
@@ -170,7 +171,8 @@ class SyncResult:
             f"{batch}{len(self.applied)} tables applied ({created} created, {evolved} evolved, "
             f"{len(self.failed)} failed, {skipped} skipped), {self.events} events, "
             f"{self.rows_written} rows written, {self.messages_with_errors} bad messages, "
-            f"{self.seconds:.1f} s"
+            + (f"{self.messages_held} parts held, " if self.messages_held else "")
+            + f"{self.seconds:.1f} s"
         )
 
 
