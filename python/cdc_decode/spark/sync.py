@@ -483,10 +483,11 @@ class _HeldParts:
                 return batch
             raise
         joined = held.select(*batch.columns).unionByName(batch)
-        partitions = max(1, batch.rdd.getNumPartitions())
-        return joined.repartition(partitions, "topic", "partition").sortWithinPartitions(
-            *_KAFKA_LOCATION
-        )
+        try:
+            by = [max(1, batch.rdd.getNumPartitions()), "topic", "partition"]
+        except Exception:  # Spark Connect has no RDDs: spark.sql.shuffle.partitions
+            by = ["topic", "partition"]
+        return joined.repartition(*by).sortWithinPartitions(*_KAFKA_LOCATION)
 
     def keep(self, rows: DataFrame | None, batch_id: int) -> None:
         """Hold ``rows`` (the open parts of micro-batch ``batch_id``) for the next one; drop
