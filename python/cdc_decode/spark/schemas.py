@@ -23,15 +23,13 @@ from .._checks import check_columns, check_engine, check_format, check_mode
 from .._limits import Limits, as_limits
 from .._schema import OPEN_PART, RECORD_FORMATS, SCHEMA_PASS_SCHEMA
 from .._wire_schemas import TableSchemas
-from .decoding import _is_kafka_headers, _reassembly_keys
+from .decoding import _LOCATION, _is_kafka_headers, _reassembly_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
 __all__ = ["schema_rows", "table_schemas"]
-
-_LOCATION = ("topic", "partition", "offset")
 
 
 def schema_rows(

@@ -30,6 +30,7 @@ from ._apply_rules import INTERNAL
 from ._tables import open_table
 from ._tables.delta import quote
 from .apply import KEYS_PROPERTY, ApplyResult, apply_changes
+from .decoding import _LOCATION
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -411,7 +412,7 @@ def sync_stream(
         raise ValueError("sync_stream needs a streaming DataFrame; use sync for a batch")
     options.setdefault("streamed", True)
     held = None
-    if format == "tencent-dts" and {"topic", "partition", "offset"} <= set(df.columns):
+    if format == "tencent-dts" and set(_LOCATION) <= set(df.columns):
         held = _HeldParts(f"{str(checkpoint).rstrip('/')}/{HELD_FOLDER}")
 
     def each(batch: DataFrame, batch_id: int) -> None:
@@ -420,7 +421,7 @@ def sync_stream(
             batch = held.before(batch, batch_id)
 
             def hold(rows: DataFrame | None) -> None:
-                held.keep(rows, batch_id)
+                held.keep(batch.sparkSession, rows, batch_id)
 
         done = sync(batch, format, target, batch_id=batch_id, _hold=hold, **options)
         if progress is not None:
@@ -440,8 +441,6 @@ HELD_FOLDER = "cdc_decode_open_parts"
 """The folder of a ``sync_stream`` checkpoint that holds the Kafka records of Tencent DTS
 multi-part sets open at the end of a micro-batch: ``<batch id>/``, Parquet."""
 
-_KAFKA_LOCATION = ["topic", "partition", "offset"]
-
 
 def _without_open_parts(
     messages: DataFrame, open_parts: list[tuple[str, int, int]]
@@ -451,11 +450,11 @@ def _without_open_parts(
 
     spark = messages.sparkSession
     parts = spark.createDataFrame(open_parts, "topic string, partition int, offset long")
-    location = messages.select(*_KAFKA_LOCATION).schema
+    location = messages.select(*_LOCATION).schema
     parts = parts.select(*[F.col(f.name).cast(f.dataType) for f in location.fields])
     # A broadcast join streams the messages' partitions in their order.
-    rest = messages.join(F.broadcast(parts), _KAFKA_LOCATION, "left_anti")
-    held = messages.join(F.broadcast(parts), _KAFKA_LOCATION, "left_semi")
+    rest = messages.join(F.broadcast(parts), list(_LOCATION), "left_anti")
+    held = messages.join(F.broadcast(parts), list(_LOCATION), "left_semi")
     return rest.select(*messages.columns), held.select(*messages.columns)
 
 
@@ -487,23 +486,20 @@ class _HeldParts:
             by = [max(1, batch.rdd.getNumPartitions()), "topic", "partition"]
         except Exception:  # Spark Connect has no RDDs: spark.sql.shuffle.partitions
             by = ["topic", "partition"]
-        return joined.repartition(*by).sortWithinPartitions(*_KAFKA_LOCATION)
+        return joined.repartition(*by).sortWithinPartitions(*_LOCATION)
 
-    def keep(self, rows: DataFrame | None, batch_id: int) -> None:
+    def keep(self, spark: SparkSession, rows: DataFrame | None, batch_id: int) -> None:
         """Hold ``rows`` (the open parts of micro-batch ``batch_id``) for the next one; drop
         what no run will read again."""
         if rows is not None:
             rows.write.mode("overwrite").parquet(f"{self.folder}/{batch_id}")
-        self._drop_before(rows.sparkSession if rows is not None else None, batch_id - 1)
+        self._drop_before(spark, batch_id - 1)
 
-    def _drop_before(self, spark: SparkSession | None, batch_id: int) -> None:
+    def _drop_before(self, spark: SparkSession, batch_id: int) -> None:
         """Delete the folders of micro-batches before ``batch_id`` (a run again of
         ``batch_id + 1`` reads ``batch_id``'s). Classic Spark only (through Hadoop's file
         system); elsewhere they stay, a few records each."""
-        from pyspark.sql import SparkSession
-
-        spark = spark or SparkSession.getActiveSession()
-        jvm = getattr(spark, "_jvm", None) if spark is not None else None
+        jvm = getattr(spark, "_jvm", None)
         if jvm is None:
             return
         path = jvm.org.apache.hadoop.fs.Path(self.folder)
