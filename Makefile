@@ -30,8 +30,10 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 .PHONY: help venv build test test-rust test-python wheel wheel-x86_64 wheel-aarch64-run bench-schemas \
 	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
-	jars-autocdc demo-stream bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply \
-	demo-delta bench-datastream bench-apply-check check-targets venv-spark41 iceberg-jars test-iceberg
+	jars-autocdc demo-stream demo-formats bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply bench-sync \
+	demo-delta bench-datastream bench-apply-check check-targets real-source jars-connect debezium \
+	mariadb connect connect-stop test-long test-real-source \
+	venv-spark41 iceberg-jars test-iceberg
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -165,9 +167,25 @@ $(DELTA_JARS)/.stamp: tools/delta-jars/pom.xml
 # tests/delta/ needs .venv-spark42; the main pytest run ignores it (pyproject addopts).
 # tests/delta/test_stream_apply.py streams from a Kafka broker (.jars-kafka/) through Spark's
 # Kafka source (.jars/, its spark-avro left off the session) into Delta.
-test-delta: venv-spark42 delta-jars jars jars-kafka ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables, streamed from Kafka too
+# tests/delta/test_real_source.py runs a real PostgreSQL and MariaDB with Debezium in Kafka
+# Connect (make real-source): here both databases through a killed Spark driver and a killed
+# Kafka Connect; the tests marked `long` (each database's Connect kill alone) are
+# make test-real-source's.
+test-delta: venv-spark42 delta-jars jars jars-kafka real-source ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables, streamed from Kafka and from real databases through Debezium
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
-		$(PY42) -m pytest tests/delta -p no:cacheprovider \
+		$(PY42) -m pytest tests/delta -p no:cacheprovider -m "not long" \
+		-o addopts="-ra --strict-markers --strict-config"
+
+test-real-source: venv-spark42 delta-jars jars jars-kafka real-source ## The long real-database runs: Kafka Connect SIGKILLed and restarted, both databases into Delta
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) -m pytest tests/delta/test_real_source.py -p no:cacheprovider -m long \
+		-o addopts="-ra --strict-markers --strict-config"
+
+# Everything make test-delta leaves out: the other formats' ground truth, SCD2 histories and
+# syncs (tests/delta marked `long`), the real databases' Kafka Connect kills included.
+test-long: venv-spark42 delta-jars jars jars-kafka real-source ## The tests/delta runs make test leaves out (every format's ground truth and sync, Connect kills)
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) -m pytest tests/delta -p no:cacheprovider -m long \
 		-o addopts="-ra --strict-markers --strict-config"
 
 demo-delta: venv-spark42 delta-jars ## A DTS stream decoded on Spark 4.2, applied to Delta tables (SCD1 + SCD2), checked
@@ -234,9 +252,23 @@ test-spark42: venv-spark42 jars ## The Spark decode and accounting tests on pysp
 		-o addopts="-ra --strict-markers --strict-config" \
 		tests/test_spark.py tests/test_accounting.py
 
-bench-apply: venv-spark42 delta-jars jars ## apply_changes vs row_number() + MERGE, 1M events of one table, local[1]
+# The workload users have (docs/apply.md, "Cost"): tables of 2,000,000 and 10,000,000 rows,
+# micro-batches touching 0.1 % and 1 % of the keys, uniform and recent keys; apply_changes
+# against row_number() + MERGE on a default table and on one with deletion vectors, every
+# table checked against its reference. Then the older case (every key in every batch) as a
+# regression row. Hours on 2 cores; BENCH_APPLY_ARGS="--rows 200000 --batches 5" for a
+# short run of one scenario.
+BENCH_APPLY_ARGS ?=
+
+bench-apply: venv-spark42 delta-jars jars ## apply_changes vs row_number() + MERGE: big tables, small batches; then every key per batch
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) benches/apply_workload.py $(BENCH_APPLY_ARGS)
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) benches/apply_bench.py
+
+bench-sync: venv-spark42 delta-jars jars ## sync of a 100-table stream vs the loop over tables (decode tables= + apply_changes each), local[2]
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) benches/sync_bench.py $(BENCH_SYNC_ARGS)
 
 # The ground truth at scale (docs/apply.md, "Checked at 100,000 changes per format"): every
 # format's generated stream, 100,000 row changes, decoded on Spark, applied in 4 batches
@@ -317,9 +349,12 @@ fuzz-campaign: $(CARGO_FUZZ) build ## Long runs: FUZZ_RUNS executions of each fu
 test-fuzz: ## Every fuzz target briefly (10 s each), as CI runs them
 	$(MAKE) fuzz FUZZ_SECONDS=10
 
-demo: build venv-spark42 delta-jars ## Streams in every format decoded on local Spark, then applied to Delta tables (SCD1, SCD2)
-	$(PY) -m cdc_decode.demo
-	$(MAKE) --no-print-directory demo-delta
+demo: build venv-spark42 delta-jars jars jars-kafka ## Whole databases on a local broker synced into Delta tables (cdc-decode sync), each checked equal to the source
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) -m cdc_decode.demo --jars $(DELTA_JARS) --jars $(JARS) --kafka-jars $(KAFKA_JARS)
+
+demo-formats: build ## Streams in every format decoded on local Spark 4.3, tables built in Spark SQL, throughput
+	$(PY) -m cdc_decode.demo_formats
 
 BENCH_DATA := target/bench-data
 
@@ -333,6 +368,7 @@ bench: build ## Benchmarks on a release build: criterion (Rust), native vs pytho
 		--tables shop.order_items --rows-per-message 500 --out $(BENCH_DATA)/datastream-avro-500
 	cargo bench --bench decode -- --warm-up-time 1 --measurement-time 5
 	$(PY) -m pytest benches/ --benchmark-only -p no:cacheprovider -s -q
+	$(MAKE) --no-print-directory bench-apply
 	$(MAKE) --no-print-directory bench-apply-check
 
 # Spark connectors the pyspark wheel does not ship (spark-avro, Kafka), fetched by Maven into
@@ -366,6 +402,52 @@ kafka: jars-kafka ## Start a Kafka broker on a free loopback port and print its 
 kafka-stop: ## Stop the broker `make kafka` started (by its PID)
 	$(PYTHON) python/cdc_decode/_kafka_broker.py stop --state .kafka/broker.json
 
+# A real database and a real Debezium (tests/delta/test_real_source.py, docs/streaming.md
+# "Your own database"): Kafka Connect standalone (tools/kafka-connect/pom.xml, into
+# .jars-connect/), the Debezium connector plugins (tools/debezium/pom.xml, unpacked into
+# .debezium/), and MariaDB from Debian's packages (PostgreSQL 15 is on the machine image).
+CONNECT_JARS := .jars-connect
+DEBEZIUM     := .debezium
+
+real-source: jars-connect debezium mariadb ## Install what the real-database tests need: Kafka Connect, Debezium, MariaDB
+
+jars-connect: $(CONNECT_JARS)/.stamp ## Fetch Kafka Connect standalone's jars into .jars-connect/ with Maven
+
+$(CONNECT_JARS)/.stamp: tools/kafka-connect/pom.xml
+	rm -rf $(CONNECT_JARS)
+	mvn -q -B -f tools/kafka-connect/pom.xml dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory=$(abspath $(CONNECT_JARS))
+	touch $@
+
+debezium: $(DEBEZIUM)/.stamp ## Fetch and unpack the Debezium connector plugins into .debezium/
+
+$(DEBEZIUM)/.stamp: tools/debezium/pom.xml
+	rm -rf $(DEBEZIUM)
+	mvn -q -B -f tools/debezium/pom.xml dependency:unpack -Dplugins.dir=$(abspath $(DEBEZIUM))
+	touch $@
+
+# mariadbd from Debian's mariadb-server (as root, as CI runs; its service is not started: the
+# tests run their own servers).
+mariadb: ## apt-get install mariadb-server when mariadbd is missing
+	@command -v mariadbd >/dev/null 2>&1 || test -x /usr/sbin/mariadbd || { \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+			--no-install-recommends mariadb-server; }
+
+# Debezium against your own database (docs/streaming.md): CONNECTOR names one or more
+# connector .properties files; the broker of `make kafka` (or BOOTSTRAP=host:port). The
+# Connect module imports only the standard library and the broker module beside it: run by
+# its path, it needs no build.
+CONNECTOR ?=
+BOOTSTRAP ?= $(shell $(PYTHON) -c "import json; print(json.load(open('.kafka/broker.json'))['bootstrap'])" 2>/dev/null)
+
+connect: jars-connect debezium ## Kafka Connect + Debezium on the `make kafka` broker: CONNECTOR=my-db.properties
+	$(PYTHON) python/cdc_decode/_kafka_connect.py start --jars $(CONNECT_JARS) --plugins $(DEBEZIUM) \
+		--bootstrap $(BOOTSTRAP) $(foreach c,$(CONNECTOR),--connector $(c)) --state .kafka/connect.json
+
+# check-targets: connect-stop needs no .jars-connect, .debezium: only `start` reads them
+connect-stop: ## Stop the Kafka Connect `make connect` started (by its PID)
+	$(PYTHON) python/cdc_decode/_kafka_connect.py stop --state .kafka/connect.json
+
 # The AutoCDC targets' catalog (Spark's in-memory row-level one, from spark-catalyst's test
 # jar) for examples/autocdc and tests/test_autocdc.py; tools/autocdc-jars/pom.xml says why.
 AUTOCDC_JARS := .jars-autocdc
@@ -380,8 +462,12 @@ $(AUTOCDC_JARS)/.stamp: tools/autocdc-jars/pom.xml
 demo-stream: build jars jars-kafka ## Broker, a producer, a streaming query filling the tables, checked against the source
 	$(PY) -m cdc_decode.demo_stream --jars $(JARS) --kafka-jars $(KAFKA_JARS)
 
-bench-stream: build jars jars-kafka ## Streaming: broker -> sink events/s, batch vs streaming, produce -> visible latency
+# Its last section, commit in PostgreSQL -> visible in Delta, runs benches/stream_lag.py on
+# .venv-spark42 with Debezium (make real-source).
+bench-stream: build jars jars-kafka venv-spark42 delta-jars real-source ## Streaming: broker -> sink events/s, batch vs streaming, produce -> visible, DB commit -> Delta lag; broker -> Delta against the hand-written pipeline
 	$(PY) benches/stream_bench.py
+	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+		$(PY42) benches/stream_apply_bench.py
 
 bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs passthrough, local[1]
 	$(PY) benches/spark_race.py --rounds 5 --out docs/spark-race
@@ -415,5 +501,5 @@ clean: ## Remove build outputs, caches and the venv
 	rm -rf $(VENV) $(VENV35) $(VENV42) $(VENV41) $(DIST) $(DELTA_JARS) $(ICEBERG_JARS) \
 		$(ICEBERG_REST_JARS) python/cdc_decode/_native*.so \
 		.pytest_cache .ruff_cache .benchmarks spark-warehouse metastore_db derby.log demo-output \
-		.jars-kafka .kafka
+		.jars-kafka .kafka $(CONNECT_JARS) $(DEBEZIUM)
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

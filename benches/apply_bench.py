@@ -62,40 +62,48 @@ def make_events(
     df.write.mode("overwrite").partitionBy("batch").parquet(path)
 
 
-def baseline(spark, events, target: str) -> None:
-    """row_number() per key by sequence, then a plain MERGE."""
-    from delta.tables import DeltaTable
+def newest_per_key(events, keys=("id",)):
+    """What users write to reduce a batch: each key's newest change by ``sequence``
+    (``row_number()`` over the key), with its ``op``, ``sequence`` and its image's columns
+    (a delete's image is its ``before``)."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    # A delete has no after image: key every change by after, else before.
-    last = (
-        events.select(
-            "op",
-            "sequence",
-            F.coalesce(F.col("after"), F.col("before")).alias("image"),
-        )
+    return (
+        events.select("op", "sequence", F.coalesce(F.col("after"), F.col("before")).alias("image"))
         .select("op", "sequence", "image.*")
         .withColumn(
-            "_rn", F.row_number().over(Window.partitionBy("id").orderBy(F.desc("sequence")))
+            "_rn", F.row_number().over(Window.partitionBy(*keys).orderBy(F.desc("sequence")))
         )
         .where("_rn = 1")
         .drop("_rn")
     )
+
+
+def plain_merge(table, last, on: str, columns) -> None:
+    """The plain MERGE users write of :func:`newest_per_key`'s rows (``s``) into ``table``
+    (a ``DeltaTable`` aliased ``t``): delete, update every column, insert."""
+    cols = {c: f"s.`{c}`" for c in columns}
+    (
+        table.merge(last.alias("s"), on)
+        .whenMatchedDelete(condition="s.op = 'delete'")
+        .whenMatchedUpdate(set=cols)
+        .whenNotMatchedInsert(condition="s.op != 'delete'", values=cols)
+        .execute()
+    )
+
+
+def baseline(spark, events, target: str) -> None:
+    """row_number() per key by sequence, then a plain MERGE."""
+    from delta.tables import DeltaTable
+
+    last = newest_per_key(events)
     if not DeltaTable.isDeltaTable(spark, target):
         last.where("op != 'delete'").drop("op", "sequence").limit(0).write.format("delta").save(
             target
         )
     columns = ["id", "name", "score", "price"]
-    (
-        DeltaTable.forPath(spark, target)
-        .alias("t")
-        .merge(last.alias("s"), "t.id = s.id")
-        .whenMatchedDelete(condition="s.op = 'delete'")
-        .whenMatchedUpdate(set={c: f"s.{c}" for c in columns})
-        .whenNotMatchedInsert(condition="s.op != 'delete'", values={c: f"s.{c}" for c in columns})
-        .execute()
-    )
+    plain_merge(DeltaTable.forPath(spark, target).alias("t"), last, "t.id = s.id", columns)
 
 
 def main() -> None:

@@ -13,7 +13,11 @@ measures, in one run:
    sets cut by a micro-batch become error rows there): what the state costs;
 3. produce -> visible latency: a running query (``processingTime=0``) and a producer that
    sends ``--burst`` records at a time; per burst, the time from the producer's flush to
-   the ``foreachBatch`` sink having written them.
+   the ``foreachBatch`` sink having written them;
+4. commit -> visible in Delta: benches/stream_lag.py on ``.venv-spark42`` (Delta runs on
+   Spark 4.2): a real PostgreSQL under a steady insert load, Debezium, the broker,
+   ``decode_stream`` and ``apply_changes``; median and p99 of each row's lag from its
+   ``COMMIT`` to its Delta commit (``--lag-rate`` rows/s for ``--lag-seconds`` s; 0 skips).
 
 Prints a Markdown table (docs/streaming.md keeps the last run's).
 """
@@ -40,6 +44,8 @@ def main() -> int:
     parser.add_argument("--burst", type=int, default=200)
     parser.add_argument("--bursts", type=int, default=10)
     parser.add_argument("--formats", nargs="*", default=["tencent-dts", "datahub-blob"])
+    parser.add_argument("--lag-rate", type=float, default=5.0)
+    parser.add_argument("--lag-seconds", type=float, default=60.0)
     args = parser.parse_args()
 
     from support.streaming import kafka_source
@@ -117,7 +123,19 @@ def main() -> int:
         broker.stop()
     print("\n" + "\n".join(lines))
     print(f"load average at the end: {os.getloadavg()}")
-    return 0
+    if args.lag_seconds <= 0:
+        return 0
+    # 4. Commit -> visible in Delta, in the Delta environment (its own Spark).
+    import subprocess
+
+    python = ROOT / ".venv-spark42" / "bin" / "python"
+    lag = subprocess.run(
+        [str(python), str(ROOT / "benches" / "stream_lag.py")]
+        + ["--rate", str(args.lag_rate), "--seconds", str(args.lag_seconds)],
+        env={**os.environ, "PYSPARK_PYTHON": str(python), "PYSPARK_DRIVER_PYTHON": str(python)},
+    )
+    print(f"load average at the end: {os.getloadavg()}")
+    return lag.returncode
 
 
 def _throughput(spark, broker, work, topic, format, args, lines) -> None:

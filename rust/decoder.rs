@@ -99,6 +99,19 @@ impl Decoder {
         keys: Option<&StringArray>,
         last: bool,
     ) -> Result<Output> {
+        self.decode_with_old_keys(values, keys, None, last)
+    }
+
+    /// [`Decoder::decode`], with each message's old key where it has one: the value of
+    /// Debezium's `__debezium.oldkey` Kafka header (binary or text, null where the message
+    /// has none), one per value.
+    pub fn decode_with_old_keys(
+        &mut self,
+        values: &ArrayRef,
+        keys: Option<&StringArray>,
+        old_keys: Option<&ArrayRef>,
+        last: bool,
+    ) -> Result<Output> {
         if self.format.takes_records() {
             return Err(Error::InputKind {
                 format: self.name,
@@ -115,6 +128,19 @@ impl Decoder {
                 });
             }
         }
+        let old_keys = match old_keys {
+            Some(array) => {
+                let old = Values::new(array)?;
+                if old.len() != input.len() {
+                    return Err(Error::Keys {
+                        values: input.len(),
+                        keys: format!("{} old keys", old.len()),
+                    });
+                }
+                Some((old.owner(), old))
+            }
+            None => None,
+        };
         let owner = input.owner();
         let mut sink = self.sink();
         sink.rows.reserve_for_input(input.data_len());
@@ -140,10 +166,18 @@ impl Decoder {
             }
             let key = keys.and_then(|k| k.is_valid(i).then(|| k.value(i)));
             let value = owner.slice(range);
+            let old_key = old_keys
+                .as_ref()
+                .and_then(|(bytes, old)| old.range(i).map(|r| bytes.slice(r)));
             let (format, panic_at) = (&mut self.format, self.panic_at);
             result = sink.guarded(ordinal, &value.clone(), |sink| {
                 test_hook(panic_at, ordinal);
-                format.decode(sink, ordinal, value, key)
+                match old_key {
+                    Some(old_key) => {
+                        format.decode_with_old_key(sink, ordinal, value, key, &old_key)
+                    }
+                    None => format.decode(sink, ordinal, value, key),
+                }
             });
             if result.is_err() {
                 break;

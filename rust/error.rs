@@ -68,9 +68,10 @@ pub enum Error {
     #[error("values must be binary, large_binary, string or large_string, not {0}")]
     InputType(String),
     /// An option given to a format that does not take it.
-    #[error("the {option} option applies to tdsql-json only, not {format}")]
+    #[error("the {option} option applies to {applies} only, not {format}")]
     Option {
         option: &'static str,
+        applies: &'static str,
         format: String,
     },
     /// A limit name that is not a field of [`crate::limits::Limits`].

@@ -59,11 +59,13 @@ impl NativeDecoder {
     /// `schema`: a pyarrow schema (typed mode); `tables`: a list of (name, pyarrow schema)
     /// pairs (multi-table typed mode).
     /// `schemas`: the schema pass (a row per table and wire schema, not the events);
-    /// `source_time_zone`: typed mode's source time zone (an IANA name).
+    /// `source_time_zone`: typed mode's source time zone (an IANA name);
+    /// `unavailable_value`: debezium-json's placeholder (`None`: Debezium's default, `""`:
+    /// none).
     #[new]
     #[pyo3(signature = (
         format, mode, columns=None, schema=None, tables=None, limits=None, schemas=false,
-        source_time_zone=None
+        source_time_zone=None, unavailable_value=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -75,6 +77,7 @@ impl NativeDecoder {
         limits: Option<HashMap<String, usize>>,
         schemas: bool,
         source_time_zone: Option<&str>,
+        unavailable_value: Option<String>,
     ) -> PyResult<Self> {
         let mode = Mode::from_name(mode)?;
         let typed = match (schema, tables) {
@@ -109,6 +112,7 @@ impl NativeDecoder {
             columns,
             typed,
             limits,
+            unavailable_value,
             schemas,
         };
         Ok(Self {
@@ -117,13 +121,16 @@ impl NativeDecoder {
     }
 
     /// Decodes a pyarrow array of messages; returns (RecordBatch, int64 ordinals).
-    #[pyo3(signature = (values, keys=None, last=false))]
+    /// `old_keys`: a binary or string array, each message's `__debezium.oldkey` header or
+    /// null.
+    #[pyo3(signature = (values, keys=None, last=false, old_keys=None))]
     fn decode<'py>(
         &mut self,
         py: Python<'py>,
         values: &Bound<'py, PyAny>,
         keys: Option<&Bound<'py, PyAny>>,
         last: bool,
+        old_keys: Option<&Bound<'py, PyAny>>,
     ) -> PyResult<(Bound<'py, PyAny>, Bound<'py, PyAny>)> {
         let values = make_array(ArrayData::from_pyarrow_bound(values)?);
         let keys = match keys.filter(|k| !k.is_none()) {
@@ -143,9 +150,15 @@ impl NativeDecoder {
                 }
             }
         };
+        let old_keys = match old_keys.filter(|k| !k.is_none()) {
+            None => None,
+            Some(old) => Some(make_array(ArrayData::from_pyarrow_bound(old)?)),
+        };
         let values = Arc::clone(&values);
         let inner = &mut self.inner;
-        let out = py.detach(|| inner.decode(&values, keys.as_ref(), last))?;
+        let out = py.detach(|| {
+            inner.decode_with_old_keys(&values, keys.as_ref(), old_keys.as_ref(), last)
+        })?;
         output(py, out)
     }
 

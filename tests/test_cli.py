@@ -439,3 +439,20 @@ def test_tdsql_columns(streams):
     want = [r for r in want.to_pylist() if r["source_table"] == "orders" and r["op"] == "insert"]
     assert rows and [r["after"] for r in rows] == [dict(r["after"]) for r in want]
     assert list(rows[0]["after"]) == names
+
+
+def test_sync_command_line_checks_before_starting_spark(capsys):
+    """``cdc-decode sync``'s usage errors exit 2 with a clear line, before any Spark starts
+    (the streaming sync itself runs in tests/delta/test_sync.py)."""
+    from cdc_decode.cli import main
+
+    base = ["sync", "--format", "tencent-dts", "--target", "/l/{db}/{table}", "--checkpoint", "c"]
+    assert main([*base, "--kafka", "127.0.0.1:9"]) == 2
+    assert "--kafka needs --topic" in capsys.readouterr().err
+    assert main([*base, "--kafka", "127.0.0.1:9", "--topic", "t", "--keys", "{nope"]) == 2
+    assert "--keys is not JSON" in capsys.readouterr().err
+    assert main([*base, "--kafka", "127.0.0.1:9", "--topic", "t", "--schemas", "[1]"]) == 2
+    assert "--schemas must be a JSON object" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["sync", "--format", "datahub-tuple", "--kafka", "h:1", "--target", "t",
+              "--checkpoint", "c"])  # fmt: skip

@@ -205,6 +205,26 @@ def test_broken_and_unfinished_sets_keep_their_own_kafka_columns(spark, engine):
     assert "incomplete" in rows[1]["error"]
 
 
+@pytest.mark.parametrize("mode", ["permissive", "dropmalformed"])
+def test_a_streamed_schema_pass_names_the_open_parts(spark, engine, mode):
+    """A micro-batch's schema pass (``streamed=True``) names the Kafka records of the sets
+    still open at its end (sync_stream holds them), not as errors; a bad message is still
+    one (permissive) or gone (dropmalformed)."""
+    first, second = split(INSERT, 3), split(UPDATE, 2)
+    values = [first[0], first[1], first[2], b"not an envelope", second[0]]
+    with spark_conf(spark, **{"spark.sql.execution.arrow.maxRecordsPerBatch": "2"}):
+        wire = cdc_spark.table_schemas(kafka_df(spark, values), "tencent-dts", engine=engine,
+                                       mode=mode, streamed=True)  # fmt: skip
+    assert wire.open_parts == [("dts", 0, 104)]
+    assert [text.split(": ")[0] for _, text in wire.errors] == (
+        ["topic dts, partition 0, offset 103"] if mode == "permissive" else []
+    )
+    assert wire["shop.orders"].latest.events == 2
+    with pytest.raises(Exception, match="offset 103"):
+        cdc_spark.table_schemas(kafka_df(spark, values), "tencent-dts", engine=engine,
+                                mode="failfast", streamed=True)  # fmt: skip
+
+
 def test_sets_reassemble_per_shard_header(spark, engine):
     """Two shards interleaved in one partition: the ShardId header keeps their parts apart."""
     a = split(INSERT, 2)

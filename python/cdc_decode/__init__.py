@@ -26,8 +26,10 @@ from ._checks import (
     check_mode,
     check_schema_or_tables,
     check_time_zone,
+    check_unavailable_value,
 )
 from ._errors import DecodeError
+from ._headers import OLD_KEY, header_values
 from ._limits import Limits, as_limits
 from ._schema import ENGINES, FORMATS, RECORD_FORMATS, event_schema
 from ._typed import (
@@ -82,10 +84,12 @@ def _engine_decoder(
     limits: Limits | None = None,
     schemas: bool = False,
     source_time_zone: str | None = None,
+    unavailable_value: str | None = None,
 ):
     check_engine(engine)
     if columns is not None:
         columns = check_columns(format, columns)
+    unavailable_value = check_unavailable_value(format, unavailable_value)
     limits = as_limits(limits)
     # Checked here for both engines: the Python engine's zoneinfo is the stricter reader.
     check_time_zone(source_time_zone, schema is not None or tables is not None)
@@ -93,7 +97,15 @@ def _engine_decoder(
         from ._native import NativeDecoder
 
         return NativeDecoder(
-            format, mode, columns, schema, tables, limits.as_dict(), schemas, source_time_zone
+            format,
+            mode,
+            columns,
+            schema,
+            tables,
+            limits.as_dict(),
+            schemas,
+            source_time_zone,
+            unavailable_value,
         )
     from .fallback import PythonDecoder
 
@@ -106,6 +118,7 @@ def _engine_decoder(
         limits=limits,
         schemas=schemas,
         source_time_zone=source_time_zone,
+        unavailable_value=unavailable_value,
     )
 
 
@@ -197,6 +210,13 @@ class Decoder:
             it when it becomes a ``timestamp``; an instant becomes its wall clock there in a
             ``timestamp_ntz`` or ``date`` column (docs/typed.md, "The source's time zone").
             ``None``: UTC.
+        unavailable_value: ``debezium-json`` only: the connector's
+            ``unavailable.value.placeholder``, the value it sends for a column it did not
+            read (an unchanged TOASTed PostgreSQL value, an Oracle LOB). Such a column is
+            left out of the image (absent: ``after_absent`` in typed mode), so applying the
+            change keeps the stored value. ``None``: Debezium's default,
+            ``__debezium_unavailable_value``; ``""``: no placeholder
+            (docs/formats/debezium-json.md).
 
     Example:
         >>> decoder = cdc_decode.Decoder("tencent-dts")
@@ -219,8 +239,19 @@ class Decoder:
         tables: Mapping[str, TableSchema] | None = None,
         limits: Limits | None = None,
         source_time_zone: str | None = None,
+        unavailable_value: str | None = None,
     ) -> None:
-        self._setup(format, mode, engine, columns, schema, tables, limits, source_time_zone)
+        self._setup(
+            format,
+            mode,
+            engine,
+            columns,
+            schema,
+            tables,
+            limits,
+            source_time_zone,
+            unavailable_value=unavailable_value,
+        )
 
     def _setup(
         self,
@@ -233,6 +264,7 @@ class Decoder:
         limits,
         source_time_zone=None,
         schemas=False,
+        unavailable_value=None,
     ):
         check_format(format)
         check_mode(mode)
@@ -253,9 +285,10 @@ class Decoder:
             limits,
             schemas,
             source_time_zone,
+            unavailable_value,
         )
 
-    def decode(self, values: Any, *, keys: Any = None) -> pa.RecordBatch:
+    def decode(self, values: Any, *, keys: Any = None, headers: Any = None) -> pa.RecordBatch:
         """Decode a batch of messages.
 
         Args:
@@ -266,30 +299,39 @@ class Decoder:
             keys: optional reassembly keys, one per value (for example
                 ``"topic/partition"``); multi-part messages are joined per key. Not for
                 ``datahub-tuple``.
+            headers: optional Kafka headers, one entry per value: Spark's Kafka
+                ``headers`` column (a list of ``{key, value}`` structs per row) or, per
+                value, a list of ``(name, bytes)`` pairs (a Kafka client's
+                ``message.headers()``) or ``None``. ``debezium-json`` reads
+                ``__debezium.oldkey``: an insert that carries it is the second half of a
+                key change and becomes an ``update`` from the old key
+                (docs/formats/debezium-json.md). Not for ``datahub-tuple``.
 
         Returns:
             A ``pyarrow.RecordBatch`` of :func:`event_schema`.
         """
-        return self.decode_indexed(values, keys=keys)[0]
+        return self.decode_indexed(values, keys=keys, headers=headers)[0]
 
-    def decode_indexed(self, values: Any, *, keys: Any = None) -> tuple[pa.RecordBatch, pa.Array]:
+    def decode_indexed(
+        self, values: Any, *, keys: Any = None, headers: Any = None
+    ) -> tuple[pa.RecordBatch, pa.Array]:
         """Like :meth:`decode`, also returning each row's input ordinal.
 
         The ordinal (``int64``) counts input values across every call of this decoder, so
         a row produced now for a message received in an earlier call (the completed set or
         the error rows of a multi-part envelope) can be traced to that message.
         """
-        return self._decode_indexed(values, keys, last=False)
+        return self._decode_indexed(values, keys, last=False, headers=headers)
 
     def _decode_indexed(
-        self, values: Any, keys: Any, last: bool
+        self, values: Any, keys: Any, last: bool, headers: Any = None
     ) -> tuple[pa.RecordBatch, pa.Array]:
         """:meth:`decode_indexed`; with ``last``, :meth:`finish_indexed` too, in the same call
         and batch (the one-shot :func:`decode`: no second, empty batch to export)."""
         if self.format in RECORD_FORMATS:
-            if keys is not None:
+            if keys is not None or headers is not None:
                 raise ValueError(
-                    f"keys do not apply to {self.format}: it has no multi-part messages"
+                    f"keys and headers do not apply to {self.format}: it decodes records"
                 )
             batches = _as_batches(self.format, values)
             return _concat(
@@ -304,12 +346,19 @@ class Decoder:
                 f"{type(values).__name__}; only {', '.join(RECORD_FORMATS)} decodes records"
             )
         chunks = _as_arrays(values)
-        all_keys = _as_keys(keys, sum(len(c) for c in chunks))
+        length = sum(len(c) for c in chunks)
+        all_keys = _as_keys(keys, length)
+        old_keys = header_values(headers, OLD_KEY, length)
         parts = []
         offset = 0
         for i, chunk in enumerate(chunks):
             chunk_keys = None if all_keys is None else all_keys.slice(offset, len(chunk))
-            parts.append(self._inner.decode(chunk, chunk_keys, last and i == len(chunks) - 1))
+            chunk_old = None if old_keys is None else old_keys.slice(offset, len(chunk))
+            parts.append(
+                self._inner.decode(
+                    chunk, chunk_keys, last and i == len(chunks) - 1, old_keys=chunk_old
+                )
+            )
             offset += len(chunk)
         if not parts:
             parts.append(self._inner.decode(pa.array([], pa.binary()), None, last))
@@ -346,11 +395,13 @@ def decode(
     mode: str = ...,
     engine: str = ...,
     keys: Sequence[Any] | Iterable[Any] | pa.Array | None = ...,
+    headers: Any = ...,
     columns: Columns | None = ...,
     schema: TableSchema | None = ...,
     tables: Mapping[str, TableSchema] | None = ...,
     limits: Limits | None = ...,
     source_time_zone: str | None = ...,
+    unavailable_value: str | None = ...,
     stats: Literal[False] = ...,
 ) -> Decoded: ...
 
@@ -363,11 +414,13 @@ def decode(
     mode: str = ...,
     engine: str = ...,
     keys: Sequence[Any] | Iterable[Any] | pa.Array | None = ...,
+    headers: Any = ...,
     columns: Columns | None = ...,
     schema: TableSchema | None = ...,
     tables: Mapping[str, TableSchema] | None = ...,
     limits: Limits | None = ...,
     source_time_zone: str | None = ...,
+    unavailable_value: str | None = ...,
     stats: Literal[True],
 ) -> tuple[Decoded, dict[str, int]]: ...
 
@@ -379,11 +432,13 @@ def decode(
     mode: str = "permissive",
     engine: str = "native",
     keys: Sequence[Any] | Iterable[Any] | pa.Array | None = None,
+    headers: Any = None,
     columns: Columns | None = None,
     schema: TableSchema | None = None,
     tables: Mapping[str, TableSchema] | None = None,
     limits: Limits | None = None,
     source_time_zone: str | None = None,
+    unavailable_value: str | None = None,
     stats: bool = False,
 ) -> Decoded | tuple[Decoded, dict[str, int]]:
     """Decode messages of one format into change events, in one shot.
@@ -396,6 +451,7 @@ def decode(
         mode: ``"permissive"`` (default), ``"dropmalformed"`` or ``"failfast"``.
         engine: ``"native"`` (default) or ``"python"``.
         keys: optional multi-part reassembly keys, one per value.
+        headers: optional Kafka headers, one entry per value (see :meth:`Decoder.decode`).
         columns: ``tdsql-json`` only: the column names of each ``"db.table"``.
         schema: typed mode: the table's columns, a pyarrow schema or a Spark DDL string
             (see :class:`Decoder` and docs/typed.md).
@@ -405,6 +461,8 @@ def decode(
             over a limit gives an error row naming the limit.
         source_time_zone: typed mode: the source's time zone, an IANA name (see
             :class:`Decoder`).
+        unavailable_value: ``debezium-json`` only: the connector's placeholder for values
+            it did not read (see :class:`Decoder`).
         stats: also return what the call did (docs/events.md, "Accounting").
 
     Returns:
@@ -440,9 +498,10 @@ def decode(
         tables=tables,
         limits=limits,
         source_time_zone=source_time_zone,
+        unavailable_value=unavailable_value,
     )
     # The end of input in the same call: no second (mostly empty) batch from finish().
-    batch = decoder._decode_indexed(values, keys, last=True)[0]
+    batch = decoder._decode_indexed(values, keys, last=True, headers=headers)[0]
     result = batch if decoder.tables is None else split_tables(batch, decoder.tables)
     return (result, decoder.stats()) if stats else result
 

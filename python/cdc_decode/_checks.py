@@ -35,6 +35,25 @@ def check_schema_or_tables(schema: Any, tables: Any) -> None:
         raise ValueError("give schema= (one table) or tables= (many), not both")
 
 
+def check_unavailable_value(format: str, value: Any) -> str | None:
+    """The ``unavailable_value`` option (``debezium-json`` only): the connector's
+    ``unavailable.value.placeholder``; ``None`` for Debezium's default, ``""`` for none.
+
+    Raises:
+        ValueError: given for another format.
+        TypeError: not a string.
+    """
+    if value is None:
+        return None
+    if format != "debezium-json":
+        raise ValueError(
+            f"the unavailable_value option applies to debezium-json only, not {format}"
+        )
+    if not isinstance(value, str):
+        raise TypeError(f"unavailable_value must be a string, not {type(value).__name__}")
+    return value
+
+
 def check_columns(format: str, columns: Any) -> dict[str, list[str]]:
     """The ``columns`` option (``tdsql-json`` only) as a plain dict of lists of names.
 

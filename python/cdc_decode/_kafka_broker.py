@@ -78,25 +78,23 @@ def _properties(directory: Path, port: int, controller: int) -> str:
     )
 
 
-def _log4j(directory: Path) -> str:
-    # WARN and above to the broker's own log file (the default configuration prints
-    # every INFO line of start-up to the console).
-    return "\n".join(
-        [
-            "status = warn",
-            "appender.file.type = File",
-            "appender.file.name = file",
-            f"appender.file.fileName = {directory / 'broker.log'}",
-            "appender.file.layout.type = PatternLayout",
-            "appender.file.layout.pattern = [%d] %p %m (%c)%n",
-            "rootLogger.level = warn",
-            "rootLogger.appenderRef.file.ref = file",
-            # The one INFO line that says the broker is up.
-            "logger.server.name = kafka.server.KafkaRaftServer",
-            "logger.server.level = info",
-            "",
-        ]
-    )
+def _log4j(log: Path, info: dict[str, str] | None = None) -> str:
+    """A log4j 2 configuration: WARN and above into the file ``log`` (the default one prints
+    every INFO line of start-up to the console), and INFO of the ``info`` loggers (short
+    name -> logger) too."""
+    lines = [
+        "status = warn",
+        "appender.file.type = File",
+        "appender.file.name = file",
+        f"appender.file.fileName = {log}",
+        "appender.file.layout.type = PatternLayout",
+        "appender.file.layout.pattern = [%d] %p %m (%c)%n",
+        "rootLogger.level = warn",
+        "rootLogger.appenderRef.file.ref = file",
+    ]
+    for name, logger in (info or {}).items():
+        lines += [f"logger.{name}.name = {logger}", f"logger.{name}.level = info"]
+    return "\n".join([*lines, ""])
 
 
 @dataclass
@@ -223,7 +221,9 @@ def start_broker(
         controller = free_port()
     config = folder / "server.properties"
     config.write_text(_properties(folder, port, controller))
-    (folder / "log4j2.properties").write_text(_log4j(folder))
+    # The one INFO line that says the broker is up.
+    log4j = _log4j(folder / "broker.log", {"server": "kafka.server.KafkaRaftServer"})
+    (folder / "log4j2.properties").write_text(log4j)
     java = _java()
     classpath = f"{jars}/*"
     log_config = f"-Dlog4j2.configurationFile={folder / 'log4j2.properties'}"

@@ -17,6 +17,7 @@ class NativeDecoder:
         limits: dict[str, int] | None = None,
         schemas: bool = False,
         source_time_zone: str | None = None,
+        unavailable_value: str | None = None,
     ) -> None:
         """``schema``: typed mode's checked columns; ``tables``: multi-table typed mode's
         (name, schema) pairs (docs/typed.md). ``ValueError`` for an unsupported type. Typed
@@ -28,12 +29,19 @@ class NativeDecoder:
         ``schemas``: the schema pass: each call returns rows of
         ``cdc_decode._schema.SCHEMA_PASS_SCHEMA`` (docs/schemas.md) instead of events.
         ``source_time_zone``: typed mode's source time zone, an IANA name (docs/typed.md);
-        a ``ValueError`` for an unknown one or without ``schema``/``tables``."""
+        a ``ValueError`` for an unknown one or without ``schema``/``tables``.
+        ``unavailable_value``: debezium-json's placeholder of values the connector did not
+        read (``None``: Debezium's default, ``""``: none)."""
     def decode(
-        self, values: pa.Array, keys: pa.Array | None = None, last: bool = False
+        self,
+        values: pa.Array,
+        keys: pa.Array | None = None,
+        last: bool = False,
+        old_keys: pa.Array | None = None,
     ) -> tuple[pa.RecordBatch, pa.Int64Array]:
         """Decode one array of messages: the events and each row's input ordinal.
-        ``TypeError`` for a format of records (``datahub-tuple``).
+        ``TypeError`` for a format of records (``datahub-tuple``). ``old_keys``: each
+        message's ``__debezium.oldkey`` header (binary, null where it has none).
 
         With ``last``, this is also the end of input (incomplete multi-part sets become
         error rows), as :meth:`finish` would say.

@@ -89,6 +89,11 @@ _WIRE_COLUMN = pa.struct(
     ]
 )
 
+OPEN_PART = "open multi-part set, held for the next micro-batch"
+"""The ``error`` of a schema-pass row that names the Kafka record of a part of a Tencent
+DTS multi-part set still open at the end of a streamed micro-batch (``<OPEN_PART>: topic t,
+partition 0, offset 17``): not an error, held by :func:`cdc_decode.spark.sync_stream`."""
+
 SCHEMA_PASS_SCHEMA = pa.schema(
     [
         pa.field("source_db", pa.string()),

@@ -8,12 +8,18 @@ any number of calls or Spark partitions into one view per table.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ._schema import SCHEMA_PASS_SCHEMA
+from ._schema import OPEN_PART, SCHEMA_PASS_SCHEMA
+
+_OPEN_PART = re.compile(
+    re.escape(OPEN_PART) + r": topic (?P<topic>.*), partition (?P<partition>-?\d+), "
+    r"offset (?P<offset>-?\d+)"
+)
 
 
 @dataclass(frozen=True)
@@ -161,10 +167,16 @@ class TableSchemas:
     def __init__(self, batches: Iterable[pa.RecordBatch | pa.Table]) -> None:
         merged: dict[tuple, dict] = {}
         errors: list[tuple[int, str]] = []
+        open_parts: list[tuple[str, int, int]] = []
         for batch in batches:
             for row in batch.to_pylist():
                 if row["error"] is not None:
-                    errors.append((row["first_ordinal"], row["error"]))
+                    held = _OPEN_PART.fullmatch(row["error"])
+                    if held is not None:
+                        open_parts.append((held["topic"], int(held["partition"]),
+                                           int(held["offset"])))  # fmt: skip
+                    else:
+                        errors.append((row["first_ordinal"], row["error"]))
                     continue
                 columns = tuple(
                     (c["name"], c["source_type"], c["type"]) for c in row["columns"] or ()
@@ -201,6 +213,9 @@ class TableSchemas:
             self.tables[table.name] = table
         self.errors: list[tuple[int, str]] = sorted(errors)
         """``(ordinal, error)`` of each message that did not decode."""
+        self.open_parts: list[tuple[str, int, int]] = sorted(open_parts)
+        """``(topic, partition, offset)`` of each part of a Tencent DTS multi-part set
+        still open at the end of a streamed micro-batch (``streamed=True``)."""
         rows = list(merged.values()) + [
             {"first_ordinal": o, "last_ordinal": o, "events": 0, "error": e} for o, e in errors
         ]

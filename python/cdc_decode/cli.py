@@ -3,6 +3,8 @@
     cdc-decode decode FILE... [--format auto|F] [--json | --arrow OUT | --parquet OUT]
     cdc-decode stats FILE... [--format auto|F] [--json]
     cdc-decode tail --bootstrap HOST:PORT --topic T [--from-beginning|--offset N|--last N]
+    cdc-decode sync --format F --kafka HOST:PORT --topic T --target '/lake/{db}/{table}'
+        --checkpoint PATH (on spark-submit; docs/sync.md)
     cdc-decode generate tencent-dts --messages 10000 --seed 1 --out DIR
     cdc-decode generate datahub-blob --messages 10000 --seed 1 --out DIR
     cdc-decode generate datahub-tuple --tables shop.orders --messages 10000 --out DIR
@@ -235,6 +237,10 @@ def _decode_parsers(commands) -> None:
 
     add_tail(commands, _input_options, _print_options)
 
+    from ._cli.sync import add_parser as add_sync
+
+    add_sync(commands)
+
 
 def _say(text: str) -> None:
     print(f"cdc-decode: {text}", file=sys.stderr)
@@ -371,6 +377,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         except BrokenPipeError:  # `| head`: the reader left; not an error of ours
             sys.stderr.close()
             return 0
+    if args.command == "sync":
+        from ._cli.sync import run as run_sync
+
+        return run_sync(args, say=_say)
     if args.command == "generate":
         from .generate import generate
 

@@ -14,7 +14,7 @@ use crate::events::{EventBuilder, MapColumn};
 use crate::formats::FormatDecoder;
 use crate::json::{self, extended, field, Kind, Name, Str, Value};
 use crate::limits::Limits;
-use crate::render;
+use crate::render::{self, Unavailable};
 use crate::schemas::{Dialect, SchemaCache, WireSchema};
 use crate::sequence::OrderKey;
 use crate::sink::Sink;
@@ -23,6 +23,12 @@ use crate::typed::{Hint, Hints, Unit};
 /// The format's name.
 pub const FORMAT: &str = "debezium-json";
 
+/// Debezium's default `unavailable.value.placeholder`.
+pub const UNAVAILABLE_VALUE: &str = "__debezium_unavailable_value";
+
+/// The Kafka header that marks the insert half of a key change, holding the old key.
+const OLD_KEY: &str = "__debezium.oldkey header";
+
 /// Decodes `debezium-json` messages. Holds no state between messages but the parser's
 /// buffers.
 #[derive(Debug, Default)]
@@ -30,6 +36,10 @@ pub struct DebeziumJson {
     parser: json::Parser,
     /// Parses the JSON held in strings: MongoDB's documents, `vgtid`, `sequence`.
     inner: json::Parser,
+    /// Parses the old key of a key change (the `__debezium.oldkey` header).
+    header: json::Parser,
+    /// The placeholder of values the connector did not read (left out of the images).
+    unavailable: Option<Unavailable>,
     /// The schema pass: what it keeps between messages.
     wire: Option<Box<Wire>>,
 }
@@ -50,9 +60,15 @@ type Columns = Arc<[(String, String)]>;
 type Known = (Vec<u8>, Option<Columns>);
 
 impl DebeziumJson {
-    /// A decoder whose messages are held to `limits`; for the schema pass (`crate::schemas`)
-    /// when `schema_pass`.
+    /// A decoder whose messages are held to `limits`, with Debezium's default placeholder;
+    /// for the schema pass (`crate::schemas`) when `schema_pass`.
     pub fn new(limits: &Limits, schema_pass: bool) -> Self {
+        Self::with_placeholder(limits, schema_pass, UNAVAILABLE_VALUE)
+    }
+
+    /// [`DebeziumJson::new`], whose images leave out the values equal to `placeholder` (the
+    /// connector's `unavailable.value.placeholder`; an empty text leaves every value in).
+    pub fn with_placeholder(limits: &Limits, schema_pass: bool, placeholder: &str) -> Self {
         let parser = if schema_pass {
             // A table's Connect `schema` is the same bytes in each of its messages.
             json::Parser::default().remembering(&REMEMBER)
@@ -62,8 +78,44 @@ impl DebeziumJson {
         Self {
             parser: parser.limited(limits),
             inner: json::Parser::default().limited(limits),
+            header: json::Parser::default().limited(limits),
+            unavailable: Unavailable::new(placeholder),
             wire: schema_pass.then(Box::default),
         }
+    }
+
+    fn decode_message(
+        &mut self,
+        sink: &mut Sink,
+        ordinal: i64,
+        value: Bytes,
+        key: Option<&str>,
+        old_key: Option<&[u8]>,
+    ) -> Result<()> {
+        let (parser, inner, header) = (&mut self.parser, &mut self.inner, &mut self.header);
+        let (unavailable, wire) = (self.unavailable.as_ref(), &mut self.wire);
+        sink.events(ordinal, &value, |rows| {
+            let message = parser.parse(&value)?;
+            if let Some(typed) = rows.typed() {
+                if let Some(schema) = message.get_name(&SCHEMA) {
+                    typed.hints = connect_hints(schema, message.get_name(&PAYLOAD));
+                }
+            }
+            match Event::read(message, inner)? {
+                Some(mut event) => {
+                    if let (Some(old_key), "insert") = (old_key, event.op) {
+                        event.moved_from(moved_key(header, old_key)?);
+                    }
+                    if let Some(wire) = wire.as_deref_mut() {
+                        let schema = wire.schema(&event, message.get_name(&SCHEMA), key, inner);
+                        rows.observe(schema);
+                    }
+                    event.write(rows, unavailable)
+                }
+                None => rows.push_bare("tombstone", None),
+            }
+            Ok(())
+        })
     }
 }
 
@@ -77,26 +129,40 @@ impl FormatDecoder for DebeziumJson {
         value: Bytes,
         key: Option<&str>,
     ) -> Result<()> {
-        let (parser, inner, wire) = (&mut self.parser, &mut self.inner, &mut self.wire);
-        sink.events(ordinal, &value, |rows| {
-            let message = parser.parse(&value)?;
-            if let Some(typed) = rows.typed() {
-                if let Some(schema) = message.get_name(&SCHEMA) {
-                    typed.hints = connect_hints(schema, message.get_name(&PAYLOAD));
-                }
-            }
-            match Event::read(message, inner)? {
-                Some(event) => {
-                    if let Some(wire) = wire.as_deref_mut() {
-                        let schema = wire.schema(&event, message.get_name(&SCHEMA), key, inner);
-                        rows.observe(schema);
-                    }
-                    event.write(rows)
-                }
-                None => rows.push_bare("tombstone", None),
-            }
-            Ok(())
-        })
+        self.decode_message(sink, ordinal, value, key, None)
+    }
+
+    fn decode_with_old_key(
+        &mut self,
+        sink: &mut Sink,
+        ordinal: i64,
+        value: Bytes,
+        key: Option<&str>,
+        old_key: &[u8],
+    ) -> Result<()> {
+        self.decode_message(sink, ordinal, value, key, Some(old_key))
+    }
+}
+
+/// The old key of a key change: the `__debezium.oldkey` header's JSON object (the key
+/// converter's, Connect's `schema`/`payload` wrapper taken off).
+#[inline(never)]
+fn moved_key<'h>(parser: &'h mut json::Parser, bytes: &'h [u8]) -> Result<Value<'h>> {
+    let value = parser.parse(bytes).map_err(|e| {
+        field::error(
+            OLD_KEY,
+            format!(
+                "{e} (give Kafka Connect header.converter=org.apache.kafka.connect.json.JsonConverter)"
+            ),
+        )
+    })?;
+    let value = match (value.get_name(&SCHEMA), value.get_name(&PAYLOAD)) {
+        (Some(_), Some(payload)) => payload,
+        _ => value,
+    };
+    match field::object(Some(value), OLD_KEY)? {
+        Some(key) => Ok(key),
+        None => Err(field::error(OLD_KEY, "expected an object, got null".into())),
     }
 }
 
@@ -914,7 +980,14 @@ impl<'a> Event<'a> {
         })
     }
 
-    fn write(&self, rows: &mut EventBuilder) {
+    /// The insert half of a key change (its message came with the old key): an `update`
+    /// from the old key (`before`, the key columns) to this row (`after`).
+    fn moved_from(&mut self, old_key: Value<'a>) {
+        self.op = "update";
+        self.before = Some(Image::Json(old_key));
+    }
+
+    fn write(&self, rows: &mut EventBuilder, unavailable: Option<&Unavailable>) {
         rows.op.push_str(self.op);
         render::push_text(&mut rows.source_op, self.source_op);
         render::push_text(&mut rows.source_db, self.db);
@@ -1004,9 +1077,14 @@ impl<'a> Event<'a> {
                     Some(Image::Json(value)) => Some(*value),
                     _ => None,
                 };
-                render::write_images(rows, json(&self.before), json(&self.after));
+                render::write_images_except(
+                    rows,
+                    json(&self.before),
+                    json(&self.after),
+                    unavailable,
+                );
             }
-            (before, after) => write_images(rows, before, after),
+            (before, after) => write_images(rows, before, after, unavailable),
         }
         render::push_text(&mut rows.ddl, self.ddl);
         if rows.schema_pass() {
@@ -1055,14 +1133,19 @@ fn time_key(nanos: Option<i64>, total: Option<u64>) -> Option<Vec<u8>> {
 
 /// Both images where one or both came from MongoDB's Extended JSON: text maps, or typed
 /// mode's structs converted from the same text.
-fn write_images(rows: &mut EventBuilder, before: &Option<Image<'_>>, after: &Option<Image<'_>>) {
+fn write_images(
+    rows: &mut EventBuilder,
+    before: &Option<Image<'_>>,
+    after: &Option<Image<'_>>,
+    unavailable: Option<&Unavailable>,
+) {
     match rows.typed().filter(|typed| typed.direct()) {
         Some(typed) => {
             for (is_after, image) in [(false, before), (true, after)] {
                 match image {
                     None => typed.close_image(is_after, false),
                     Some(Image::Json(value)) => {
-                        render::convert_image(typed, is_after, Some(*value))
+                        render::convert_image_except(typed, is_after, Some(*value), unavailable)
                     }
                     Some(Image::Owned(entries)) => {
                         typed.open_image(is_after);
@@ -1080,7 +1163,9 @@ fn write_images(rows: &mut EventBuilder, before: &Option<Image<'_>>, after: &Opt
             for (map, image) in [(&mut rows.before, before), (&mut rows.after, after)] {
                 match image {
                     None => map.push_null(),
-                    Some(Image::Json(value)) => render::write_image(map, Some(*value)),
+                    Some(Image::Json(value)) => {
+                        render::write_image_except(map, Some(*value), unavailable)
+                    }
                     Some(Image::Owned(entries)) => {
                         for (key, value) in entries {
                             map.entry(key, value.as_deref());

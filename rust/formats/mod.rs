@@ -70,6 +70,20 @@ pub trait FormatDecoder: Send + Sync {
         Vec::new()
     }
 
+    /// Decodes one non-null message that came with an old key: the JSON of Debezium's
+    /// `__debezium.oldkey` Kafka header, which marks the insert half of a key change.
+    /// Formats without key-change headers decode it as any message.
+    fn decode_with_old_key(
+        &mut self,
+        sink: &mut Sink,
+        ordinal: i64,
+        value: Bytes,
+        key: Option<&str>,
+        _old_key: &[u8],
+    ) -> Result<()> {
+        self.decode(sink, ordinal, value, key)
+    }
+
     /// End of input: report whatever is still held.
     fn finish(&mut self, _sink: &mut Sink) -> Result<()> {
         Ok(())
@@ -92,6 +106,9 @@ pub struct Options {
     pub typed: Option<std::sync::Arc<crate::typed::TypedSpec>>,
     /// The resource limits, every format.
     pub limits: Limits,
+    /// `debezium-json`: the connector's `unavailable.value.placeholder`; `None` for
+    /// Debezium's default, an empty text for none (docs/formats/debezium-json.md).
+    pub unavailable_value: Option<String>,
     /// The schema pass (`crate::schemas`): a row per table and wire schema instead of the
     /// events. Every format takes it.
     pub schemas: bool,
@@ -105,6 +122,14 @@ pub fn new_decoder(
     if options.columns.is_some() && format != "tdsql-json" {
         return Err(Error::Option {
             option: "columns",
+            applies: "tdsql-json",
+            format: format.to_string(),
+        });
+    }
+    if options.unavailable_value.is_some() && format != debezium_json::FORMAT {
+        return Err(Error::Option {
+            option: "unavailable_value",
+            applies: debezium_json::FORMAT,
             format: format.to_string(),
         });
     }
@@ -120,7 +145,14 @@ pub fn new_decoder(
         )),
         "debezium-json" => Ok((
             debezium_json::FORMAT,
-            Box::new(debezium_json::DebeziumJson::new(limits, options.schemas)),
+            Box::new(debezium_json::DebeziumJson::with_placeholder(
+                limits,
+                options.schemas,
+                options
+                    .unavailable_value
+                    .as_deref()
+                    .unwrap_or(debezium_json::UNAVAILABLE_VALUE),
+            )),
         )),
         "datastream-json" => Ok((
             datastream_json::FORMAT,

@@ -11,4 +11,7 @@
 pub mod avro;
 pub mod json;
 
-pub use json::{add_metadata, convert_image, image_names, push_text, write_image, write_images};
+pub use json::{
+    add_metadata, convert_image, convert_image_except, image_names, push_text, write_image,
+    write_image_except, write_images, write_images_except, Unavailable,
+};

@@ -34,10 +34,15 @@ def _seq(n: int) -> bytes:
     return n.to_bytes(4, "big")
 
 
-CASES = [(fmt, None) for fmt in FORMATS] + [
-    ("debezium-json", "oracle"),
-    ("debezium-json", "mongodb"),
-]
+# make test runs four formats' ground truth (DTS, DataHub TUPLE, Debezium decoded on Spark,
+# Datastream Avro); the other cases are `long` (make test-long), as are two SCD2 formats.
+_IN_MAKE_TEST = ("tencent-dts", "datahub-tuple", "debezium-json", "datastream-avro")
+CASES = [
+    pytest.param(fmt, connector, marks=() if connector is None and fmt in _IN_MAKE_TEST
+                 else pytest.mark.long)
+    for fmt, connector in [(fmt, None) for fmt in FORMATS]
+    + [("debezium-json", "oracle"), ("debezium-json", "mongodb")]
+]  # fmt: skip
 
 
 @pytest.mark.parametrize(("fmt", "connector"), CASES)
@@ -99,7 +104,11 @@ def test_typed_events_with_partial_images_equal_the_source(delta_spark, tmp_path
     assert not diff(got, want), diff(got, want)
 
 
-@pytest.mark.parametrize("fmt", ["tencent-dts", "datahub-blob", "debezium-json"])
+@pytest.mark.parametrize(
+    "fmt",
+    ["tencent-dts", pytest.param("datahub-blob", marks=pytest.mark.long),
+     pytest.param("debezium-json", marks=pytest.mark.long)],
+)  # fmt: skip
 def test_scd2_history_equals_the_source_change_log(delta_spark, tmp_path, fmt):
     """generate (with key changes) -> decode -> three batches, late changes and duplicates
     -> apply_changes(scd_type=2): one version per change of the source, chained in sequence

@@ -3,6 +3,9 @@
 - A real ``OPTIMIZE`` commits while an ``apply_changes`` MERGE runs (it starts when the
   MERGE's first job is seen running): the MERGE's commit conflicts, is run again, and the
   table stays equal to the changes applied.
+- Another writer changes rows of a batch between ``apply_changes``' read of them and its
+  MERGE: the MERGE fails on them (writing nothing), the batch is read again and applied,
+  and both writers' changes are in the table.
 - Tables applied at once from a thread pool in one session, each call with its own
   ``app_id``: every table is right and holds its own replay marker (the markers are
   session settings in Delta; each call sets them in a clone of the session).
@@ -17,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from support.apply_truth import live, typed_events
 
 from cdc_decode import spark as cdc_spark
+from cdc_decode.spark import _apply_rules as rules
 from cdc_decode.spark._tables.delta import TXN_APP, TXN_VERSION, DeltaTarget
 
 
@@ -70,6 +74,51 @@ def test_a_concurrent_optimize_is_retried(delta_spark, tmp_path):
         if result.retries:
             break
     assert any(retries for retries, _ in rounds), rounds
+
+
+def test_rows_changed_after_they_were_read_are_read_again(delta_spark, tmp_path, monkeypatch):
+    path = str(tmp_path / "t")
+    rows = [("insert", 1, None, (k, "a", 1)) for k in range(4)]
+    cdc_spark.apply_changes(typed_events(delta_spark, rows), path)
+    resolve = rules.resolve_scd1
+    calls = []
+
+    def read_then_another_writer(source, table, keys, clauses):
+        rows, resolved = resolve(source, table, keys, clauses)
+        rows = rows.localCheckpoint()  # the rows as read now
+        calls.append(rows.count())
+        if len(calls) == 1:
+            # Newer than the batch for key 1 (the batch must lose there), older for key 2
+            # (the batch must win), and a key the batch inserts too.
+            other = [
+                ("update", 9, None, (1, "other", 9)),
+                ("update", 3, None, (2, "other", 3)),
+                ("insert", 3, None, (7, "other", 3)),
+            ]
+            monkeypatch.setattr(rules, "resolve_scd1", resolve)
+            try:
+                cdc_spark.apply_changes(typed_events(delta_spark, other), path)
+            finally:
+                monkeypatch.setattr(rules, "resolve_scd1", read_then_another_writer)
+        return rows, resolved
+
+    monkeypatch.setattr(rules, "resolve_scd1", read_then_another_writer)
+    batch = [
+        ("update", 5, None, (1, "batch", 5)),
+        ("update", 5, None, (2, "batch", 5)),
+        ("insert", 5, None, (7, "batch", 5)),
+        ("delete", 5, (3, "a", 1), None),
+    ]
+    result = cdc_spark.apply_changes(typed_events(delta_spark, batch), path, app_id="q", batch_id=0)
+    assert len(calls) == 2, calls
+    assert result.retries >= 1
+    assert live(delta_spark, path) == {
+        0: ("a", 1),
+        1: ("other", 9),
+        2: ("batch", 5),
+        7: ("batch", 5),
+    }
+    assert DeltaTarget(delta_spark, path).txn_version("q") == 0
 
 
 def test_tables_applied_from_threads(delta_spark, tmp_path):

@@ -480,3 +480,26 @@ def test_update_before_and_a_partial_update_after(delta_spark, tmp_path):
         ("update_after", 3, None, (1, "b", None), ["score"]),
     ])  # fmt: skip
     assert live(delta_spark, path) == {1: ("b", None)}
+
+
+def test_stored_key_rows_of_many_composite_keys(delta_spark):
+    """Over 100 composite keys the old keys' rows are read by a join, whose sides share the
+    key columns' names (a name with a dot too): the stored rows of exactly those keys."""
+    from cdc_decode.spark._apply_rules import stored_key_rows
+
+    rows = delta_spark.createDataFrame(
+        [(i, i % 7, f"v{i}") for i in range(500)], "order_id int, `line.no` int, v string"
+    )
+    wanted = delta_spark.createDataFrame(
+        [(i, i % 7) for i in range(0, 500, 2)], "order_id int, `line.no` int"
+    )
+
+    class Stored:
+        def read(self):
+            return rows
+
+    got = stored_key_rows(Stored(), ["order_id", "line.no"], wanted)
+    assert got.columns == ["order_id", "line.no", "v"]
+    assert sorted(r.order_id for r in got.collect()) == list(range(0, 500, 2))
+    few = stored_key_rows(Stored(), ["order_id", "line.no"], wanted.limit(5))
+    assert few.count() == 5

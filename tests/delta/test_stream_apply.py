@@ -86,7 +86,7 @@ def _assert_accounted(sink: ApplySink, stream) -> None:
     assert totals["pending"] == 0  # every set completed
 
 
-def _wait(condition, timeout: float = 240.0, what: str = "the stream") -> None:
+def _wait(condition, timeout: float = 600.0, what: str = "the stream") -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:

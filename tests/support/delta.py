@@ -26,12 +26,15 @@ def delta_session(
     *,
     app: str = "cdc-decode-delta",
     master: str = "local[1]",
-    memory: str = "1g",
+    memory: str = "2g",
+    **config: str,
 ) -> object:
     """A ``local[1]`` (or ``master``) SparkSession with Delta Lake and Spark's Kafka source
     (``cdc_spark.local_session(delta=True, kafka=True)`` with the jars of this checkout),
     its Python workers on this interpreter, UTC, two shuffle partitions, ``memory`` for the
-    driver."""
+    driver (2 GB: one session runs the whole suite, and the widest format's table, Tencent
+    DTS, peaks at 0.98 GB of a 1 GB heap); ``config``: more settings, as
+    ``local_session`` takes them."""
     if not any(JARS.glob("*.jar")):
         raise RuntimeError(f"no Delta jars in {JARS}: run `make delta-jars`")
     kafka = [j for j in sorted(SPARK_JARS.glob("*.jar")) if not j.name.startswith("spark-avro")]
@@ -53,6 +56,7 @@ def delta_session(
         spark__sql__warehouse__dir=str(warehouse),
         spark__databricks__delta__snapshotPartitions="1",
         spark__sql__sources__parallelPartitionDiscovery__parallelism="1",
+        **config,
     )
 
 

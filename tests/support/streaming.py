@@ -24,12 +24,22 @@ ROOT = Path(__file__).resolve().parents[2]
 SPARK_JARS = ROOT / ".jars"
 
 
-def kafka_source(spark: Any, bootstrap: str, topic: str, *, max_offsets: int | None = None):
-    """Spark's Kafka source on ``topic`` from its first offset, headers included."""
+def kafka_source(
+    spark: Any,
+    bootstrap: str,
+    topic: str | None = None,
+    *,
+    pattern: str | None = None,
+    max_offsets: int | None = None,
+):
+    """Spark's Kafka source on ``topic`` (or every topic matching ``pattern``) from its
+    first offset, headers included, at most ``max_offsets`` records a micro-batch."""
+    if (topic is None) == (pattern is None):
+        raise ValueError("give a topic or a pattern")
     reader = (
         spark.readStream.format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", topic)
+        .option("subscribe" if pattern is None else "subscribePattern", topic or pattern)
         .option("startingOffsets", "earliest")
         .option("includeHeaders", "true")
     )

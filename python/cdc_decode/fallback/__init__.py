@@ -41,6 +41,7 @@ from .._checks import (
     check_mode,
     check_schema_or_tables,
     check_time_zone,
+    check_unavailable_value,
 )
 from .._limits import Limits, as_limits
 from ._events import EventSink
@@ -108,6 +109,8 @@ class PythonDecoder:
         schemas: the schema pass (a row per table and wire schema, ``._schemas``) instead
             of events.
         source_time_zone: typed mode's source time zone, an IANA name (docs/typed.md).
+        unavailable_value: ``debezium-json`` only: the placeholder of values the connector
+            did not read (``None``: Debezium's default, ``""``: none).
 
     Raises:
         ValueError: for an unknown format or mode, or an option the format does not take.
@@ -124,6 +127,7 @@ class PythonDecoder:
         limits: Limits | None = None,
         schemas: bool = False,
         source_time_zone: str | None = None,
+        unavailable_value: str | None = None,
     ) -> None:
         check_format(format)
         check_mode(mode)
@@ -131,8 +135,11 @@ class PythonDecoder:
         self._mode = mode
         if columns is not None:
             columns = check_columns(format, columns)
+        unavailable_value = check_unavailable_value(format, unavailable_value)
         self._limits = as_limits(limits)
         options: dict = {} if columns is None else {"columns": columns}
+        if unavailable_value is not None:
+            options["unavailable_value"] = unavailable_value
         cls = _format_class(format)
         if not getattr(cls, "records", False):
             options["limits"] = self._limits
@@ -150,7 +157,11 @@ class PythonDecoder:
         self._schemas = schemas
 
     def decode(
-        self, values: pa.Array, keys: pa.Array | None, last: bool = False
+        self,
+        values: pa.Array,
+        keys: pa.Array | None,
+        last: bool = False,
+        old_keys: pa.Array | None = None,
     ) -> tuple[pa.RecordBatch, pa.Array]:
         """Decodes a batch of input values.
 
@@ -161,6 +172,8 @@ class PythonDecoder:
                 reassembly key of each value (a null key is the default key).
             last: this is also the end of input: the rows :meth:`finish` would give
                 follow, in the same batch.
+            old_keys: ``None``, or a binary array as long as ``values``: each message's
+                ``__debezium.oldkey`` header, null where it has none.
 
         Returns:
             The event batch and, for each of its rows, the input ordinal (``int64``) of the
@@ -178,8 +191,15 @@ class PythonDecoder:
             values = values.cast(_AS_BYTES[values.type])
         raws = values.to_pylist()
         key_list = [None] * len(raws) if keys is None else keys.to_pylist()
+        if old_keys is not None and len(old_keys) != len(raws):
+            raise ValueError(
+                f"keys must be a string array as long as the values ({len(raws)}), "
+                f"got {len(old_keys)} old keys"
+            )
+        old_list = None if old_keys is None else old_keys.cast(pa.binary()).to_pylist()
         sink = EventSink(self._format, self._mode, self._stats, self._typed, self._schemas)
         decode_one = self._decoder.decode
+        decode_moved = getattr(self._decoder, "decode_with_old_key", None)
         first = self._stats["messages"]
         done = 0
         max_bytes = self._limits.max_message_bytes
@@ -192,6 +212,12 @@ class PythonDecoder:
                     elif len(raw) > max_bytes:
                         what = f"message is {len(raw):,} bytes"
                         sink.error(ordinal, raw, self._limits.over("max_message_bytes", what))
+                    elif old_list is not None and old_list[ordinal - first] is not None:
+                        old_key = old_list[ordinal - first]
+                        if decode_moved is None:
+                            decode_one(raw, key, ordinal, sink)
+                        else:
+                            decode_moved(raw, key, old_key, ordinal, sink)
                     else:
                         decode_one(raw, key, ordinal, sink)
         finally:

@@ -8,6 +8,9 @@ parse, from :mod:`._json`).
 
 from __future__ import annotations
 
+import base64
+
+from .._limits import DEFAULT
 from . import _schemas
 from ._events import Malformed
 from ._json import (
@@ -29,6 +32,12 @@ from ._sequence import i64, text, u64
 from ._typed import Hints, parse_int
 
 FORMAT = "debezium-json"
+UNAVAILABLE_VALUE = "__debezium_unavailable_value"
+"""Debezium's default ``unavailable.value.placeholder``."""
+_OLD_KEY = "__debezium.oldkey header"
+_HEADER_CONVERTER = (
+    " (give Kafka Connect header.converter=org.apache.kafka.connect.json.JsonConverter)"
+)
 
 _OPS = {"r": "read", "c": "insert", "u": "update", "d": "delete", "t": "truncate", "m": "other"}
 _STATUS = {"BEGIN": "begin", "END": "commit"}
@@ -68,15 +77,55 @@ def _nanos(obj: dict) -> int | None:
     return None
 
 
-def _image(value: object, where: str, limits) -> list | None:
-    """``before`` / ``after``: an object, a string holding a MongoDB Extended JSON
-    document, or null."""
+class _Unavailable:
+    """The placeholder of values the connector did not read, in each shape it is sent
+    (rust/render/json.rs ``Unavailable``): its text, the base64 of its bytes, an array of
+    its text, an array of its bytes as numbers."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.base64 = base64.b64encode(text.encode()).decode()
+        self.codes = [str(b) for b in text.encode()]
+
+    def matches(self, value: object) -> bool:
+        if type(value) is str:
+            return value == self.text or value == self.base64
+        if type(value) is list:
+            if len(value) == 1:
+                return type(value[0]) is str and value[0] == self.text
+            return len(value) == len(self.codes) and all(
+                type(item) is Number and item == code
+                for item, code in zip(value, self.codes, strict=True)
+            )
+        return False
+
+
+def _image(value: object, where: str, limits, unavailable: _Unavailable | None = None):
+    """``before`` / ``after``: an object (without the members holding the ``unavailable``
+    placeholder), a string holding a MongoDB Extended JSON document, or null."""
     if type(value) is str:
         return extended_document(value, where, limits)
     obj = object_field(value, where)
     if obj is None:
         return None
-    return [(k, render(v)) for k, v in obj.items()]
+    if unavailable is None:
+        return [(k, render(v)) for k, v in obj.items()]
+    return [(k, render(v)) for k, v in obj.items() if not unavailable.matches(v)]
+
+
+def _old_key(raw: bytes, limits) -> dict:
+    """The old key of a key change: the ``__debezium.oldkey`` header's JSON object (the
+    Connect ``schema``/``payload`` wrapper taken off)."""
+    try:
+        value = parse(raw, limits)
+    except Malformed as exc:
+        raise Malformed(f"{_OLD_KEY}: {exc}{_HEADER_CONVERTER}") from None
+    if isinstance(value, dict) and "schema" in value and "payload" in value:
+        value = value["payload"]
+    key = object_field(value, _OLD_KEY)
+    if key is None:
+        raise Malformed(f"{_OLD_KEY}: expected an object, got null")
+    return key
 
 
 def _remove_fields(image: list, names: list | None) -> None:
@@ -301,17 +350,32 @@ class DebeziumJson(JsonFormat):
 
     name = FORMAT
 
+    def __init__(self, *, limits=DEFAULT, unavailable_value: str | None = None) -> None:
+        super().__init__(limits=limits)
+        text = UNAVAILABLE_VALUE if unavailable_value is None else unavailable_value
+        self._unavailable = _Unavailable(text) if text else None
+        self._moved: bytes | None = None
+
+    def decode_with_old_key(self, raw: bytes, key, old_key: bytes, ordinal: int, sink) -> None:
+        """Decodes a message that came with Debezium's ``__debezium.oldkey`` header: an
+        insert is then the second half of a key change, an ``update`` from the old key."""
+        self._moved = old_key
+        try:
+            self.decode(raw, key, ordinal, sink)
+        finally:
+            self._moved = None
+
     def _schema(self, message: object, row: tuple, key: str | None) -> tuple | None:
         """The Connect schema's columns (else the images' names); the key from the Kafka
         message key, else Lindorm's HBase ``ROW``, else MongoDB's ``_id``."""
         before, after = row[13], row[14]
         if before is None and after is None:
             return None
+        envelope = message
+        if "payload" in message and ("schema" in message or len(message) == 1):
+            envelope = message["payload"]
         names = _key_names(key, self._limits)
         if names is None:
-            envelope = message
-            if "payload" in message and ("schema" in message or len(message) == 1):
-                envelope = message["payload"]
             source = envelope.get("source")
             lindorm = (
                 isinstance(source, dict) and "namespace" in source and "connector" not in source
@@ -322,6 +386,13 @@ class DebeziumJson(JsonFormat):
                 names = ["_id"]
         columns = _connect_columns(message.get("schema"))
         if columns is None:
+            if self._unavailable is not None:
+                # Named as sent: a column holding the placeholder is still a column.
+                sent = [envelope.get(side) for side in ("before", "after")]
+                before, after = (
+                    list(image.items()) if isinstance(image, dict) else row_image
+                    for image, row_image in zip(sent, (before, after), strict=True)
+                )
             return _schemas.names(_schemas.image_names(before, after), names)
         return _schemas.typed("connect", columns, names)
 
@@ -346,8 +417,9 @@ class DebeziumJson(JsonFormat):
         status = string_field(get("status"), "status")
         source = object_field(get("source"), "source") or {}
         transaction = object_field(get("transaction"), "transaction") or {}
-        before = _image(get("before"), "before", limits)
-        after = _image(get("after"), "after", limits)
+        unavailable = self._unavailable
+        before = _image(get("before"), "before", limits, unavailable)
+        after = _image(get("after"), "after", limits, unavailable)
         capture = _micros(envelope, "")
         event_time = _micros(source, "source.")
 
@@ -478,6 +550,11 @@ class DebeziumJson(JsonFormat):
                 owned = True
         mongo = mongo or owned
         primary_key = ["_id"] if mongo and op not in _CONTROL else None
+
+        if self._moved is not None and op == "insert":
+            # The insert half of a key change: an update from the old key.
+            op = "update"
+            before = _image(_old_key(self._moved, limits), _OLD_KEY, limits, unavailable)
 
         metadata: dict[str, str] = {}
         add_unknown(metadata, source, _NAMES)

@@ -11,7 +11,9 @@ The messages go round-robin over the topic's partitions, a **unit** at a time: o
 or a whole Tencent DTS multi-part set (``Envelope.total > 1``: every part in order, in one
 partition, as DTS writes it). Each DTS record carries the Kafka headers the service sends:
 ``ShardId`` (here the source's shard, ``"0"``) and ``ps``, the per-partition sequence
-(decimal text, continuous from 0). Records have no key. ``datahub-tuple`` (records, not
+(decimal text, continuous from 0). A stream with message keys (``Stream.message_keys``:
+Debezium's, whose key is the row's primary key) sends them as the records' keys; the
+others' records have no key, as those services send them. ``datahub-tuple`` (records, not
 values) and ``datastream-avro`` (files in a bucket) are not Kafka-borne and are refused.
 
 Needs ``confluent-kafka`` (``requirements-dev.txt``).
@@ -34,7 +36,8 @@ KAFKA_FORMATS: tuple[str, ...] = (
 """The generated formats whose messages travel as Kafka values."""
 
 Record = tuple[int, bytes | None, list[tuple[str, bytes]]]
-"""``(partition, value, headers)`` of one Kafka record."""
+"""``(partition, value, headers)`` of one Kafka record; :func:`produce_records` also takes
+``(partition, value, headers, key)``."""
 
 
 def _units(format: str, values: Sequence[bytes | None]) -> list[list[int]]:
@@ -78,6 +81,7 @@ def records(
     *,
     partitions: int,
     shard: str = "0",
+    keys: Sequence[bytes | None] | None = None,
 ) -> list[Record]:
     """The Kafka records of a stream's values, in the order to send them.
 
@@ -86,9 +90,11 @@ def records(
         values: the Kafka values (``Stream.values``).
         partitions: how many partitions the topic has; units go round-robin over them.
         shard: the ``ShardId`` header of Tencent DTS records.
+        keys: the values' Kafka keys (``Stream.message_keys``), if they have any.
 
     Returns:
-        ``(partition, value, headers)`` per value, in the values' order.
+        ``(partition, value, headers)`` per value, in the values' order;
+        ``(partition, value, headers, key)`` with ``keys``.
     """
     if format not in KAFKA_FORMATS:
         raise ValueError(
@@ -105,7 +111,10 @@ def records(
             if format == "tencent-dts":
                 headers = [("ShardId", shard.encode()), ("ps", str(sequence[partition]).encode())]
             sequence[partition] += 1
-            out.append((partition, values[i], headers))
+            if keys is None:
+                out.append((partition, values[i], headers))
+            else:
+                out.append((partition, values[i], headers, keys[i]))  # type: ignore[arg-type]
     return out
 
 
@@ -142,7 +151,7 @@ def create_topic(bootstrap: str, topic: str, *, partitions: int = 3, timeout: fl
 def produce_records(
     bootstrap: str, topic: str, items: Iterable[Record], *, config: dict[str, Any] | None = None
 ) -> int:
-    """Send ``(partition, value, headers)`` records to ``topic``, in order per partition,
+    """Send ``(partition, value, headers[, key])`` records to ``topic``, in order per partition,
     and wait until the broker has them all.
 
     Returns:
@@ -170,11 +179,12 @@ def produce_records(
             failures.append(f"partition {msg.partition()}: {err}")
 
     sent = 0
-    for partition, value, headers in items:
+    for partition, value, headers, *key in items:
         while True:
             try:
                 producer.produce(
                     topic,
+                    key=key[0] if key else None,
                     value=value,
                     partition=partition,
                     headers=headers or None,
@@ -202,6 +212,7 @@ def produce(bootstrap: str, topic: str, stream: Any, *, partitions: int = 3) -> 
     Returns:
         How many records were sent.
     """
+    keys = getattr(stream, "message_keys", None)
     return produce_records(
-        bootstrap, topic, records(stream.format, stream.values, partitions=partitions)
+        bootstrap, topic, records(stream.format, stream.values, partitions=partitions, keys=keys)
     )

@@ -15,6 +15,8 @@
   the table format behind :mod:`cdc_decode.spark._tables`.
 - :mod:`cdc_decode.spark.schemas`: ``table_schemas`` and ``schema_rows``, the schema pass
   (each table's columns, types and key as the wire describes them).
+- :mod:`cdc_decode.spark.sync`: ``sync`` and ``sync_stream``, every table of a stream
+  into its own Delta table, created and evolved from the wire's schemas.
 
 The decoding runs on the executors in the Python worker that serves ``mapInArrow``; the
 executors' Python (``PYSPARK_PYTHON``) must have ``cdc_decode`` and ``pyarrow`` installed.
@@ -34,6 +36,7 @@ from .decoding import (
 from .schemas import schema_rows, table_schemas
 from .session import local_session
 from .stream import MULTIPART_FORMATS, decode_stream
+from .sync import SyncError, SyncResult, TableSync, sync, sync_stream
 
 __all__ = [
     "KAFKA_COLUMNS",
@@ -42,6 +45,9 @@ __all__ = [
     "ApplyResult",
     "DecodeAccounting",
     "StaleChangesWarning",
+    "SyncError",
+    "SyncResult",
+    "TableSync",
     "apply_changes",
     "current_rows",
     "decode",
@@ -50,5 +56,7 @@ __all__ = [
     "read_datastream",
     "schema_rows",
     "spark_event_schema",
+    "sync",
+    "sync_stream",
     "table_schemas",
 ]

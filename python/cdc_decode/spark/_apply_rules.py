@@ -440,7 +440,7 @@ def stored_key_rows(table: Table, keys: Sequence[str], wanted: DataFrame) -> Dat
             return rows.where(col(keys[0]).isin([r[0] for r in few]))
         match = [_all([col(k) == F.lit(r[i]) for i, k in enumerate(keys)]) for r in few]
         return rows.where(_any(match))
-    return rows.join(F.broadcast(wanted), [col(k) == wanted[quote(k)] for k in keys], "left_semi")
+    return rows.join(F.broadcast(wanted), list(keys), "left_semi")
 
 
 def move_depth(moves: DataFrame, keys: Sequence[str], start: str) -> int:
@@ -601,22 +601,21 @@ def scd1_clauses(
     kill = F.coalesce(F.when(live, kill_live).otherwise(kill_tomb), x)
     seq = F.when(newer, last).otherwise(t_seq)
     update: dict[str, Column] = {}
-    writes = []
+    newest = []  # per column: the newer of its write here and its stored write
     changes = [newer, (d1 > base) & (d1 < t_seq)]
     for i, c in enumerate(values):
         stored_ws = F.coalesce(t(COLUMN_SEQUENCES)[c], base)
         ws = written(i)
         takes = ws > stored_ws
-        w = F.when(takes, ws).otherwise(stored_ws)
-        valid = w >= kill
-        update[c] = F.when(valid, F.when(takes, s(c)).otherwise(t(c)))
-        writes.append(F.when(valid, w).otherwise(kill))
+        w = F.greatest(ws, stored_ws)
+        update[c] = F.when(w >= kill, F.when(takes, s(c)).otherwise(t(c)))
+        newest.append(w)
         if not whole:
             changes.append(takes)
     if whole:
         changes.append(s(UPSERT_SEQ) > base)
     update.update(
-        _bookkeeping(values, writes, seq, live, F.when(newer, time).otherwise(t(EVENT_TIME)))
+        _bookkeeping(values, newest, kill, seq, live, F.when(newer, time).otherwise(t(EVENT_TIME)))
     )
     fast = {c: s(c) for c in values}
     fast.update(
@@ -642,27 +641,39 @@ def scd1_clauses(
     else:
         new_live = kind == "u"
         kill = F.coalesce(F.when(new_live, d1).otherwise(d2), x)
-        writes = []
+        newest = []
         for i, c in enumerate(values):
             ws = written(i)
-            valid = ws >= kill
-            insert[c] = F.when(valid, s(c))
-            writes.append(F.when(valid, ws).otherwise(kill))
-        insert.update(_bookkeeping(values, writes, last, new_live, time))
+            insert[c] = F.when(ws >= kill, s(c))
+            newest.append(ws)
+        insert.update(_bookkeeping(values, newest, kill, last, new_live, time))
     clauses.append(Clause("insert", insert, born))
     return clauses
 
 
 def _bookkeeping(
-    values: Sequence[str], writes: Sequence[Column], seq: Column, live: Column, time: Column
+    values: Sequence[str],
+    newest: Sequence[Column],
+    kill: Column,
+    seq: Column,
+    live: Column,
+    time: Column,
 ) -> dict[str, Column]:
-    """The row's own columns from each column's write sequence: the base is the oldest
-    write (null when it is the row's sequence), the map the columns written after it."""
+    """The row's own columns from each column's write sequence (its ``newest`` write, or
+    the row's last delete, ``kill``, when that is newer: the value is gone): the base is
+    the oldest write (null when it is the row's sequence), the map the columns written
+    after it.
+
+    ``kill`` is written once in each expression (the oldest of ``max(w, kill)`` is
+    ``max(oldest w, kill)``), so the expressions grow with the columns, not with their
+    square: Spark compiles them instead of interpreting them."""
     from pyspark.sql import functions as F
 
     if values:
-        base = F.least(*writes) if len(writes) > 1 else writes[0]
-        every = F.map_from_arrays(F.array(*[F.lit(c) for c in values]), F.array(*writes))
+        oldest = F.least(*newest) if len(newest) > 1 else newest[0]
+        base = F.greatest(oldest, kill)
+        writes = F.transform(F.array(*newest), lambda w: F.greatest(w, kill))
+        every = F.map_from_arrays(F.array(*[F.lit(c) for c in values]), writes)
         later = F.map_filter(every, lambda _k, v: v > base)
         stored_map = F.when(F.size(later) > 0, later)
     else:
@@ -675,6 +686,90 @@ def _bookkeeping(
         BASE_SEQUENCE: F.when(base != seq, base),
         COLUMN_SEQUENCES: stored_map,
     }
+
+
+ACTION = "_cdc_action"  # a resolved row: "u" update, "i" insert, null: nothing to write
+GUARD = "_cdc_guard"  # a resolved row: the stored row's bookkeeping it was resolved from
+STALE = "cdc_decode: a row changed between apply_changes' read and its MERGE"
+"""The message of the error a resolved ``MERGE`` raises (and retries) when a row it
+resolved was written meanwhile by another writer."""
+
+
+def _guard(alias: str) -> Column:
+    """The bookkeeping of a stored type 1 row: every write of ours changes one of them
+    (a value's write sequence is the row's, its base, or in its map)."""
+    from pyspark.sql import functions as F
+
+    t = lambda name: col(name, alias)  # noqa: E731
+    return F.struct(
+        t(SEQUENCE).alias("q"),
+        t(DELETED).alias("d"),
+        t(BASE_SEQUENCE).alias("b"),
+        F.map_entries(t(COLUMN_SEQUENCES)).alias("m"),
+    )
+
+
+def resolve_scd1(
+    source: DataFrame, table: Table, keys: Sequence[str], clauses: Sequence[Clause]
+) -> tuple[DataFrame, list[Clause]]:
+    """The type 1 ``MERGE`` of ``clauses`` resolved beforehand: each row of ``source``
+    (folded, few keys) joined with the table's row of its key, the clause it takes chosen
+    and every column of the row it writes computed here. The ``MERGE`` that writes them
+    then only sets columns from its source: the table's unchanged columns are not read
+    (with deletion vectors, Delta reads and shuffles only the key and the bookkeeping of
+    the files a batch touches, not every column of them).
+
+    Returns the resolved rows (every table column, :data:`ACTION`, :data:`GUARD`) and
+    their clauses. A row another writer changed after it was read here fails the
+    ``MERGE`` with :data:`STALE` (nothing is written), and the caller resolves again."""
+    from pyspark.sql import functions as F
+
+    fields = table.schema().fields
+    wanted = source.select(*[col(k) for k in keys])
+    here = stored_key_rows(table, keys, wanted).withColumn("_cdc_here", F.lit(True))
+    on = _all([col(k, "s") == col(k, "t") for k in keys])
+    # No broadcast hint: Spark's estimate of the rows is the table's size; adaptive
+    # execution broadcasts them when they are small, as they are.
+    joined = source.alias("s").join(here.alias("t"), on, "left")
+    matched = F.col("t._cdc_here").isNotNull()
+    chosen = None
+    for i, clause in enumerate(clauses):
+        holds = matched if clause.kind == "update" else ~matched
+        if clause.condition is not None:
+            holds = holds & F.coalesce(clause.condition, F.lit(False))
+        chosen = F.when(holds, F.lit(i)) if chosen is None else chosen.when(holds, F.lit(i))
+    which = F.col("_cdc_clause")
+    out = []
+    for f in fields:
+        value = None
+        for i, clause in enumerate(clauses):
+            given = clause.values.get(f.name)
+            if given is None:
+                given = col(f.name, "t") if clause.kind == "update" else F.lit(None)
+            value = F.when(which == i, given) if value is None else value.when(which == i, given)
+        out.append(value.cast(f.dataType).alias(f.name))
+    kinds = F.create_map(
+        *[F.lit(x) for i, c in enumerate(clauses) for x in (i, "u" if c.kind == "update" else "i")]
+    )
+    # The clause in a projection of its own: Spark keeps it apart (CollapseProject does not
+    # copy an expensive expression into each column that reads it).
+    rows = joined.select("*", chosen.alias("_cdc_clause")).select(
+        *out,
+        kinds[which].alias(ACTION),
+        F.when(matched, _guard("t")).alias(GUARD),
+    )
+    s = lambda name: col(name, "s")  # noqa: E731
+    # Every clause sets every column: a column it left out would be the table's, which the
+    # MERGE would then read.
+    every = {f.name: s(f.name) for f in fields}
+    stale = {**every, SEQUENCE: F.raise_error(F.lit(STALE)).cast("binary")}
+    action = s(ACTION)
+    return rows, [
+        Clause("update", every, (action == "u") & _guard("t").eqNullSafe(s(GUARD))),
+        Clause("update", stale, action.isNotNull()),
+        Clause("insert", every, action == "i"),
+        Clause("insert", stale, action == "u"),
+    ]
 
 
 def purge_condition(cutoff: int, horizon: bytes | None = None) -> str:

@@ -50,7 +50,7 @@ from ._apply_rules import SEQUENCE as SEQUENCE
 from ._apply_rules import START_SEQUENCE as START_SEQUENCE
 from ._apply_rules import START_TIME as START_TIME
 from ._apply_rules import UPSERT_OPS as UPSERT_OPS
-from ._tables import Clause, Table, open_table
+from ._tables import Clause, Commit, Table, open_table
 from ._tables.delta import quote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -68,6 +68,16 @@ TRUNCATE_PROPERTY = "cdc_decode.truncateHorizon"
 up to it is written (every row of the table was deleted there)."""
 TRUNCATE_TIME_PROPERTY = "cdc_decode.truncateTime"
 """That ``truncate``'s event time (microseconds since the epoch; absent when unknown)."""
+
+BROADCAST_KEYS = 50_000
+"""A type 1 batch folded to at most this many keys is resolved against the table's rows of
+its keys and broadcast into a MERGE that only sets columns: the table's files are then
+joined with it where they are read, and only their keys and bookkeeping are read by the
+MERGE (docs/apply.md, "Cost")."""
+
+STALE_ATTEMPTS = 5
+"""How many times a resolved batch is resolved again when another writer changed its rows
+between the read and the MERGE."""
 
 STALE_SHARE = 0.5
 """A batch warns (``on_stale``) when more than this share of its keys were stale ..."""
@@ -527,7 +537,10 @@ class _Call:
             clauses = rules.scd1_clauses(
                 keys, values, whole=whole, horizon=max(horizons) if horizons else None
             )
-            commit = table.merge(source, _on(keys), clauses, self.txn)
+            if not new_cut and result.keys <= BROADCAST_KEYS:
+                commit = self._resolved_merge(source, clauses)
+            else:
+                commit = table.merge(source, _on(keys), clauses, self.txn)
         finally:
             folded.unpersist()
             if filled is not None:
@@ -548,6 +561,25 @@ class _Call:
             result.stale = result.keys  # a MERGE that changed nothing
         result.retries = table.retries
         return result
+
+    def _resolved_merge(self, source: DataFrame, clauses: list[Clause]) -> Commit:
+        """A batch of few keys (at most :data:`BROADCAST_KEYS`): its rows resolved against
+        the table's rows of its keys (:func:`rules.resolve_scd1`), broadcast into a
+        ``MERGE`` that sets them. Resolved again when another writer changed one of
+        those rows in between (the ``MERGE`` fails on it, writing nothing)."""
+        from pyspark.sql import functions as F
+
+        table, keys = self.table, self.image.keys
+        for attempt in range(STALE_ATTEMPTS):
+            rows, resolved = rules.resolve_scd1(source, table, keys, clauses)
+            try:
+                return table.merge(F.broadcast(rows), _on(keys), resolved, self.txn)
+            except Exception as error:
+                if rules.STALE not in str(error) or attempt == STALE_ATTEMPTS - 1:
+                    raise
+                table.retries += 1
+                table.refresh()
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _purge(self, retention: dt.timedelta) -> int:
         """Forget tombstones deleted more than ``retention`` before the batch's newest row
@@ -990,10 +1022,10 @@ class _Counts:
             for row in self.selected.where(known).groupBy("op").count().collect():
                 result.other[row["op"]] = row["count"]
         if self.has_ddl and result.other.get("ddl"):
-            result.ddl = [
-                r["ddl"]
-                for r in self.selected.where(F.col("op") == "ddl").orderBy("_seq").collect()
-            ]
+            # Sorted here as Spark sorts (nulls first): an orderBy adds a sampling job or two.
+            rows = self.selected.where(F.col("op") == "ddl").select("_seq", "ddl").collect()
+            rows.sort(key=lambda r: (r["_seq"] is not None, bytes(r["_seq"] or b"")))
+            result.ddl = [r["ddl"] for r in rows]
         image = self.image
         for i, c in enumerate(image.names):
             n = values.get(f"bad_{i}") or 0

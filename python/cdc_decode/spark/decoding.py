@@ -27,7 +27,9 @@ from .._checks import (
     check_mode,
     check_schema_or_tables,
     check_time_zone,
+    check_unavailable_value,
 )
+from .._headers import first_header
 from .._limits import Limits, as_limits
 from .._schema import RECORD_FORMATS, event_schema
 
@@ -287,6 +289,7 @@ class _Job:
     limits: Limits
     event_columns: list[str] | None
     source_time_zone: str | None = None
+    unavailable_value: str | None = None
 
 
 def _mapped(df: DataFrame, out_schema: Any, reporter: Any, job: _Job, **options: Any) -> DataFrame:
@@ -337,15 +340,18 @@ def decode(
     event_columns: Sequence[str] | None = None,
     plan: str = "auto",
     source_time_zone: str | None = None,
+    unavailable_value: str | None = None,
 ) -> DataFrame | dict[str | None, DataFrame]:
     """Decode a DataFrame of CDC messages into a DataFrame of change events.
 
     Each Spark partition is decoded by one :class:`cdc_decode.Decoder`, batch after batch,
     so a multi-part message split over several Arrow batches of a partition is joined.
     Multi-part sets are reassembled per ``topic/partition`` (and per the Kafka header
-    ``ShardId`` when the input has a ``headers`` column). Every output row carries the
-    kept input columns of the message it came from; the events of a completed multi-part
-    set carry those of its last part.
+    ``ShardId`` when the input has a ``headers`` column). ``debezium-json`` reads the
+    ``__debezium.oldkey`` header of a key change from that column too (Spark's Kafka
+    source gives it with ``includeHeaders``; docs/formats/debezium-json.md). Every output
+    row carries the kept input columns of the message it came from; the events of a
+    completed multi-part set carry those of its last part.
 
     ``datahub-tuple`` is different: its input is not a value column but the records
     themselves (docs/formats/datahub-tuple.md). Every column of ``df`` that is not kept
@@ -401,6 +407,9 @@ def decode(
             (``"Asia/Shanghai"``): wall clocks the wire sends without an offset are read in
             it for ``timestamp`` columns, instants shown in it for ``timestamp_ntz`` and
             ``date`` columns (docs/typed.md, "The source's time zone"). ``None``: UTC.
+        unavailable_value: ``debezium-json`` only: the connector's
+            ``unavailable.value.placeholder``, whose columns are left out of the images
+            (absent); ``None``: Debezium's default, ``""``: none (docs/formats/debezium-json.md).
 
     Returns:
         A DataFrame with the kept columns followed by the columns of
@@ -444,6 +453,7 @@ def decode(
     event_columns = typed.checked_event_columns(event_columns)
     check_time_zone(source_time_zone, typed.arrow_schema is not None)
     limits = as_limits(limits)
+    unavailable_value = check_unavailable_value(format, unavailable_value)
     if accounting is not None and not isinstance(accounting, DecodeAccounting):
         raise TypeError(
             f"accounting must be a cdc_spark.DecodeAccounting, not {type(accounting).__name__}"
@@ -455,7 +465,15 @@ def decode(
     if plan != "auto" and format not in RECORD_FORMATS:
         raise ValueError(f"plan={plan!r} is for datahub-tuple; {format} always runs the decoder")
     job = _Job(
-        format, mode, engine, typed.schema, typed.tables, limits, event_columns, source_time_zone
+        format,
+        mode,
+        engine,
+        typed.schema,
+        typed.tables,
+        limits,
+        event_columns,
+        source_time_zone,
+        unavailable_value,
     )
     if format in RECORD_FORMATS:
         combined, kept = _decode_records(
@@ -711,6 +729,7 @@ def _partition_decoder(
             tables=None if job.tables is None else dict(job.tables),
             limits=job.limits,
             source_time_zone=job.source_time_zone,
+            unavailable_value=job.unavailable_value,
         )
         decoded = _decode_batches(
             decoder, batches, keep, value_col, records, has_topic, has_headers, job.event_columns
@@ -756,7 +775,10 @@ def _decode_batches(
                 events, ordinals = decoder.decode_indexed(batch.select(records))
             else:
                 keys = _reassembly_keys(batch, has_topic, has_headers)
-                events, ordinals = decoder.decode_indexed(batch.column(value_col), keys=keys)
+                headers = _old_key_headers(decoder.format, batch, has_headers)
+                events, ordinals = decoder.decode_indexed(
+                    batch.column(value_col), keys=keys, headers=headers
+                )
         except Exception as exc:
             _raise_located(exc, batch, start)
             raise
@@ -901,27 +923,23 @@ def _reassembly_keys(batch: pa.RecordBatch, has_topic: bool, has_headers: bool) 
 def _shard_ids(headers: pa.Array) -> pa.Array:
     """The first ``ShardId`` header value of each row as text, null where there is none."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
-    if isinstance(headers, pa.ChunkedArray):
-        headers = headers.combine_chunks()
-    entries = pc.list_flatten(headers)
-    rows = pc.list_parent_indices(headers)
-    is_shard = pc.fill_null(pc.equal(entries.field("key"), _SHARD_HEADER), False)
-    shard_rows = rows.filter(is_shard)
-    values = entries.field("value").filter(is_shard)
+    values = first_header(headers, _SHARD_HEADER)
     try:
-        values = values.cast(pa.string())
+        return values.cast(pa.string())
     except pa.ArrowInvalid:  # not UTF-8: still a usable, stable key
-        values = pa.array(
+        return pa.array(
             [
                 None if v is None else v.decode("utf-8", "backslashreplace")
                 for v in values.to_pylist()
             ],
             pa.string(),
         )
-    # index_in finds the first ShardId header of each row.
-    first = pc.index_in(
-        pa.array(range(len(headers)), pa.int64()), value_set=shard_rows.cast(pa.int64())
-    )
-    return values.take(first)
+
+
+def _old_key_headers(format: str, batch: pa.RecordBatch, has_headers: bool) -> Any:
+    """The Kafka headers for the decoder: ``debezium-json`` reads its key changes'
+    ``__debezium.oldkey`` from them; the other formats none (``ShardId`` is a key)."""
+    if format != "debezium-json" or not has_headers:
+        return None
+    return batch.column("headers")

@@ -21,17 +21,15 @@ from typing import TYPE_CHECKING, Any
 
 from .._checks import check_columns, check_engine, check_format, check_mode
 from .._limits import Limits, as_limits
-from .._schema import RECORD_FORMATS, SCHEMA_PASS_SCHEMA
+from .._schema import OPEN_PART, RECORD_FORMATS, SCHEMA_PASS_SCHEMA
 from .._wire_schemas import TableSchemas
-from .decoding import _is_kafka_headers, _reassembly_keys
+from .decoding import _LOCATION, _is_kafka_headers, _reassembly_keys
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
     from pyspark.sql import DataFrame
 
 __all__ = ["schema_rows", "table_schemas"]
-
-_LOCATION = ("topic", "partition", "offset")
 
 
 def schema_rows(
@@ -122,6 +120,7 @@ def schema_rows(
         "key_col": key_col,
         "records": records,
         "has_topic": has_topic,
+        "has_offset": "offset" in fields,
         "has_headers": has_headers and format == "tencent-dts",
         "streamed": streamed,
     }
@@ -174,6 +173,7 @@ def _partition_reader(
     key_col: str | None,
     records: list[str] | None,
     has_topic: bool,
+    has_offset: bool,
     has_headers: bool,
     streamed: bool,
 ):
@@ -182,9 +182,19 @@ def _partition_reader(
     def read_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         import cdc_decode
 
+        # A Tencent DTS micro-batch with the Kafka columns names the parts of the sets
+        # still open at its end (sync_stream holds them for the next micro-batch). The
+        # reader is then permissive, so that finish() gives every open part's ordinal, and
+        # the mode is applied to the rows after.
+        holding = streamed and format == "tencent-dts" and has_topic and has_offset
         reader = cdc_decode.SchemaReader(
-            format, mode=mode, engine=engine, columns=columns, limits=limits
+            format,
+            mode="permissive" if holding else mode,
+            engine=engine,
+            columns=columns,
+            limits=limits,
         )
+        open_parts = _OpenParts() if holding else None
         start = 0
         for batch in batches:
             if records is not None:
@@ -197,15 +207,72 @@ def _partition_reader(
                 else:
                     keys = None
                 out = _located(reader, batch, start, value_col, keys)
+            if open_parts is not None:
+                out = _with_mode(out, mode)
+                open_parts.update(batch, start, reader.stats()["pending"])
             if out.num_rows:
                 yield out
             start += batch.num_rows
-        if not streamed:
+        if open_parts is not None:
+            end = open_parts.rows(reader.finish())
+        elif not streamed:
             end = reader.finish()
-            if end.num_rows:
-                yield end
+        else:
+            return
+        if end.num_rows:
+            yield end
 
     return read_partition
+
+
+class _OpenParts:
+    """The Kafka locations of one partition's records since the last point no multi-part
+    set was open: where the parts of the sets open at the end are."""
+
+    def __init__(self) -> None:
+        self.first = 0  # ordinal of the first record held
+        self.held: list[pa.Table] = []
+
+    def update(self, batch: pa.RecordBatch, start: int, pending: int) -> None:
+        import pyarrow as pa
+
+        if not pending:
+            self.held, self.first = [], start + batch.num_rows
+            return
+        self.held.append(pa.Table.from_batches([batch.select(list(_LOCATION))]))
+
+    def rows(self, ended: pa.RecordBatch) -> pa.RecordBatch:
+        """``finish()``'s rows of the open parts, each an :data:`OPEN_PART` row naming its
+        record."""
+        import pyarrow as pa
+
+        if not ended.num_rows:
+            return ended
+        where = pa.concat_tables(self.held).combine_chunks()
+        texts = []
+        for ordinal in ended.column("first_ordinal").to_pylist():
+            topic, partition, offset = (where.column(c)[ordinal - self.first].as_py()
+                                        for c in _LOCATION)  # fmt: skip
+            texts.append(f"{OPEN_PART}: topic {topic}, partition {partition}, offset {offset}")
+        at = ended.schema.get_field_index("error")
+        return ended.set_column(at, ended.schema.field(at), pa.array(texts, pa.string()))
+
+
+def _with_mode(out: pa.RecordBatch, mode: str) -> pa.RecordBatch:
+    """A permissive reader's rows as ``mode`` gives them: error rows dropped
+    (``dropmalformed``) or the first raised (``failfast``)."""
+    import pyarrow.compute as pc
+
+    import cdc_decode
+
+    if mode == "permissive" or not out.num_rows:
+        return out
+    errors = out.column("error")
+    if errors.null_count == out.num_rows:
+        return out
+    if mode == "failfast":
+        raise cdc_decode.DecodeError(errors.drop_null()[0].as_py())
+    return out.filter(pc.is_null(errors))
 
 
 def _located(reader: Any, batch: pa.RecordBatch, start: int, value_col: str, keys: Any):

@@ -85,7 +85,10 @@ def local_session(
     Spark starts its workers with ``PYSPARK_PYTHON``; when that is not the interpreter
     that has ``cdc_decode`` and ``pyarrow`` installed, every ``mapInArrow`` task fails with
     ``ModuleNotFoundError``. This sets it (unless already set), with UTC as the session
-    time zone and the UI off, for demos, tests and notebooks on one machine.
+    time zone and the UI off, for demos, tests and notebooks on one machine. One machine
+    has few cores, so the shuffles default to 4 partitions (Spark's 200 are for clusters)
+    and Delta's snapshot of a table's log to 2 (its 50 cost a new small table seconds of
+    tasks); ``**config`` sets others.
 
     The connectors come from ``jars`` when a given jar is the connector (by its file name:
     ``delta-spark_*``, ``iceberg-spark-runtime-*``, ``spark-sql-kafka-0-10_*``,
@@ -162,7 +165,10 @@ def local_session(
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
     )
+    if delta:
+        builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
     for key, value in settings.items():
         builder = builder.config(key, value)
     if configure_delta is not None:

@@ -29,7 +29,13 @@ import datetime as dt
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._checks import check_engine, check_format, check_mode, check_time_zone
+from .._checks import (
+    check_engine,
+    check_format,
+    check_mode,
+    check_time_zone,
+    check_unavailable_value,
+)
 from .._limits import Limits, as_limits
 from .decoding import (
     DecodeAccounting,
@@ -76,6 +82,7 @@ def decode_stream(
     event_columns: Sequence[str] | None = None,
     pending_timeout: dt.timedelta | None = None,
     source_time_zone: str | None = None,
+    unavailable_value: str | None = None,
 ) -> DataFrame | dict[str | None, DataFrame]:
     """Decode a streaming DataFrame from Spark's Kafka source into change events.
 
@@ -130,6 +137,7 @@ def decode_stream(
             how to choose.
         source_time_zone: typed mode: the source's time zone, as
             :func:`cdc_decode.spark.decode`.
+        unavailable_value: ``debezium-json`` only, as :func:`cdc_decode.spark.decode`.
 
     Returns:
         As :func:`cdc_decode.spark.decode`: the kept columns, then the event columns (a
@@ -159,6 +167,8 @@ def decode_stream(
         "event_columns": event_columns,
         "source_time_zone": source_time_zone,
     }
+    if check_unavailable_value(format, unavailable_value) is not None:
+        options["unavailable_value"] = unavailable_value
     if pending_timeout is not None and not isinstance(pending_timeout, dt.timedelta):
         raise TypeError(
             f"pending_timeout must be a datetime.timedelta, not {type(pending_timeout).__name__}"

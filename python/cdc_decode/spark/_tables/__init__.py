@@ -152,6 +152,11 @@ class Table:
         )
         self.refresh()
 
+    def widen_columns(self, types: Mapping[str, str]) -> None:
+        """Change each named column to the wider Spark type (``{"qty": "bigint"}``): a
+        change the format makes without rewriting the data, or an error."""
+        raise NotImplementedError
+
     def merge(
         self,
         source: DataFrame,

@@ -26,6 +26,11 @@ if TYPE_CHECKING:  # pragma: no cover
 TXN_APP = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+TYPE_WIDENING = "delta.enableTypeWidening"
+DELETION_VECTORS = "delta.enableDeletionVectors"
+DELETION_VECTORS_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
+"""The session setting for new tables' deletion vectors: when set, :meth:`DeltaTarget.create`
+follows it; when unset, tables are created with deletion vectors on."""
 TAG = "cdc_decode.apply_changes "
 """The start of the ``userMetadata`` of a commit of ours (then a unique id)."""
 
@@ -146,11 +151,13 @@ class DeltaTarget(Table):
         from delta.tables import DeltaTable
 
         props = dict(properties)
+        if self.spark.conf.get(DELETION_VECTORS_DEFAULT, None) is None:
+            # A MERGE then marks the replaced rows of a file in a deletion vector instead of
+            # copying the file's other rows (docs/apply.md, "Cost").
+            props.setdefault(DELETION_VECTORS, "true")
         if any(set(f.name) & NEEDS_COLUMN_MAPPING for f in fields):
             # Names with spaces and the like: Delta stores them only with column mapping.
             props.setdefault("delta.columnMapping.mode", "name")
-            props.setdefault("delta.minReaderVersion", "2")
-            props.setdefault("delta.minWriterVersion", "5")
         builder = DeltaTable.createIfNotExists(self.spark)
         builder = builder.location(self.target) if self.is_path else builder.tableName(self.target)
         for f in fields:
@@ -158,6 +165,16 @@ class DeltaTarget(Table):
         for key, value in props.items():
             builder = builder.property(key, value)
         self.retrying("create", builder.execute)
+        self.refresh()
+
+    def widen_columns(self, types: Mapping[str, str]) -> None:
+        """Delta's type widening (the ``typeWidening`` table feature, turned on by the
+        first widening): ``ALTER TABLE … ALTER COLUMN c TYPE t``, metadata only."""
+        if self.properties().get(TYPE_WIDENING) != "true":
+            self.set_properties({TYPE_WIDENING: "true"})
+        for name, data_type in types.items():
+            statement = f"ALTER TABLE {self.sql_name} ALTER COLUMN {quote(name)} TYPE {data_type}"
+            self.retrying("widen a column", lambda s=statement: self.spark.sql(s))
         self.refresh()
 
     def delete(self, condition: str) -> int:

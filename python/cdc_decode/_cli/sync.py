@@ -1,0 +1,180 @@
+"""``cdc-decode sync``: the streaming whole-database sync as a job (docs/sync.md).
+
+Reads a Kafka topic (or a Datastream bucket tree) with Spark and syncs every table into its
+own Delta table with :func:`cdc_decode.spark.sync_stream`, printing one line per
+micro-batch. On ``spark-submit`` it uses the session that gives it; ``--master`` starts a
+local one (with ``--jars`` for Delta's and Kafka's jars, else from Maven Central). Ctrl-C
+(SIGINT) or SIGTERM stops the query cleanly after the running micro-batch.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from typing import Any
+
+
+def add_parser(commands: Any) -> None:
+    from .._schema import FORMATS
+
+    sync = commands.add_parser(
+        "sync",
+        help="stream every table of a CDC topic into its own Delta table (Spark)",
+        description="Start a Spark streaming query that decodes a Kafka topic (or a "
+        "Datastream bucket tree) and keeps one Delta table per source table equal to it: "
+        "tables created with the wire's types, columns added and widened, each table "
+        "exactly once per micro-batch. Prints a line per micro-batch; Ctrl-C stops it.",
+    )
+    sync.add_argument(
+        "--format", required=True, choices=[f for f in FORMATS if f != "datahub-tuple"]
+    )
+    source = sync.add_mutually_exclusive_group(required=True)
+    source.add_argument("--kafka", metavar="HOST:PORT", help="Kafka bootstrap servers")
+    source.add_argument("--datastream", metavar="PATH", help="a Datastream bucket tree")
+    sync.add_argument("--topic", metavar="T", help="the Kafka topic (with --kafka)")
+    sync.add_argument(
+        "--target",
+        required=True,
+        metavar="TEMPLATE",
+        help="'/lake/{db}/{table}' or 'bronze.{db}__{table}'",
+    )
+    sync.add_argument("--checkpoint", required=True, metavar="PATH", help="the query's checkpoint")
+    sync.add_argument(
+        "--include", action="append", metavar="PATTERN", help="tables to sync (shop.*), repeatable"
+    )
+    sync.add_argument(
+        "--exclude", action="append", metavar="PATTERN", help="tables to leave out, repeatable"
+    )
+    sync.add_argument("--keys", metavar="JSON", help='key columns: \'{"shop.t": ["id"]}\'')
+    sync.add_argument(
+        "--schemas", metavar="JSON", help='column types: \'{"shop.t": "id bigint, n string"}\''
+    )
+    sync.add_argument(
+        "--scd2", action="append", metavar="PATTERN", help="tables that also keep a history table"
+    )
+    sync.add_argument(
+        "--parallelism", type=int, default=4, help="tables applied at once (default: %(default)s)"
+    )
+    sync.add_argument("--on-error", choices=("raise", "continue"), default="raise")
+    sync.add_argument(
+        "--source-time-zone", metavar="ZONE", help="the source's time zone (Asia/Shanghai)"
+    )
+    sync.add_argument("--trigger", default="10 seconds", metavar="INTERVAL",
+                      help="processing-time trigger, or 'once' to read what is there and stop "
+                      "(default: %(default)s)")  # fmt: skip
+    sync.add_argument("--max-offsets", type=int, metavar="N", help="Kafka maxOffsetsPerTrigger")
+    sync.add_argument("--starting-offsets", default="earliest", help="Kafka startingOffsets")
+    sync.add_argument("-X", "--option", action="append", default=[], metavar="NAME=VALUE",
+                      help="a Kafka source option (kafka.security.protocol=SSL, ...)")  # fmt: skip
+    sync.add_argument("--master", help="start a local Spark (local[2]) instead of spark-submit's")
+    sync.add_argument("--jars", action="append", default=[], metavar="PATH",
+                      help="with --master: jars or folders of jars (Delta, Kafka)")  # fmt: skip
+
+
+def run(args: Any, say: Any) -> int:
+    if args.kafka and not args.topic:
+        say("sync: --kafka needs --topic")
+        return 2
+    for name in ("keys", "schemas"):
+        text = getattr(args, name)
+        try:
+            value = json.loads(text) if text else None
+        except ValueError as exc:
+            say(f"sync: --{name} is not JSON: {exc}")
+            return 2
+        if value is not None and not isinstance(value, dict):
+            say(f'sync: --{name} must be a JSON object ({{"db.table": ...}})')
+            return 2
+        setattr(args, name, value)
+    from pyspark.sql import SparkSession
+
+    from ..spark import sync_stream
+
+    if args.master:
+        from ..spark import local_session
+
+        spark = local_session("cdc-decode-sync", master=args.master, delta=True,
+                              kafka=bool(args.kafka), jars=args.jars)  # fmt: skip
+    else:
+        spark = SparkSession.builder.appName("cdc-decode-sync").getOrCreate()
+    if args.kafka:
+        reader = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", args.kafka)
+            .option("subscribe", args.topic)
+            .option("startingOffsets", args.starting_offsets)
+        )
+        if args.max_offsets:
+            reader = reader.option("maxOffsetsPerTrigger", str(args.max_offsets))
+        for item in args.option:
+            name, _, value = item.partition("=")
+            reader = reader.option(name, value)
+        source = reader.load()
+    elif args.format == "datastream-avro":  # each .avro file is one message
+        source = (
+            spark.readStream.format("binaryFile")
+            # a file stream needs its schema given: binaryFile's own
+            .schema("path string, modificationTime timestamp, length bigint, content binary")
+            .option("recursiveFileLookup", "true")
+            .option("pathGlobFilter", "*.avro")
+            .load(args.datastream)
+            .selectExpr("content AS value")
+        )
+    else:  # JSON lines: each line one message
+        source = (
+            spark.readStream.format("text")
+            .option("recursiveFileLookup", "true")
+            .load(args.datastream)
+        )
+    trigger = {"availableNow": True} if args.trigger == "once" else {"processingTime": args.trigger}
+
+    def progress(result: Any) -> None:
+        lag = result.lag()
+        print(result.summary() + ("" if lag is None else f", lag {_duration(lag)}"), flush=True)
+        for table in result.failed:
+            print(f"  {table.name} -> {table.target}: {table.error}", flush=True)
+
+    query = sync_stream(
+        source,
+        args.format,
+        args.target,
+        checkpoint=args.checkpoint,
+        trigger=trigger,
+        progress=progress,
+        include=args.include,
+        exclude=args.exclude,
+        keys=args.keys,
+        schemas=args.schemas,
+        scd2=args.scd2,
+        parallelism=args.parallelism,
+        on_error=args.on_error,
+        source_time_zone=args.source_time_zone,
+    )
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: Any) -> None:
+        if not stopping.is_set():
+            stopping.set()
+            say("sync: stopping after the running micro-batch (again to force)")
+            threading.Thread(target=query.stop, daemon=True).start()
+        else:
+            sys.exit(130)
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        query.awaitTermination()
+    except Exception as error:  # the query failed (a SyncError, …): say it, exit 1
+        say(f"sync: the query stopped: {error}")
+        return 1
+    return 0
+
+
+def _duration(seconds: float) -> str:
+    """``4.2 s``, ``3.5 min``, ``2.0 h`` or ``12.3 days``."""
+    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= 2 * size:
+            return f"{seconds / size:,.1f} {unit}"
+    return f"{seconds:.1f} s"

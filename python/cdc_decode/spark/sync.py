@@ -1,0 +1,786 @@
+"""A whole database in one call: every table of a CDC stream into its own Delta table.
+
+>>> from cdc_decode import spark as cdc_spark
+>>> result = cdc_spark.sync(kafka_df, "tencent-dts", "/lake/{db}/{table}")
+>>> result.tables["shop.orders"]     # TableSync(events=…, rows_written=…, created=True, …)
+
+One call reads the batch's messages once into memory, runs the schema pass
+(:func:`cdc_decode.spark.table_schemas`: each table's columns, types and key as the wire
+carries them), plans each table (create it, add columns, widen types, or stop it with an
+error), decodes the batch once in typed mode with every touched table's schema
+(``decode(..., tables=...)``), and applies each table's frame with
+:func:`cdc_decode.spark.apply_changes` from a bounded thread pool, each table with its own
+replay marker (``app_id``). docs/sync.md gives every rule.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import json
+import re
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .._wire_schemas import WireTable
+from ._apply_rules import INTERNAL
+from ._tables import open_table
+from ._tables.delta import quote
+from .apply import KEYS_PROPERTY, ApplyResult, apply_changes
+from .decoding import _LOCATION
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+__all__ = ["SyncError", "SyncResult", "TableSync", "sync", "sync_stream"]
+
+STOPPED_PROPERTY = "cdc_decode.sync.stopped"
+"""The table property that stops a table (``on_error="continue"``): its text says why.
+Unset it (``ALTER TABLE … UNSET TBLPROPERTIES``) to sync the table again."""
+HISTORY_SUFFIX = "_history"
+"""What ``scd2=`` appends to a table's target for its SCD type 2 history table."""
+QUERY_ID = "sql.streaming.queryId"
+"""The local property Spark sets in a streaming query's ``foreachBatch``: its id, kept in
+the checkpoint (a new checkpoint, a new id)."""
+
+_INTEGRAL = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
+_DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)$")
+
+
+@dataclass
+class TableSync:
+    """What :func:`sync` did for one source table.
+
+    Attributes:
+        name: the source table (``db.table``, ``db.schema.table``), as the events name it.
+        target: its Delta table (path or catalog name).
+        events: the batch's events of the table (row changes, DDL, …).
+        rows_written: target rows the MERGE inserted or updated (``numTargetRowsInserted``
+            + ``numTargetRowsUpdated``).
+        created: the table was created by this call.
+        added_columns: columns added to the table (schema evolution).
+        widened_columns: column -> ``(old type, new type)``, widened by this call.
+        dropped_columns: columns the table has and the wire's latest schema lacks: they
+            keep their values; rows inserted from then on have null there.
+        untyped_columns: columns created as ``string`` because neither the wire, the
+            table nor ``schemas=`` gave a type.
+        keys: the key columns applied by.
+        ddl: the batch's DDL statements of the table (reported, never executed).
+        apply: the :class:`ApplyResult` of the current table (``None``: not applied).
+        history: with ``scd2=``: the :class:`ApplyResult` of the history table.
+        history_target: with ``scd2=``: the history table.
+        error: why the table failed in this call (``None``: it did not).
+        stopped: the table is stopped (``on_error="continue"``): later calls skip it
+            until its stop property is removed.
+        skipped: why the table was not applied (excluded, stopped, a replay, no key …).
+        seconds: wall time of the table's apply.
+    """
+
+    name: str
+    target: str | None = None
+    events: int = 0
+    rows_written: int = 0
+    created: bool = False
+    added_columns: list[str] = field(default_factory=list)
+    widened_columns: dict[str, tuple[str, str]] = field(default_factory=dict)
+    dropped_columns: list[str] = field(default_factory=list)
+    untyped_columns: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    ddl: list[str] = field(default_factory=list)
+    apply: ApplyResult | None = None
+    history: ApplyResult | None = None
+    history_target: str | None = None
+    error: str | None = None
+    stopped: bool = False
+    skipped: str | None = None
+    seconds: float = 0.0
+
+
+@dataclass
+class SyncResult:
+    """What one :func:`sync` call did.
+
+    Attributes:
+        tables: per source table, its :class:`TableSync` (every table of the batch, the
+            excluded and skipped ones too).
+        events: rows decoded from the batch.
+        messages_with_errors: messages that did not decode (error rows; never applied).
+        errors: samples of their error texts (at most 10).
+        unclaimed: events of no table, by ``op`` (transaction markers, heartbeats, DDL of
+            tables without row changes in the batch …).
+        app_id: the replay markers' prefix (each table's is ``app_id/table``).
+        batch_id: the ``foreachBatch`` batch id, or ``None``.
+        seconds: wall time of the call.
+        newest_event: the newest ``event_time`` of the batch's events (when the change
+            happened in the source), a naive ``datetime`` in the driver's local time as
+            PySpark gives ``timestamp`` values, or ``None``; :meth:`lag` is the wall clock
+            minus it.
+        phases: wall time of its parts: ``schemas`` (the schema pass and the plans),
+            ``decode`` (the typed decode, counted), ``apply`` (the tables).
+        messages_held: Tencent DTS parts of multi-part sets still open at the end of the
+            micro-batch, held by :func:`sync_stream` for the next one (not decoded yet).
+    """
+
+    tables: dict[str, TableSync] = field(default_factory=dict)
+    events: int = 0
+    messages_with_errors: int = 0
+    errors: list[str] = field(default_factory=list)
+    unclaimed: dict[str, int] = field(default_factory=dict)
+    app_id: str | None = None
+    batch_id: int | None = None
+    seconds: float = 0.0
+    newest_event: dt.datetime | None = None
+    phases: dict[str, float] = field(default_factory=dict)
+    messages_held: int = 0
+
+    @property
+    def applied(self) -> list[TableSync]:
+        """The tables this call wrote (not skipped, no replay, no error)."""
+        return [
+            t
+            for t in self.tables.values()
+            if t.apply is not None and t.error is None and not t.apply.skipped
+        ]
+
+    @property
+    def failed(self) -> list[TableSync]:
+        """The tables with an error in this call."""
+        return [t for t in self.tables.values() if t.error is not None]
+
+    @property
+    def rows_written(self) -> int:
+        return sum(t.rows_written for t in self.tables.values())
+
+    def lag(self) -> float | None:
+        """Seconds from the batch's newest source change to now (``None`` without one)."""
+        if self.newest_event is None:
+            return None
+        return max(0.0, time.time() - self.newest_event.timestamp())
+
+    def summary(self) -> str:
+        """One line: tables applied, created, evolved, failed; events; rows; bad messages;
+        Tencent DTS parts held for the next micro-batch (when any); seconds."""
+        created = sum(t.created for t in self.tables.values())
+        evolved = sum(bool(t.added_columns or t.widened_columns) for t in self.tables.values())
+        skipped = sum(t.skipped is not None for t in self.tables.values())
+        batch = "" if self.batch_id is None else f"batch {self.batch_id}: "
+        return (
+            f"{batch}{len(self.applied)} tables applied ({created} created, {evolved} evolved, "
+            f"{len(self.failed)} failed, {skipped} skipped), {self.events} events, "
+            f"{self.rows_written} rows written, {self.messages_with_errors} bad messages, "
+            + (f"{self.messages_held} parts held, " if self.messages_held else "")
+            + f"{self.seconds:.1f} s"
+        )
+
+
+class SyncError(RuntimeError):
+    """Tables failed in a :func:`sync` call with ``on_error="raise"``; the others were
+    applied. ``result`` is the call's :class:`SyncResult`."""
+
+    def __init__(self, result: SyncResult) -> None:
+        self.result = result
+        lines = [f"{t.name} -> {t.target}: {t.error}" for t in result.failed]
+        super().__init__(
+            f"{len(lines)} of {len(result.tables)} tables failed (the others were applied; "
+            "a rerun of the batch skips them by their replay markers):\n" + "\n".join(lines)
+        )
+
+
+def sync(
+    df: DataFrame,
+    format: str,
+    target: str | Callable[[WireTable], str | None],
+    *,
+    batch_id: int | None = None,
+    app_id: str | None = None,
+    include: str | Sequence[str] | None = None,
+    exclude: str | Sequence[str] | None = None,
+    keys: Mapping[str, Sequence[str]] | None = None,
+    schemas: Mapping[str, str] | None = None,
+    scd2: str | Sequence[str] | None = None,
+    parallelism: int = 4,
+    on_error: str = "raise",
+    mode: str = "permissive",
+    engine: str = "native",
+    value_col: str | None = None,
+    key_col: str | None = None,
+    columns: Mapping[str, Sequence[str]] | None = None,
+    limits: Any = None,
+    source_time_zone: str | None = None,
+    streamed: bool = False,
+    tombstone_retention: Any = None,
+    on_stale: str = "warn",
+    _hold: Callable[[DataFrame | None], None] | None = None,
+) -> SyncResult:
+    """Sync every table of a batch of CDC messages into its own Delta table.
+
+    Works as a batch call and inside ``foreachBatch`` (pass ``batch_id``; the replay
+    markers then make a micro-batch run again leave every table as it was). Every rule:
+    docs/sync.md.
+
+    Args:
+        df: the messages, exactly as :func:`cdc_decode.spark.decode` takes them (Kafka's
+            ``value``; ``key`` is read for ``debezium-json``'s key columns).
+        format: one of :data:`cdc_decode.FORMATS` but ``datahub-tuple`` (a TUPLE topic is
+            one table: use ``apply_changes``).
+        target: a template with ``{db}``, ``{table}`` and ``{schema}``: a path
+            (``/lake/{db}/{table}``) or a catalog name (``bronze.{db}__{table}``); or a
+            function of the :class:`cdc_decode.WireTable` returning the target (``None``
+            skips the table).
+        batch_id: the ``foreachBatch`` batch id: each table's Delta ``txnVersion``.
+        app_id: the replay markers' prefix (each table's ``txnAppId`` is
+            ``app_id/<db.table>``); by default, inside ``foreachBatch``, the streaming
+            query's id (kept in its checkpoint). ``batch_id`` without either is an error.
+        include, exclude: table name patterns (``shop.*``, ``*.audit_?``; shell-style,
+            case-insensitive) of the tables to sync and to leave out.
+        keys: ``{"db.table": ["col", …]}``: key columns where the wire carries none, or
+            other than the wire's (a name may be a pattern).
+        schemas: ``{"db.table": "id bigint, name string"}``: column types where the wire
+            carries none (TDSQL JSON, Debezium without ``schemas.enable``, Datastream
+            JSON), or to override the wire's.
+        scd2: table name patterns that also get a history table (SCD type 2) beside the
+            current one, at the target with ``_history`` appended.
+        parallelism: tables applied at once (threads; each a Spark job).
+        on_error: ``"raise"`` (the default): after every other table is applied, a
+            :class:`SyncError` naming each failed table (a streaming query stops; its
+            restart runs the batch again, and the tables that committed skip it);
+            ``"continue"``: the failed tables are stopped (a table property) and reported,
+            the call returns.
+        mode, engine, value_col, key_col, columns, limits, source_time_zone: as
+            :func:`cdc_decode.spark.decode` (``columns``: TDSQL JSON's names).
+        streamed: the DataFrame is a micro-batch of a Kafka stream. A Tencent DTS
+            multi-part set still open at its end is an error here (its parts count in
+            ``messages_with_errors``); :func:`sync_stream` holds such parts for the next
+            micro-batch instead.
+        tombstone_retention, on_stale: as :func:`cdc_decode.spark.apply_changes`.
+
+    Returns:
+        A :class:`SyncResult`.
+
+    Raises:
+        SyncError: ``on_error="raise"`` and a table failed.
+        ValueError: an unknown option value, ``batch_id`` without an ``app_id`` outside a
+            streaming query.
+    """
+    from pyspark import StorageLevel
+
+    from .decoding import decode
+    from .schemas import table_schemas
+
+    started = time.monotonic()
+    if format == "datahub-tuple":
+        raise ValueError("datahub-tuple is one table per topic: use apply_changes")
+    if on_error not in ("raise", "continue"):
+        raise ValueError(f"on_error must be 'raise' or 'continue', not {on_error!r}")
+    if parallelism < 1:
+        raise ValueError("parallelism must be at least 1")
+    spark = df.sparkSession
+    if batch_id is not None and app_id is None:
+        app_id = spark.sparkContext.getLocalProperty(QUERY_ID)
+        if app_id is None:
+            raise ValueError(
+                "batch_id needs an app_id outside a streaming query's foreachBatch (the "
+                "replay markers' name: one per checkpoint)"
+            )
+    result = SyncResult(app_id=app_id, batch_id=batch_id)
+    include = _patterns(include)
+    exclude = _patterns(exclude)
+    history = _patterns(scd2)
+    # How the messages are read, by the schema pass and the decode alike.
+    reading = {"mode": mode, "engine": engine, "value_col": value_col, "columns": columns,
+               "limits": limits}  # fmt: skip
+    messages = df.persist(StorageLevel.MEMORY_AND_DISK)
+    decoded = None
+    try:
+        wire = table_schemas(messages, format, key_col=key_col, streamed=streamed, **reading)
+        plans: dict[str, _Plan] = {}
+        targets: dict[str, str] = {}
+        for table in wire:
+            entry = TableSync(table.name)
+            result.tables[table.name] = entry
+            if include and not _matches(table.name, include):
+                entry.skipped = "not included"
+                continue
+            if _matches(table.name, exclude):
+                entry.skipped = "excluded"
+                continue
+            try:
+                entry.target = _target(target, table)
+                if entry.target is None:
+                    entry.skipped = "the target function gave None"
+                    continue
+                if entry.target in targets:
+                    raise ValueError(
+                        f"target {entry.target} is also {targets[entry.target]}'s: give the "
+                        "template {schema} (or a target function) to tell them apart"
+                    )
+                targets[entry.target] = table.name
+                if _matches(table.name, history):
+                    entry.history_target = entry.target + HISTORY_SUFFIX
+                plan = _Plan.make(spark, table, entry, _lookup(keys, table.name),
+                                  _lookup(schemas, table.name))  # fmt: skip
+            except Exception as error:  # one table's plan: the others go on
+                _failed(spark, entry, error, on_error)
+                continue
+            if plan is not None:
+                plans[table.name] = plan
+        result.phases["schemas"] = time.monotonic() - started
+        result.messages_with_errors = len(wire.errors)
+        result.errors = [text for _, text in wire.errors[:10]]
+        rows = messages
+        if wire.open_parts and _hold is not None:
+            # The parts of sets still open wait for the next micro-batch (sync_stream);
+            # the rest is decoded without them.
+            rows, held = _without_open_parts(messages, wire.open_parts)
+            result.messages_held = len(wire.open_parts)
+            _hold(held)
+        elif _hold is not None:
+            _hold(None)
+        elif wire.open_parts:  # a plain sync(streamed=True): the decode reports them
+            result.messages_with_errors += len(wire.open_parts)
+        if plans:
+            tables = {name: plan.ddl() for name, plan in plans.items()}
+            frames = decode(
+                rows, format, tables=tables, source_time_zone=source_time_zone, **reading
+            )
+        else:  # nothing to apply: the events are only counted
+            frames = {"*": decode(rows, format, **reading)}
+        decoded = frames["*"].persist(StorageLevel.MEMORY_AND_DISK)
+        _count(decoded, result, bool(plans))
+        result.phases["decode"] = time.monotonic() - started - result.phases["schemas"]
+
+        def run(plan: _Plan) -> None:
+            plan.apply(
+                frames[plan.entry.name],
+                app_id,
+                batch_id,
+                tombstone_retention=tombstone_retention,
+                on_stale=on_stale,
+            )
+
+        todo = [p for p in plans.values() if p.entry.events]
+        with ThreadPoolExecutor(max_workers=min(parallelism, max(1, len(todo)))) as pool:
+            futures = [(plan, pool.submit(run, plan)) for plan in todo]
+            for plan, future in futures:
+                try:
+                    future.result()
+                except Exception as error:
+                    _failed(spark, plan.entry, error, on_error)
+        result.phases["apply"] = time.monotonic() - started - sum(result.phases.values())
+    finally:
+        if decoded is not None:
+            decoded.unpersist()
+        messages.unpersist()
+    result.seconds = time.monotonic() - started
+    if on_error == "raise" and result.failed:
+        raise SyncError(result)
+    return result
+
+
+def sync_stream(
+    df: DataFrame,
+    format: str,
+    target: str | Callable[[WireTable], str | None],
+    *,
+    checkpoint: str,
+    trigger: Mapping[str, Any] | None = None,
+    query_name: str | None = None,
+    progress: Callable[[SyncResult], None] | None = None,
+    **options: Any,
+) -> StreamingQuery:
+    """Start the streaming query that syncs every micro-batch of ``df`` (Spark's Kafka
+    source, or any streaming DataFrame of messages) with :func:`sync`.
+
+    Args:
+        df: a streaming DataFrame of messages (``spark.readStream.format("kafka")…``).
+        format, target, **options: as :func:`sync` (``app_id`` defaults to the query's id).
+        checkpoint: the query's checkpoint location.
+        trigger: ``DataStreamWriter.trigger``'s arguments (``{"availableNow": True}``,
+            ``{"processingTime": "30 seconds"}``); Spark's default when ``None``.
+        query_name: the query's name.
+        progress: called with each micro-batch's :class:`SyncResult` (for example
+            ``lambda r: print(r.summary())``).
+
+    Returns:
+        The started :class:`pyspark.sql.streaming.StreamingQuery`.
+    """
+    if not df.isStreaming:
+        raise ValueError("sync_stream needs a streaming DataFrame; use sync for a batch")
+    options.setdefault("streamed", True)
+    held = None
+    if format == "tencent-dts" and set(_LOCATION) <= set(df.columns):
+        held = _HeldParts(f"{str(checkpoint).rstrip('/')}/{HELD_FOLDER}")
+
+    def each(batch: DataFrame, batch_id: int) -> None:
+        hold = None
+        if held is not None:
+            batch = held.before(batch, batch_id)
+
+            def hold(rows: DataFrame | None) -> None:
+                held.keep(batch.sparkSession, rows, batch_id)
+
+        done = sync(batch, format, target, batch_id=batch_id, _hold=hold, **options)
+        if progress is not None:
+            progress(done)
+
+    writer = df.writeStream.foreachBatch(each).option("checkpointLocation", str(checkpoint))
+    if trigger:
+        writer = writer.trigger(**trigger)
+    if query_name:
+        writer = writer.queryName(query_name)
+    return writer.start()
+
+
+# --- Tencent DTS multi-part sets across micro-batches ----------------------------------------
+
+HELD_FOLDER = "cdc_decode_open_parts"
+"""The folder of a ``sync_stream`` checkpoint that holds the Kafka records of Tencent DTS
+multi-part sets open at the end of a micro-batch: ``<batch id>/``, Parquet."""
+
+
+def _without_open_parts(
+    messages: DataFrame, open_parts: list[tuple[str, int, int]]
+) -> tuple[DataFrame, DataFrame]:
+    """``messages`` without the records of the open parts, and those records."""
+    from pyspark.sql import functions as F
+
+    spark = messages.sparkSession
+    parts = spark.createDataFrame(open_parts, "topic string, partition int, offset long")
+    location = messages.select(*_LOCATION).schema
+    parts = parts.select(*[F.col(f.name).cast(f.dataType) for f in location.fields])
+    # A broadcast join streams the messages' partitions in their order.
+    rest = messages.join(F.broadcast(parts), list(_LOCATION), "left_anti")
+    held = messages.join(F.broadcast(parts), list(_LOCATION), "left_semi")
+    return rest.select(*messages.columns), held.select(*messages.columns)
+
+
+class _HeldParts:
+    """The open parts of each micro-batch, kept in the checkpoint, put before the next
+    micro-batch's records.
+
+    Micro-batch ``n`` writes its open parts to ``<folder>/<n>`` (when it has any) and reads
+    ``<folder>/<n - 1>``. A micro-batch run again after a crash has the same records and
+    the same held parts, so it writes the same folder again: exactly once, as the tables'
+    replay markers are.
+    """
+
+    def __init__(self, folder: str) -> None:
+        self.folder = folder
+
+    def before(self, batch: DataFrame, batch_id: int) -> DataFrame:
+        """``batch`` after the parts held by micro-batch ``batch_id - 1``, each Kafka
+        partition's records in offset order (one shuffle, only when parts are held)."""
+        spark = batch.sparkSession
+        try:
+            held = spark.read.parquet(f"{self.folder}/{batch_id - 1}")
+        except Exception as error:  # no folder: the last micro-batch held nothing
+            if "PATH_NOT_FOUND" in str(error) or "does not exist" in str(error):
+                return batch
+            raise
+        joined = held.select(*batch.columns).unionByName(batch)
+        try:
+            by = [max(1, batch.rdd.getNumPartitions()), "topic", "partition"]
+        except Exception:  # Spark Connect has no RDDs: spark.sql.shuffle.partitions
+            by = ["topic", "partition"]
+        return joined.repartition(*by).sortWithinPartitions(*_LOCATION)
+
+    def keep(self, spark: SparkSession, rows: DataFrame | None, batch_id: int) -> None:
+        """Hold ``rows`` (the open parts of micro-batch ``batch_id``) for the next one; drop
+        what no run will read again."""
+        if rows is not None:
+            rows.write.mode("overwrite").parquet(f"{self.folder}/{batch_id}")
+        self._drop_before(spark, batch_id - 1)
+
+    def _drop_before(self, spark: SparkSession, batch_id: int) -> None:
+        """Delete the folders of micro-batches before ``batch_id`` (a run again of
+        ``batch_id + 1`` reads ``batch_id``'s). Classic Spark only (through Hadoop's file
+        system); elsewhere they stay, a few records each."""
+        jvm = getattr(spark, "_jvm", None)
+        if jvm is None:
+            return
+        path = jvm.org.apache.hadoop.fs.Path(self.folder)
+        fs = path.getFileSystem(spark._jsc.hadoopConfiguration())
+        if not fs.exists(path):
+            return
+        for status in fs.listStatus(path):
+            name = status.getPath().getName()
+            if name.isdigit() and int(name) < batch_id:
+                fs.delete(status.getPath(), True)
+
+
+# --- one table's plan ----------------------------------------------------------------------
+
+
+@dataclass
+class _Column:
+    name: str
+    type: str
+    typed: bool = True
+
+
+class _Plan:
+    """One table's columns (the table's, the wire's versions', ``schemas=``), the schema
+    changes to make, and its apply."""
+
+    def __init__(self, spark: SparkSession, table: WireTable, entry: TableSync) -> None:
+        self.spark = spark
+        self.table = table
+        self.entry = entry
+        self.columns: dict[str, _Column] = {}  # lower-case name -> column, in order
+        self.widen: dict[str, str] = {}
+        self.keys: list[str] | None = None
+        self.target = open_table(spark, entry.target)
+
+    @classmethod
+    def make(
+        cls,
+        spark: SparkSession,
+        table: WireTable,
+        entry: TableSync,
+        keys: Sequence[str] | None,
+        schema: str | None,
+    ) -> _Plan | None:
+        plan = cls(spark, table, entry)
+        target = plan.target
+        exists = target.exists()
+        stored_keys = None
+        if exists:
+            properties = target.properties()
+            stopped = properties.get(STOPPED_PROPERTY)
+            if stopped is not None:
+                entry.stopped = True
+                entry.skipped = f"stopped: {stopped}"
+                return None
+            if KEYS_PROPERTY in properties:
+                stored_keys = json.loads(properties[KEYS_PROPERTY])
+            for f in target.schema().fields:
+                if f.name not in INTERNAL:
+                    plan.columns[f.name.lower()] = _Column(f.name, f.dataType.simpleString())
+        original = {at: c.type for at, c in plan.columns.items()}
+        declared = _ddl_types(spark, schema) if schema else {}
+        latest = {c.name.lower() for c in table.latest.columns}
+        for version in table.versions:
+            for column in version.columns:
+                plan._take(column.name, declared.get(column.name.lower(), column.type))
+        for name, spark_type in declared.items():  # declared, not seen in this batch
+            if name not in plan.columns:
+                plan._take(name, spark_type)
+        for at, column in plan.columns.items():
+            if at in original and column.type != original[at]:
+                plan.widen[column.name] = column.type
+                entry.widened_columns[column.name] = (original[at], column.type)
+        entry.dropped_columns = [
+            c.name for n, c in plan.columns.items() if n not in latest and exists
+        ]
+        entry.untyped_columns = [c.name for c in plan.columns.values() if not c.typed]
+        wire_key = list(table.latest.key) if table.latest.key else None
+        # Given to apply_changes: keys=, or the wire's for a new table. A table's stored
+        # keys are apply_changes' own default, and then it checks the events' primary key
+        # against them (a source whose key changed is an error, not a silent re-key).
+        plan.keys = list(keys) if keys else (None if stored_keys else wire_key)
+        entry.keys = list(plan.keys or stored_keys or [])
+        if not entry.keys:
+            raise ValueError(
+                f"no key for table {table.name}: the wire carries none and the table has "
+                f"none stored; give keys={{{table.name!r}: [...]}}"
+            )
+        if keys and stored_keys and [k.lower() for k in keys] != [k.lower() for k in stored_keys]:
+            raise ValueError(
+                f"table {entry.target} is keyed by {', '.join(stored_keys)}, not "
+                f"{', '.join(keys)} (keys=): write to a new table to key it otherwise"
+            )
+        return plan
+
+    def _take(self, name: str, spark_type: str | None) -> None:
+        """Adds a column, or widens the type of one the plan has."""
+        at = name.lower()
+        known = self.columns.get(at)
+        if known is None:
+            if spark_type is None:
+                self.columns[at] = _Column(name, "string", typed=False)
+            else:
+                self.columns[at] = _Column(name, spark_type)
+            return
+        if spark_type is None or spark_type == known.type or not known.typed:
+            return
+        wider = wider_type(known.type, spark_type)
+        if wider is None:
+            raise ValueError(
+                f"table {self.entry.target}: column {known.name} changed from {known.type} "
+                f"to {spark_type}, which Delta cannot widen to (re-create the table, or "
+                "change the column yourself and resume)"
+            )
+        known.type = wider
+
+    def ddl(self) -> str:
+        return ", ".join(f"{quote(c.name)} {c.type}" for c in self.columns.values())
+
+    def apply(
+        self,
+        frame: DataFrame,
+        app_id: str | None,
+        batch_id: int | None,
+        **options: Any,
+    ) -> None:
+        started = time.monotonic()
+        entry = self.entry
+        try:
+            if self.widen:  # before the apply, which checks the types
+                self.target.widen_columns(self.widen)
+            txn = {} if app_id is None else {"app_id": f"{app_id}/{entry.name}"}
+            entry.apply = apply_changes(
+                frame,
+                entry.target,
+                keys=self.keys,
+                batch_id=batch_id if app_id is not None else None,
+                on_ddl="report",
+                **txn,
+                **options,
+            )
+            entry.created = entry.apply.created
+            entry.added_columns = list(entry.apply.added_columns)
+            entry.ddl = list(entry.apply.ddl)
+            entry.rows_written = _written(entry.apply)
+            if entry.apply.skipped:
+                entry.skipped = "replay: the table holds this batch already"
+            if entry.history_target is not None:
+                history_txn = {} if app_id is None else {"app_id": f"{app_id}/{entry.name}/history"}
+                entry.history = apply_changes(
+                    frame,
+                    entry.history_target,
+                    keys=entry.keys,
+                    scd_type=2,
+                    batch_id=batch_id if app_id is not None else None,
+                    on_ddl="report",
+                    on_stale=options.get("on_stale", "warn"),
+                    **history_txn,
+                )
+        finally:
+            entry.seconds = time.monotonic() - started
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def wider_type(old: str, new: str) -> str | None:
+    """The Spark type both ``old`` and ``new`` values fit, where Delta's type widening can
+    change ``old`` to it without rewriting (a larger integer, ``float`` to ``double``, a
+    decimal of more digits on either side of the point, an integer into a decimal,
+    ``date`` to ``timestamp_ntz``); ``None`` where it cannot (``string`` to ``int``, a
+    decimal over 38 digits and the like)."""
+    if old == new:
+        return old
+    if old in _INTEGRAL and new in _INTEGRAL:
+        return old if _INTEGRAL[old] >= _INTEGRAL[new] else new
+    if {old, new} == {"float", "double"}:
+        return "double"
+    if {old, new} == {"date", "timestamp_ntz"}:
+        return "timestamp_ntz"
+    a, b = _decimal(old), _decimal(new)
+    if a is None or b is None:
+        return None
+    scale = max(a[1], b[1])
+    digits = max(a[0] - a[1], b[0] - b[1])
+    if digits + scale > 38:
+        return None
+    return f"decimal({digits + scale},{scale})"
+
+
+def _decimal(text: str) -> tuple[int, int] | None:
+    """A decimal's (or an integer's) precision and scale."""
+    if text in _INTEGRAL:
+        return (_INTEGRAL[text] + (text == "bigint"), 0)  # bigint: 20 digits unsigned too
+    found = _DECIMAL.match(text.replace(" ", ""))
+    return None if found is None else (int(found.group(1)), int(found.group(2)))
+
+
+def _ddl_types(spark: SparkSession, ddl: str) -> dict[str, str]:
+    """A DDL column list's types by lower-case name."""
+    from pyspark.sql.types import StructType, _parse_datatype_string
+
+    parsed = _parse_datatype_string(ddl)
+    if not isinstance(parsed, StructType):
+        raise ValueError(f"schemas=: not a column list: {ddl!r}")
+    return {f.name.lower(): f.dataType.simpleString() for f in parsed.fields}
+
+
+def _written(applied: ApplyResult) -> int:
+    metrics = applied.metrics or {}
+    updated = metrics.get("numTargetRowsMatchedUpdated", metrics.get("numTargetRowsUpdated", 0))
+    return int(metrics.get("numTargetRowsInserted", 0) or 0) + int(updated or 0)
+
+
+def _patterns(value: str | Sequence[str] | None) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    return list(value)
+
+
+def _matches(name: str, patterns: Iterable[str]) -> bool:
+    lower = name.lower()
+    return any(fnmatch.fnmatchcase(lower, p.lower()) for p in patterns)
+
+
+def _lookup(options: Mapping[str, Any] | None, name: str) -> Any:
+    """An option of ``name``: its exact (case-insensitive) entry, else the first pattern
+    that matches."""
+    if not options:
+        return None
+    for key, value in options.items():
+        if key.lower() == name.lower():
+            return value
+    for key, value in options.items():
+        if fnmatch.fnmatchcase(name.lower(), key.lower()):
+            return value
+    return None
+
+
+def _target(target: str | Callable[[WireTable], str | None], table: WireTable) -> str | None:
+    if callable(target):
+        return target(table)
+    names = {"db": table.source_db, "schema": table.source_schema, "table": table.source_table}
+    for name in re.findall(r"\{(\w+)\}", target):
+        if name not in names:
+            raise ValueError(f"target template: unknown field {{{name}}} (db, schema, table)")
+        if names[name] is None:
+            raise ValueError(f"target template: table {table.name} has no {name}")
+    return target.format(**names)
+
+
+def _count(decoded: DataFrame, result: SyncResult, multi: bool) -> None:
+    """Per table and op, the decoded rows (one action: it fills the cache)."""
+    from pyspark.sql import functions as F
+
+    by = ["table", "op"] if multi else [F.lit(None).alias("table"), "op"]
+    rows = decoded.groupBy(*by).agg(F.count(F.lit(1)).alias("count"),
+                                    F.max("event_time").alias("newest")).collect()  # fmt: skip
+    for row in rows:
+        result.events += row["count"]
+        if row["newest"] is not None and row["op"] != "error":
+            result.newest_event = max(result.newest_event or row["newest"], row["newest"])
+        name = row["table"]
+        if name is not None and name in result.tables:
+            result.tables[name].events += row["count"]
+        elif row["op"] != "error":
+            result.unclaimed[row["op"]] = result.unclaimed.get(row["op"], 0) + row["count"]
+
+
+def _failed(spark: SparkSession, entry: TableSync, error: BaseException, on_error: str) -> None:
+    """Records a table's error; with ``on_error="continue"`` stops the table (a property on
+    it, where it exists)."""
+    entry.error = f"{type(error).__name__}: {error}"
+    if on_error != "continue" or entry.target is None:
+        return
+    entry.stopped = True
+    try:
+        table = open_table(spark, entry.target)
+        if table.exists():
+            table.set_properties({STOPPED_PROPERTY: entry.error[:2000]})
+    except Exception as again:  # the stop itself failed: say so, keep the first error
+        entry.error += f" (and stopping the table failed: {again})"
