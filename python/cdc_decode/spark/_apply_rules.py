@@ -31,7 +31,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from .._typed import AFTER_ABSENT
-from ._tables import Clause
+from ._tables import Clause, literal
 from ._tables.delta import quote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -443,6 +443,27 @@ def stored_key_rows(table: Table, keys: Sequence[str], wanted: DataFrame) -> Dat
     return rows.join(F.broadcast(wanted), list(keys), "left_semi")
 
 
+def detached(frame: DataFrame) -> DataFrame:
+    """``frame`` (persisted and counted) as a frame whose plan is one leaf over its rows.
+
+    Each pass of :func:`fill_moves` reads the one before three times, so without this the
+    plan of the ``n``-th pass holds ``3**n`` copies of the first (and of the table scan
+    with its key list): a chain of a few key changes made a plan of millions of nodes
+    that ran a 1 GB driver out of memory. The rows stay those of ``frame``'s cache; a lost
+    partition is recomputed from the RDD lineage. On Spark Connect (no JVM handle)
+    ``frame`` is returned as it is.
+    """
+    jdf = getattr(frame, "_jdf", None)
+    if jdf is None:
+        return frame
+    from pyspark.sql import DataFrame
+
+    session = frame.sparkSession
+    rows = jdf.queryExecution().toRdd()
+    leaf = session._jsparkSession.internalCreateDataFrame(rows, jdf.schema(), False)
+    return DataFrame(leaf, session)
+
+
 def move_depth(moves: DataFrame, keys: Sequence[str], start: str) -> int:
     """The longest chain of key changes among ``moves`` (rows with ``_from`` set, their
     key and their sequence in ``start``): 1 when no moved row moves again (in a later
@@ -764,12 +785,22 @@ def resolve_scd1(
     every = {f.name: s(f.name) for f in fields}
     stale = {**every, SEQUENCE: F.raise_error(F.lit(STALE)).cast("binary")}
     action = s(ACTION)
+    # The same clauses in SQL, for a format whose MERGE is SQL text (Iceberg's).
+    q = lambda name, alias: f"{alias}.{quote(name)}"  # noqa: E731
+    every_sql = {f.name: q(f.name, "s") for f in fields}
+    stale_sql = {**every_sql, SEQUENCE: f"CAST(raise_error({literal(STALE)}) AS binary)"}
+    guard_sql = (
+        f"named_struct('q', {q(SEQUENCE, 't')}, 'd', {q(DELETED, 't')}, "
+        f"'b', {q(BASE_SEQUENCE, 't')}, 'm', map_entries({q(COLUMN_SEQUENCES, 't')}))"
+    )
+    act = q(ACTION, "s")
     return rows, [
-        Clause("update", every, (action == "u") & _guard("t").eqNullSafe(s(GUARD))),
-        Clause("update", stale, action.isNotNull()),
-        Clause("insert", every, action == "i"),
-        Clause("insert", stale, action == "u"),
-    ]
+        Clause("update", every, (action == "u") & _guard("t").eqNullSafe(s(GUARD)),
+               sql=(f"{act} = 'u' AND {guard_sql} <=> {q(GUARD, 's')}", every_sql)),
+        Clause("update", stale, action.isNotNull(), sql=(f"{act} IS NOT NULL", stale_sql)),
+        Clause("insert", every, action == "i", sql=(f"{act} = 'i'", every_sql)),
+        Clause("insert", stale, action == "u", sql=(f"{act} = 'u'", stale_sql)),
+    ]  # fmt: skip
 
 
 def purge_condition(cutoff: int, horizon: bytes | None = None) -> str:

@@ -284,6 +284,7 @@ def apply_changes(
     table = open_table(spark, target)
     exists = table.exists()
     if app_id is not None and exists and table.check_txn(app_id, batch_id):
+        _drain(events)
         return ApplyResult(skipped=True, version=table.version())
 
     image_type = fields["after"].dataType
@@ -523,8 +524,9 @@ class _Call:
                 for _ in range(rules.move_depth(folded, keys, rules.MOVE_SEQ)):
                     done = filled
                     filled = rules.fill_moves(source, table, keys, values)
-                    source = filled = filled.persist(StorageLevel.MEMORY_AND_DISK)
-                    source.count()
+                    filled = filled.persist(StorageLevel.MEMORY_AND_DISK)
+                    filled.count()
+                    source = rules.detached(filled)
                     if done is not None:
                         done.unpersist()
             if new_cut:
@@ -674,6 +676,25 @@ class _Call:
         result.metrics = commit.metrics
         result.retries = table.retries
         return result
+
+
+def _drain(events: DataFrame) -> None:
+    """Run a replayed micro-batch's plan to its end, writing nothing (Spark's ``noop``
+    sink), when called from a streaming query's ``foreachBatch``.
+
+    A skipped replay reads none of its events, and Spark 4.1 and later fail a micro-batch
+    whose stateful operators did not commit every partition
+    (``STATE_STORE_COMMIT_VALIDATION_FAILED``): ``decode_stream`` keeps a Tencent DTS
+    stream's open multi-part sets in such state. Running the plan commits the same state
+    the first run did (the parts are the same). Elsewhere nothing is run."""
+    from .sync import QUERY_ID
+
+    try:
+        in_stream = events.sparkSession.sparkContext.getLocalProperty(QUERY_ID) is not None
+    except Exception:  # noqa: BLE001 (Spark Connect: no SparkContext here; its server runs it)
+        in_stream = False
+    if in_stream:
+        events.write.format("noop").mode("overwrite").save()
 
 
 def _on(keys: Sequence[str]) -> str:

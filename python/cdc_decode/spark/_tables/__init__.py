@@ -53,11 +53,15 @@ class Clause:
         kind: ``"update"`` (when matched) or ``"insert"`` (when not matched).
         values: target column name -> value.
         condition: the clause's extra condition, or ``None``.
+        sql: the same clause as SQL text, ``(condition or None, {column: value})``, for a
+            format whose ``MERGE`` is written in SQL (Spark's columns have no SQL text);
+            ``None``: not given, and such a format computes the clause's rows itself.
     """
 
     kind: str
     values: Mapping[str, Column]
     condition: Column | None = None
+    sql: tuple[str | None, Mapping[str, str]] | None = None
 
 
 @dataclass

@@ -219,6 +219,36 @@ class IcebergTarget(Table):
         )
         self.refresh()
 
+    def widen_columns(self, types: Mapping[str, str]) -> None:
+        """Iceberg's type promotion, a metadata change: ``int`` to ``bigint``, ``float``
+        to ``double``, a decimal to more digits at the same scale. Any other change (an
+        integer into a decimal, ``date`` to ``timestamp_ntz``, a decimal's scale, which
+        Delta's type widening allows) is an error naming the column."""
+        from pyspark.sql.types import _parse_datatype_string
+
+        stored = {f.name.lower(): f for f in self.schema().fields}
+        for name, text in types.items():
+            field = stored.get(name.lower())
+            if field is None:
+                continue
+            new = stored_type(_parse_datatype_string(text))
+            if new == field.dataType:
+                continue
+            if not _promotes(field.dataType, new):
+                raise ValueError(
+                    f"table {self.target}: column {field.name} is "
+                    f"{field.dataType.simpleString()}; Iceberg cannot change it to "
+                    f"{new.simpleString()} (it promotes int to bigint, float to double and a "
+                    "decimal to more digits at the same scale): re-create the table, or "
+                    "change the column yourself and resume"
+                )
+            statement = (
+                f"ALTER TABLE {self.sql_name} ALTER COLUMN {quote(field.name)} "
+                f"TYPE {new.simpleString()}"
+            )
+            self.retrying("widen a column", lambda s=statement: self.spark.sql(s))
+        self.refresh()
+
     def delete(self, condition: str) -> int:
         def run() -> int:
             self.refresh()
@@ -253,20 +283,28 @@ class IcebergTarget(Table):
             self.refresh()
             if txn is not None and self.check_txn(*txn):
                 return Commit(version=self.version(), skipped=True)
+            view = f"_cdc_decode_source_{uuid.uuid4().hex}"
             # Materialized apart from the table it was computed from: a source that reads
             # the MERGE's own target fails analysis (its attributes are taken as the
-            # target's). Only the rows that change are kept.
-            rows = self._resolve(source, on, clauses).localCheckpoint(eager=True)
-            columns = [f.name for f in self.read().schema.fields]
-            sets = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in columns)
-            names = ", ".join(quote(c) for c in columns)
-            values = ", ".join(f"s.{quote(c)}" for c in columns)
-            view = f"_cdc_decode_source_{uuid.uuid4().hex}"
-            statement = (
-                f"MERGE INTO {self.sql_name} t USING {view} s ON {on} "
-                f"WHEN MATCHED AND s.{ACTION} = 'u' THEN UPDATE SET {sets} "
-                f"WHEN NOT MATCHED AND s.{ACTION} = 'i' THEN INSERT ({names}) VALUES ({values})"
-            )
+            # target's).
+            if all(c.sql is not None for c in clauses):
+                # Clauses with SQL text (rows resolved against the table beforehand): the
+                # MERGE runs them as they are.
+                rows = source.localCheckpoint(eager=True)
+                statement = _statement(self.sql_name, view, on, clauses)
+            else:
+                # Only the rows that change are kept, each with the clause it takes.
+                rows = self._resolve(source, on, clauses).localCheckpoint(eager=True)
+                columns = [f.name for f in self.read().schema.fields]
+                sets = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in columns)
+                names = ", ".join(quote(c) for c in columns)
+                values = ", ".join(f"s.{quote(c)}" for c in columns)
+                statement = (
+                    f"MERGE INTO {self.sql_name} t USING {view} s ON {on} "
+                    f"WHEN MATCHED AND s.{ACTION} = 'u' THEN UPDATE SET {sets} "
+                    f"WHEN NOT MATCHED AND s.{ACTION} = 'i' "
+                    f"THEN INSERT ({names}) VALUES ({values})"
+                )
             tag = uuid.uuid4().hex
             marks = {COMMIT_ID: tag}
             if txn is not None:
@@ -336,6 +374,38 @@ class IcebergTarget(Table):
             return Commit(version=snapshot_id, written=True, metrics=metrics,
                           changed_rows=changed)  # fmt: skip
         return Commit(version=self.version())
+
+
+def _statement(name: str, view: str, on: str, clauses: Sequence[Clause]) -> str:
+    """The SQL ``MERGE`` of clauses that carry their SQL text (:attr:`Clause.sql`)."""
+    parts = [f"MERGE INTO {name} t USING {view} s ON {on}"]
+    for clause in clauses:
+        condition, values = clause.sql  # type: ignore[misc]
+        when = " AND " + condition if condition else ""
+        if clause.kind == "update":
+            sets = ", ".join(f"t.{quote(c)} = {v}" for c, v in values.items())
+            parts.append(f"WHEN MATCHED{when} THEN UPDATE SET {sets}")
+        else:
+            names = ", ".join(quote(c) for c in values)
+            given = ", ".join(values.values())
+            parts.append(f"WHEN NOT MATCHED{when} THEN INSERT ({names}) VALUES ({given})")
+    return " ".join(parts)
+
+
+def _promotes(old: DataType, new: DataType) -> bool:
+    """Whether Iceberg's schema evolution changes a column of ``old`` to ``new`` in place."""
+    from pyspark.sql.types import DecimalType, DoubleType, FloatType, IntegerType, LongType
+
+    if isinstance(old, IntegerType) and isinstance(new, LongType):
+        return True
+    if isinstance(old, FloatType) and isinstance(new, DoubleType):
+        return True
+    return (
+        isinstance(old, DecimalType)
+        and isinstance(new, DecimalType)
+        and old.scale == new.scale
+        and new.precision >= old.precision
+    )
 
 
 def stored_type(data_type: DataType) -> DataType:
