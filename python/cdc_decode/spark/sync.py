@@ -709,9 +709,16 @@ def _ddl_types(spark: SparkSession, ddl: str) -> dict[str, str]:
 
 
 def _written(applied: ApplyResult) -> int:
+    """Rows the MERGE inserted or updated, from Delta's operation metrics or Iceberg's
+    snapshot summary."""
     metrics = applied.metrics or {}
-    updated = metrics.get("numTargetRowsMatchedUpdated", metrics.get("numTargetRowsUpdated", 0))
-    return int(metrics.get("numTargetRowsInserted", 0) or 0) + int(updated or 0)
+    iceberg = "spark.merge-into.num-target-rows-"
+    updated = metrics.get(
+        "numTargetRowsMatchedUpdated",
+        metrics.get("numTargetRowsUpdated", metrics.get(iceberg + "updated", 0)),
+    )
+    inserted = metrics.get("numTargetRowsInserted", metrics.get(iceberg + "inserted", 0))
+    return int(inserted or 0) + int(updated or 0)
 
 
 def _patterns(value: str | Sequence[str] | None) -> list[str]:
