@@ -1,5 +1,5 @@
-"""Streaming into Delta for the tests: Kafka -> ``decode_stream`` -> ``foreachBatch`` ->
-``apply_changes``.
+"""Streaming into Delta (or Iceberg) for the tests: Kafka -> ``decode_stream`` ->
+``foreachBatch`` -> ``apply_changes``.
 
 :class:`ApplySink` is the ``foreachBatch`` function: it applies the micro-batch's events to
 one Delta table with ``apply_changes`` (the table's columns given as ``schema=``), then
@@ -130,12 +130,22 @@ def _main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-offsets", type=int, default=None)
     parser.add_argument("--pause-at", type=int, default=None)
     parser.add_argument("--pause", type=float, default=0.0)
+    parser.add_argument(
+        "--iceberg", action="store_true", help="--target names a table of the Iceberg catalog "
+        "`lake`, a Hadoop catalog in --warehouse (tests/support/iceberg.py)"
+    )  # fmt: skip
     args = parser.parse_args(argv)
 
     from cdc_decode import spark as cdc_spark
-    from support.delta import delta_session
 
-    spark = delta_session(Path(args.warehouse), app="cdc-decode-stream-apply-job")
+    if args.iceberg:
+        from support.iceberg import iceberg_session
+
+        spark = iceberg_session(Path(args.warehouse), app="cdc-decode-stream-apply-job")
+    else:
+        from support.delta import delta_session
+
+        spark = delta_session(Path(args.warehouse), app="cdc-decode-stream-apply-job")
     sink = ApplySink(
         args.target,
         args.log,
