@@ -33,7 +33,7 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 	jars-autocdc demo-stream demo-formats bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply bench-sync \
 	demo-delta bench-datastream bench-apply-check check-targets real-source jars-connect debezium \
 	mariadb connect connect-stop test-long test-real-source \
-	venv-spark41 iceberg-jars test-iceberg
+	venv-spark41 iceberg-jars test-iceberg bench-iceberg
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -55,7 +55,7 @@ $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml
 	$(PY) -c "import cdc_decode._native"
 	touch $@
 
-test: check-targets test-rust test-python test-delta test-spark42 test-spark35 test-fuzz ## Everything CI runs: cargo test, pytest (Spark 4.3, Delta and Spark 4.2, Spark 3.5), fuzz briefly
+test: check-targets test-rust test-python test-delta test-iceberg test-spark42 test-spark35 test-fuzz ## Everything CI runs: cargo test, pytest (Spark 4.3, Delta and Spark 4.2, Iceberg and Spark 4.1, Spark 3.5), fuzz briefly
 
 # Every target the docs name must work from a fresh clone on its own: dry runs of each in a
 # copy of the checkout without the ignored folders, every folder its recipe and scripts use
@@ -234,11 +234,10 @@ $(ICEBERG_REST_JARS)/.stamp: tools/iceberg-rest/pom.xml
 
 # tests/iceberg/ needs .venv-spark41; the main pytest run ignores it (pyproject addopts).
 # The tests write to a Hadoop catalog in a temporary folder and to a REST catalog server
-# they start (and stop by its PID). Not part of `make test` yet: each apply_changes call
-# into Iceberg runs several Spark jobs (the rows resolved, then the MERGE), and the ground
-# truth of every format makes about 40 of them (docs/iceberg.md, "Tested").
-# check-targets: test-iceberg needs no .jars, .jars-kafka: tests/iceberg asks for neither tests/conftest.py's Spark 4.3 session nor its broker
-test-iceberg: venv-spark41 iceberg-jars ## pytest tests/iceberg on .venv-spark41: Iceberg tables in a Hadoop and a REST catalog
+# they start (and stop by its PID); the streaming test reads from the Kafka broker of
+# tests/support/kafka.py (.jars-kafka) with Spark 4.1's Kafka source (.jars-iceberg).
+# check-targets: test-iceberg needs no .jars: tests/iceberg asks not for tests/conftest.py's Spark 4.3 session
+test-iceberg: venv-spark41 iceberg-jars jars-kafka ## pytest tests/iceberg on .venv-spark41: Iceberg tables in a Hadoop and a REST catalog
 	PYSPARK_PYTHON=$(abspath $(PY41)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY41)) \
 		$(PY41) -m pytest tests/iceberg -p no:cacheprovider \
 		-o addopts="-ra --strict-markers --strict-config"
@@ -265,6 +264,10 @@ bench-apply: venv-spark42 delta-jars jars ## apply_changes vs row_number() + MER
 		$(PY42) benches/apply_workload.py $(BENCH_APPLY_ARGS)
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) benches/apply_bench.py
+
+bench-iceberg: venv-spark41 iceberg-jars ## apply_changes vs row_number() + MERGE INTO on Iceberg tables (merge-on-read), Spark 4.1
+	PYSPARK_PYTHON=$(abspath $(PY41)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY41)) \
+		$(PY41) benches/iceberg_apply.py $(BENCH_ICEBERG_ARGS)
 
 bench-sync: venv-spark42 delta-jars jars ## sync of a 100-table stream vs the loop over tables (decode tables= + apply_changes each), local[2]
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
