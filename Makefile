@@ -171,6 +171,7 @@ $(DELTA_JARS)/.stamp: tools/delta-jars/pom.xml
 # Connect (make real-source): here both databases through a killed Spark driver and a killed
 # Kafka Connect; the tests marked `long` (each database's Connect kill alone) are
 # make test-real-source's.
+# check-targets: test-delta needs no .jars-iceberg, .jars-iceberg-rest: tests/support/stream_apply.py opens an Iceberg session only with --iceberg, which tests/delta never passes
 test-delta: venv-spark42 delta-jars jars jars-kafka real-source ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables, streamed from Kafka and from real databases through Debezium
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) -m pytest tests/delta -p no:cacheprovider -m "not long" \
@@ -183,6 +184,7 @@ test-real-source: venv-spark42 delta-jars jars jars-kafka real-source ## The lon
 
 # Everything make test-delta leaves out: the other formats' ground truth, SCD2 histories and
 # syncs (tests/delta marked `long`), the real databases' Kafka Connect kills included.
+# check-targets: test-long needs no .jars-iceberg, .jars-iceberg-rest: tests/support/stream_apply.py opens an Iceberg session only with --iceberg, which tests/delta never passes
 test-long: venv-spark42 delta-jars jars jars-kafka real-source ## The tests/delta runs make test leaves out (every format's ground truth and sync, Connect kills)
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) -m pytest tests/delta -p no:cacheprovider -m long \
@@ -237,6 +239,7 @@ $(ICEBERG_REST_JARS)/.stamp: tools/iceberg-rest/pom.xml
 # they start (and stop by its PID); the streaming test reads from the Kafka broker of
 # tests/support/kafka.py (.jars-kafka) with Spark 4.1's Kafka source (.jars-iceberg).
 # check-targets: test-iceberg needs no .jars: tests/iceberg asks not for tests/conftest.py's Spark 4.3 session
+# check-targets: test-iceberg needs no .jars-delta: tests/support/stream_apply.py opens a Delta session only without --iceberg, which tests/iceberg always passes
 test-iceberg: venv-spark41 iceberg-jars jars-kafka ## pytest tests/iceberg on .venv-spark41: Iceberg tables in a Hadoop and a REST catalog
 	PYSPARK_PYTHON=$(abspath $(PY41)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY41)) \
 		$(PY41) -m pytest tests/iceberg -p no:cacheprovider \
@@ -265,6 +268,7 @@ bench-apply: venv-spark42 delta-jars jars ## apply_changes vs row_number() + MER
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) benches/apply_bench.py
 
+# check-targets: bench-iceberg needs no .jars, .jars-delta, .jars-kafka: benches/iceberg_apply.py takes the workload of apply_workload.py (whose Delta session it never opens) and starts no broker
 bench-iceberg: venv-spark41 iceberg-jars ## apply_changes vs row_number() + MERGE INTO on Iceberg tables (merge-on-read), Spark 4.1
 	PYSPARK_PYTHON=$(abspath $(PY41)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY41)) \
 		$(PY41) benches/iceberg_apply.py $(BENCH_ICEBERG_ARGS)
