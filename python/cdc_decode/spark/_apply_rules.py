@@ -730,6 +730,37 @@ def _guard(alias: str) -> Column:
     )
 
 
+def merge_outcome(
+    clauses: Sequence[Clause], matched: Column, which: Column, fields: Sequence[Any]
+) -> tuple[Column, list[Column], Column]:
+    """What a ``MERGE`` of ``clauses`` does with a source row (``s``) joined to its table
+    row (``t``; ``matched``: there is one): the index of the first clause that holds (null:
+    none, ``MERGE``'s rule); given that index as ``which``, each of ``fields``' values in
+    the row it writes (a column the clause does not set keeps the table's on an update and
+    is null on an insert), and its action (``"u"`` update, ``"i"`` insert)."""
+    from pyspark.sql import functions as F
+
+    chosen = None
+    for i, clause in enumerate(clauses):
+        holds = matched if clause.kind == "update" else ~matched
+        if clause.condition is not None:
+            holds = holds & F.coalesce(clause.condition, F.lit(False))
+        chosen = F.when(holds, F.lit(i)) if chosen is None else chosen.when(holds, F.lit(i))
+    out = []
+    for f in fields:
+        value = None
+        for i, clause in enumerate(clauses):
+            given = clause.values.get(f.name)
+            if given is None:
+                given = col(f.name, "t") if clause.kind == "update" else F.lit(None)
+            value = F.when(which == i, given) if value is None else value.when(which == i, given)
+        out.append(value.cast(f.dataType).alias(f.name))
+    kinds = F.create_map(
+        *[F.lit(x) for i, c in enumerate(clauses) for x in (i, "u" if c.kind == "update" else "i")]
+    )
+    return chosen, out, kinds[which]
+
+
 def resolve_scd1(
     source: DataFrame, table: Table, keys: Sequence[str], clauses: Sequence[Clause]
 ) -> tuple[DataFrame, list[Clause]]:
@@ -753,30 +784,13 @@ def resolve_scd1(
     # execution broadcasts them when they are small, as they are.
     joined = source.alias("s").join(here.alias("t"), on, "left")
     matched = F.col("t._cdc_here").isNotNull()
-    chosen = None
-    for i, clause in enumerate(clauses):
-        holds = matched if clause.kind == "update" else ~matched
-        if clause.condition is not None:
-            holds = holds & F.coalesce(clause.condition, F.lit(False))
-        chosen = F.when(holds, F.lit(i)) if chosen is None else chosen.when(holds, F.lit(i))
     which = F.col("_cdc_clause")
-    out = []
-    for f in fields:
-        value = None
-        for i, clause in enumerate(clauses):
-            given = clause.values.get(f.name)
-            if given is None:
-                given = col(f.name, "t") if clause.kind == "update" else F.lit(None)
-            value = F.when(which == i, given) if value is None else value.when(which == i, given)
-        out.append(value.cast(f.dataType).alias(f.name))
-    kinds = F.create_map(
-        *[F.lit(x) for i, c in enumerate(clauses) for x in (i, "u" if c.kind == "update" else "i")]
-    )
+    chosen, out, action = merge_outcome(clauses, matched, which, fields)
     # The clause in a projection of its own: Spark keeps it apart (CollapseProject does not
     # copy an expensive expression into each column that reads it).
     rows = joined.select("*", chosen.alias("_cdc_clause")).select(
         *out,
-        kinds[which].alias(ACTION),
+        action.alias(ACTION),
         F.when(matched, _guard("t")).alias(GUARD),
     )
     s = lambda name: col(name, "s")  # noqa: E731

@@ -334,30 +334,14 @@ class IcebergTarget(Table):
         (Spark's ``DataFrame.mergeInto`` cannot alias its target as ``t``)."""
         from pyspark.sql import functions as F
 
+        from .._apply_rules import merge_outcome
+
         target = self.read()
         table = target.withColumn(MATCHED, F.lit(True)).alias("t")
         joined = source.alias("s").join(table, F.expr(on), "left")
         matched = F.col(f"t.{MATCHED}").isNotNull()
-        chosen = None
-        for i, clause in enumerate(clauses):
-            holds = matched if clause.kind == "update" else ~matched
-            if clause.condition is not None:
-                holds = holds & F.coalesce(clause.condition, F.lit(False))
-            chosen = F.when(holds, F.lit(i)) if chosen is None else chosen.when(holds, F.lit(i))
+        chosen, out, action = merge_outcome(clauses, matched, F.col(CLAUSE), target.schema.fields)
         joined = joined.withColumn(CLAUSE, chosen).where(F.col(CLAUSE).isNotNull())
-        out = []
-        for f in target.schema.fields:
-            kept = F.col(f"t.{quote(f.name)}")
-            value = None
-            for i, clause in enumerate(clauses):
-                given = clause.values.get(f.name)
-                if given is None:
-                    given = kept if clause.kind == "update" else F.lit(None)
-                when = F.col(CLAUSE) == i
-                value = F.when(when, given) if value is None else value.when(when, given)
-            out.append(value.cast(f.dataType).alias(f.name))
-        kinds = {i: ("u" if c.kind == "update" else "i") for i, c in enumerate(clauses)}
-        action = F.create_map(*[F.lit(x) for kv in kinds.items() for x in kv])[F.col(CLAUSE)]
         return joined.select(*out, action.alias(ACTION))
 
     def _commit(self, tag: str) -> Commit:
