@@ -31,8 +31,7 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from .._typed import AFTER_ABSENT
-from ._tables import Clause, literal
-from ._tables.delta import quote
+from ._tables import Clause, literal, quote
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame

@@ -50,8 +50,7 @@ from ._apply_rules import SEQUENCE as SEQUENCE
 from ._apply_rules import START_SEQUENCE as START_SEQUENCE
 from ._apply_rules import START_TIME as START_TIME
 from ._apply_rules import UPSERT_OPS as UPSERT_OPS
-from ._tables import Clause, Commit, Table, open_table
-from ._tables.delta import quote
+from ._tables import Clause, Commit, Table, open_table, quote
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession

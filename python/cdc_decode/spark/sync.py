@@ -27,8 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._wire_schemas import WireTable
 from ._apply_rules import INTERNAL
-from ._tables import open_table
-from ._tables.delta import quote
+from ._tables import open_table, quote
 from .apply import KEYS_PROPERTY, ApplyResult, apply_changes
 from .decoding import _LOCATION
 
