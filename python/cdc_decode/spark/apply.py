@@ -68,6 +68,10 @@ up to it is written (every row of the table was deleted there)."""
 TRUNCATE_TIME_PROPERTY = "cdc_decode.truncateTime"
 """That ``truncate``'s event time (microseconds since the epoch; absent when unknown)."""
 
+QUERY_ID = "sql.streaming.queryId"
+"""The local property Spark sets in a streaming query's ``foreachBatch``: its id, kept in
+the checkpoint (a new checkpoint, a new id)."""
+
 BROADCAST_KEYS = 50_000
 """A type 1 batch folded to at most this many keys is resolved against the table's rows of
 its keys and broadcast into a MERGE that only sets columns: the table's files are then
@@ -686,8 +690,6 @@ def _drain(events: DataFrame) -> None:
     (``STATE_STORE_COMMIT_VALIDATION_FAILED``): ``decode_stream`` keeps a Tencent DTS
     stream's open multi-part sets in such state. Running the plan commits the same state
     the first run did (the parts are the same). Elsewhere nothing is run."""
-    from .sync import QUERY_ID
-
     try:
         in_stream = events.sparkSession.sparkContext.getLocalProperty(QUERY_ID) is not None
     except Exception:  # noqa: BLE001 (Spark Connect: no SparkContext here; its server runs it)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from .._wire_schemas import WireTable
 from ._apply_rules import INTERNAL
 from ._tables import open_table, quote
-from .apply import KEYS_PROPERTY, ApplyResult, apply_changes
+from .apply import KEYS_PROPERTY, QUERY_ID, ApplyResult, apply_changes
 from .decoding import _LOCATION
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,10 +42,6 @@ STOPPED_PROPERTY = "cdc_decode.sync.stopped"
 Unset it (``ALTER TABLE … UNSET TBLPROPERTIES``) to sync the table again."""
 HISTORY_SUFFIX = "_history"
 """What ``scd2=`` appends to a table's target for its SCD type 2 history table."""
-QUERY_ID = "sql.streaming.queryId"
-"""The local property Spark sets in a streaming query's ``foreachBatch``: its id, kept in
-the checkpoint (a new checkpoint, a new id)."""
-
 _INTEGRAL = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
 _DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)$")
 
