@@ -34,7 +34,7 @@ from .._typed import AFTER_ABSENT
 from ._tables import Clause, literal, quote
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import Column, DataFrame
+    from pyspark.sql import Column, DataFrame, SparkSession
 
     from ._tables import Table
 
@@ -442,22 +442,24 @@ def stored_key_rows(table: Table, keys: Sequence[str], wanted: DataFrame) -> Dat
     return rows.join(F.broadcast(wanted), list(keys), "left_semi")
 
 
-def detached(frame: DataFrame) -> DataFrame:
-    """``frame`` (persisted and counted) as a frame whose plan is one leaf over its rows.
+def detached(frame: DataFrame, session: SparkSession | None = None) -> DataFrame:
+    """``frame`` (persisted and counted, or checkpointed) as a frame of ``session`` (by
+    default its own) whose plan is one leaf over its rows.
 
     Each pass of :func:`fill_moves` reads the one before three times, so without this the
     plan of the ``n``-th pass holds ``3**n`` copies of the first (and of the table scan
     with its key list): a chain of a few key changes made a plan of millions of nodes
     that ran a 1 GB driver out of memory. The rows stay those of ``frame``'s cache; a lost
-    partition is recomputed from the RDD lineage. On Spark Connect (no JVM handle)
-    ``frame`` is returned as it is.
+    partition is recomputed from the RDD lineage. The leaf keeps none of the constraints
+    the plan it came from would carry into the analysis of a plan that reads it. On Spark
+    Connect (no JVM handle) ``frame`` is returned as it is.
     """
     jdf = getattr(frame, "_jdf", None)
     if jdf is None:
         return frame
     from pyspark.sql import DataFrame
 
-    session = frame.sparkSession
+    session = session or frame.sparkSession
     rows = jdf.queryExecution().toRdd()
     leaf = session._jsparkSession.internalCreateDataFrame(rows, jdf.schema(), False)
     return DataFrame(leaf, session)

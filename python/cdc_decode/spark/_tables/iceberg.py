@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._apply_rules import detached, merge_outcome
 from . import Clause, Commit, Table, literal, quote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -295,16 +296,12 @@ class IcebergTarget(Table):
             else:
                 # Only the rows that change are kept, each with the clause it takes.
                 rows = self._resolve(source, on, clauses).localCheckpoint(eager=True)
-                columns = [f.name for f in self.read().schema.fields]
-                sets = ", ".join(f"t.{quote(c)} = s.{quote(c)}" for c in columns)
-                names = ", ".join(quote(c) for c in columns)
-                values = ", ".join(f"s.{quote(c)}" for c in columns)
-                statement = (
-                    f"MERGE INTO {self.sql_name} t USING {view} s ON {on} "
-                    f"WHEN MATCHED AND s.{ACTION} = 'u' THEN UPDATE SET {sets} "
-                    f"WHEN NOT MATCHED AND s.{ACTION} = 'i' "
-                    f"THEN INSERT ({names}) VALUES ({values})"
-                )
+                every = {f.name: f"s.{quote(f.name)}" for f in self.read().schema.fields}
+                resolved = [
+                    Clause("update", {}, sql=(f"s.{ACTION} = 'u'", every)),
+                    Clause("insert", {}, sql=(f"s.{ACTION} = 'i'", every)),
+                ]
+                statement = _statement(self.sql_name, view, on, resolved)
             tag = uuid.uuid4().hex
             marks = {COMMIT_ID: tag}
             if txn is not None:
@@ -313,10 +310,7 @@ class IcebergTarget(Table):
             # The rows as a plain relation of the clone: a checkpoint's plan keeps the
             # constraints of the plan it came from (the clauses' expressions), which the
             # MERGE's analysis need not carry along.
-            plain = session._jsparkSession.internalCreateDataFrame(
-                rows._jdf.queryExecution().toRdd(), rows._jdf.schema(), False
-            )
-            plain.createOrReplaceTempView(view)
+            detached(rows, session).createOrReplaceTempView(view)
             try:
                 session.sql(statement)
             finally:
@@ -333,8 +327,6 @@ class IcebergTarget(Table):
         over ``s`` and ``t``; the SQL ``MERGE`` that writes the result names only columns
         (Spark's ``DataFrame.mergeInto`` cannot alias its target as ``t``)."""
         from pyspark.sql import functions as F
-
-        from .._apply_rules import merge_outcome
 
         target = self.read()
         table = target.withColumn(MATCHED, F.lit(True)).alias("t")
