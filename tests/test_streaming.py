@@ -7,15 +7,14 @@ record). The sink is tests/support/streaming.py's idempotent one (a file per bat
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
+from support.jobs import kill_when, wait_for
 from support.kafka import new_topic, produce, produce_records, records
 from support.streaming import BatchSink, kafka_batch, run
 
@@ -70,14 +69,6 @@ def _assert_equals_batch(spark, broker, topic, stream, sink) -> None:
     assert _rows(streamed) == _rows(batch)
     assert streamed.column("error").null_count == streamed.num_rows
     assert apply_events(streamed, primary_keys=stream.primary_keys) == stream.final_state
-
-
-def _wait(condition, timeout: float = 240.0, what: str = "the stream") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not done after {timeout:.0f} s")
-        time.sleep(0.2)
 
 
 @pytest.mark.parametrize("format", KAFKA_FORMATS)
@@ -154,7 +145,7 @@ def test_stop_mid_stream_and_restart(spark, kafka_broker, tmp_path):
     options = {"checkpoint": tmp_path / "checkpoint", "sink": sink, "max_offsets": 40}
     query = run(spark, kafka_broker.bootstrap, topic, "tencent-dts", available_now=False, **options)
     try:
-        _wait(lambda: len(sink.batches()) >= 2, what="two micro-batches")
+        wait_for(lambda: len(sink.batches()) >= 2, what="two micro-batches")
     finally:
         query.stop()
     stopped_at = len(sink.batches())
@@ -186,20 +177,10 @@ def test_sigkill_the_driver_mid_batch_and_restart(spark, kafka_broker, tmp_path)
     produce(kafka_broker.bootstrap, topic, stream, partitions=3)
     sink = BatchSink(tmp_path / "sink")
     job = _job(kafka_broker, topic, tmp_path, "--pause-at", "1", "--pause", "600")
-    try:
-        # Micro-batch 1 has written its rows and not yet its accounting, nor told Spark
-        # it is done: kill the driver (its JVM and workers with it) there.
-        _wait(
-            lambda: (tmp_path / "sink" / "000001.started").exists() or job.poll() is not None,
-            what="micro-batch 1",
-        )
-        assert job.poll() is None, (tmp_path / "job.log").read_text()[-3000:]
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait(30)
-    finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait(30)
+    # Micro-batch 1 has written its rows and not yet its accounting, nor told Spark it is
+    # done: kill the driver (its JVM and workers with it) there.
+    started = tmp_path / "sink" / "000001.started"
+    kill_when(job, started.exists, tmp_path / "job.log", what="micro-batch 1", timeout=240)
     assert sink.batches() == [0]  # batch 1: rows written, accounting not
     assert (tmp_path / "sink" / "000001.arrow").exists()
     again = _job(kafka_broker, topic, tmp_path)
@@ -261,7 +242,7 @@ def test_bad_records_on_a_live_stream(spark, kafka_broker, tmp_path, format):
     )
     try:
         produce_records(kafka_broker.bootstrap, topic, mixed)
-        _wait(lambda: _totals(sink)["messages"] == len(mixed), what="the bad records")
+        wait_for(lambda: _totals(sink)["messages"] == len(mixed), what="the bad records")
         table = sink.table()
         errors = table.filter(pc.equal(table.column("op"), "error"))
         assert errors.column("offset").to_pylist() == bad
@@ -270,7 +251,7 @@ def test_bad_records_on_a_live_stream(spark, kafka_broker, tmp_path, format):
         assert errors.column("raw").to_pylist() == [mixed[i][1] for i in bad]
         # The query goes on: more records, decoded as they come.
         produce_records(kafka_broker.bootstrap, topic, good[:20])
-        _wait(lambda: _totals(sink)["messages"] == len(mixed) + 20, what="the records after")
+        wait_for(lambda: _totals(sink)["messages"] == len(mixed) + 20, what="the records after")
         assert query.isActive and query.exception() is None
     finally:
         query.stop()
@@ -410,8 +391,8 @@ def test_pending_timeout_ends_held_parts_as_error_rows(spark, kafka_broker, tmp_
         pending_timeout=dt.timedelta(seconds=3),
     )
     try:
-        _wait(lambda: _totals(sink)["messages"] == cut, what="the cut set")
-        _wait(lambda: _totals(sink)["pending"] == 0, what="the time-out")
+        wait_for(lambda: _totals(sink)["messages"] == cut, what="the cut set")
+        wait_for(lambda: _totals(sink)["pending"] == 0, what="the time-out")
         assert query.isActive and query.exception() is None
     finally:
         query.stop()

@@ -16,7 +16,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -24,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from support.databases import start_mariadb, start_postgres
+from support.jobs import kill_when
 from support.real_source import (
     MARIADB,
     POSTGRES,
@@ -156,21 +156,13 @@ def _kill_mid_stream(broker, tmp_path, pattern, sink) -> None:
     job = _driver(
         broker, tmp_path, pattern, sink, "--max-offsets", "40", "--pause-first", "--pause", "600"
     )
-    try:
-        deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and job.poll() is None:
-            applied = sorted(sink.log.glob("*.applied"))
-            if applied:
-                break
-            time.sleep(0.2)
-        assert applied, (tmp_path / "driver.log").read_text()[-3000:]
-        killed = int(applied[0].stem)
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait(30)
-    finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait(30)
+    applied = kill_when(
+        job,
+        lambda: sorted(sink.log.glob("*.applied")),
+        tmp_path / "driver.log",
+        what="a micro-batch's Delta commit",
+    )
+    killed = int(applied[0].stem)
     commits = tmp_path / "checkpoint" / "commits"
     assert killed not in {int(p.name) for p in commits.iterdir() if p.name.isdigit()}
     again = _driver(broker, tmp_path, pattern, sink)

@@ -14,13 +14,12 @@ messages equal to the records produced, each counted once.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from support.jobs import kill_when, wait_for
 from support.kafka import new_topic, produce, produce_records, records
 from support.stream_apply import ApplySink, run
 
@@ -86,14 +85,6 @@ def _assert_accounted(sink: ApplySink, stream) -> None:
     assert totals["pending"] == 0  # every set completed
 
 
-def _wait(condition, timeout: float = 600.0, what: str = "the stream") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not done after {timeout:.0f} s")
-        time.sleep(0.2)
-
-
 @pytest.mark.parametrize("format", ["tencent-dts", "debezium-json"])
 def test_stream_into_delta_equals_the_source(delta_spark, kafka_broker, tmp_path, format):
     stream = _stream(format, 5)
@@ -131,7 +122,7 @@ def test_stop_produce_more_and_restart(delta_spark, kafka_broker, tmp_path):
         delta_spark, kafka_broker.bootstrap, topic, "tencent-dts", available_now=False, **options
     )
     try:
-        _wait(lambda: sum(c["messages"] for c in sink.counts()) == cut, what="the first records")
+        wait_for(lambda: sum(c["messages"] for c in sink.counts()) == cut, what="the first records")
     finally:
         query.stop()
     stopped_at = len(sink.batches())
@@ -178,15 +169,7 @@ def test_sigkill_after_the_delta_commit_and_restart(delta_spark, kafka_broker, t
     sink = _sink(None, tmp_path, stream)
     job = _job(kafka_broker, topic, tmp_path, sink, "--pause-at", "1", "--pause", "600")
     applied = sink.log / "000001.applied"
-    try:
-        _wait(lambda: applied.exists() or job.poll() is not None, what="micro-batch 1")
-        assert job.poll() is None, (tmp_path / "job.log").read_text()[-3000:]
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait(30)
-    finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait(30)
+    kill_when(job, applied.exists, tmp_path / "job.log", what="micro-batch 1")
     assert sink.batches() == [0]  # micro-batch 1 reached Delta, not the checkpoint
     commits = Path(tmp_path / "checkpoint" / "commits")
     assert sorted(p.name for p in commits.iterdir() if p.name.isdigit()) == ["0"]

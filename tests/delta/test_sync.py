@@ -8,14 +8,12 @@ a micro-batch committed resumes from its checkpoint, every table exact."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from support.jobs import kill_when
 from support.kafka import new_topic, produce
 
 import cdc_decode
@@ -175,18 +173,12 @@ def test_sync_stream_killed_mid_batch_resumes_exactly(delta_spark, kafka_broker,
                                     stderr=subprocess.STDOUT)  # fmt: skip
 
     job = start()
-    try:
-        deadline = time.monotonic() + 600
-        while not any(v >= 1 for v in _markers(lake).values()):
-            assert job.poll() is None, (tmp_path / "job.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "no table committed micro-batch 1"
-            time.sleep(0.1)
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait(30)
-    finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait(30)
+    kill_when(
+        job,
+        lambda: any(v >= 1 for v in _markers(lake).values()),
+        tmp_path / "job.log",
+        what="a table's commit of micro-batch 1",
+    )
     assert not (commits / "1").exists()  # micro-batch 1 reached Delta, not the checkpoint
     again = start()
     assert again.wait(900) == 0, (tmp_path / "job.log").read_text()[-3000:]

@@ -10,13 +10,12 @@ skips it, and the table equals the generator's final state. The DTS stream is sp
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from support.jobs import kill_when
 from support.kafka import new_topic, produce
 from support.stream_apply import ApplySink
 
@@ -27,14 +26,6 @@ pytestmark = pytest.mark.spark
 
 TABLE = "shop.users"
 SUPPORT = Path(__file__).resolve().parents[1] / "support"
-
-
-def _wait(condition, timeout: float = 600.0, what: str = "the stream") -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: not done after {timeout:.0f} s")
-        time.sleep(0.2)
 
 
 def _job(broker, topic, tmp_path: Path, sink: ApplySink, warehouse: str, *extra: str):
@@ -79,15 +70,7 @@ def test_sigkill_after_the_iceberg_commit_and_restart(iceberg_spark, kafka_broke
     warehouse = spark.conf.get("spark.sql.catalog.lake.warehouse")
     job = _job(kafka_broker, topic, tmp_path, sink, warehouse, "--pause-at", "1", "--pause", "600")
     applied = sink.log / "000001.applied"
-    try:
-        _wait(lambda: applied.exists() or job.poll() is not None, what="micro-batch 1")
-        assert job.poll() is None, (tmp_path / "job.log").read_text()[-3000:]
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait(30)
-    finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-            job.wait(30)
+    kill_when(job, applied.exists, tmp_path / "job.log", what="micro-batch 1")
     assert sink.batches() == [0]  # micro-batch 1 reached Iceberg, not the checkpoint
     commits = tmp_path / "checkpoint" / "commits"
     assert sorted(p.name for p in commits.iterdir() if p.name.isdigit()) == ["0"]
