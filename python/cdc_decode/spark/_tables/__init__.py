@@ -171,7 +171,26 @@ class Table:
         """One ``MERGE`` of ``source`` (alias ``s``) into the table (alias ``t``) on the
         SQL condition ``on``, its clauses in order; with ``txn`` (``app_id``,
         ``batch_id``) the replay marker is written with it, and a marker the table
-        already holds skips it (:meth:`check_txn`). Retried on conflicts."""
+        already holds skips it (:meth:`check_txn`). Retried on conflicts, the marker
+        checked again before each try."""
+
+        def run() -> Commit:
+            self.refresh()
+            if txn is not None and self.check_txn(*txn):
+                return Commit(version=self.version(), skipped=True)
+            return self.merge_once(source, on, clauses, txn)
+
+        return self.retrying("MERGE", run)
+
+    def merge_once(
+        self,
+        source: DataFrame,
+        on: str,
+        clauses: Sequence[Clause],
+        txn: tuple[str, int] | None,
+    ) -> Commit:
+        """One try of :meth:`merge` on the freshly read table, its marker not yet held:
+        the ``MERGE`` with the marker, and the commit it made."""
         raise NotImplementedError
 
     def delete(self, condition: str) -> int:

@@ -200,34 +200,26 @@ class DeltaTarget(Table):
             session.conf.set(USER_METADATA, tag)
         return session
 
-    def merge(
+    def merge_once(
         self,
         source: DataFrame,
         on: str,
         clauses: Sequence[Clause],
-        txn: tuple[str, int] | None = None,
+        txn: tuple[str, int] | None,
     ) -> Commit:
-        def run() -> Commit:
-            self.refresh()
-            if txn is not None and self.check_txn(*txn):
-                return Commit(version=self.version(), skipped=True)
-            before = self.version()
-            own = self.spark.conf.get(USER_METADATA, None)
-            tag = None if own else f"{TAG}{uuid.uuid4().hex}"
-            session = self._session(txn, tag)
-            builder = self._delta_table(session).alias("t").merge(source.alias("s"), on)
-            for clause in clauses:
-                values = {f"t.{quote(k)}": v for k, v in clause.values.items()}
-                if clause.kind == "update":
-                    builder = builder.whenMatchedUpdate(condition=clause.condition, set=values)
-                else:
-                    builder = builder.whenNotMatchedInsert(
-                        condition=clause.condition, values=values
-                    )
-            builder.execute()
-            return self._commit(before, tag, txn)
-
-        return self.retrying("MERGE", run)
+        before = self.version()
+        own = self.spark.conf.get(USER_METADATA, None)
+        tag = None if own else f"{TAG}{uuid.uuid4().hex}"
+        session = self._session(txn, tag)
+        builder = self._delta_table(session).alias("t").merge(source.alias("s"), on)
+        for clause in clauses:
+            values = {f"t.{quote(k)}": v for k, v in clause.values.items()}
+            if clause.kind == "update":
+                builder = builder.whenMatchedUpdate(condition=clause.condition, set=values)
+            else:
+                builder = builder.whenNotMatchedInsert(condition=clause.condition, values=values)
+        builder.execute()
+        return self._commit(before, tag, txn)
 
     def _commit(self, before: int | None, tag: str | None, txn: tuple[str, int] | None) -> Commit:
         """The commit the MERGE just made, found by its tag among those after ``before``

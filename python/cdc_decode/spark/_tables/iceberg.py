@@ -273,51 +273,45 @@ class IcebergTarget(Table):
             session.conf.set(SNAPSHOT_PROPERTY + key, value)
         return session
 
-    def merge(
+    def merge_once(
         self,
         source: DataFrame,
         on: str,
         clauses: Sequence[Clause],
-        txn: tuple[str, int] | None = None,
+        txn: tuple[str, int] | None,
     ) -> Commit:
-        def run() -> Commit:
-            self.refresh()
-            if txn is not None and self.check_txn(*txn):
-                return Commit(version=self.version(), skipped=True)
-            view = f"_cdc_decode_source_{uuid.uuid4().hex}"
-            # Materialized apart from the table it was computed from: a source that reads
-            # the MERGE's own target fails analysis (its attributes are taken as the
-            # target's).
-            if all(c.sql is not None for c in clauses):
-                # Clauses with SQL text (rows resolved against the table beforehand): the
-                # MERGE runs them as they are.
-                rows = source.localCheckpoint(eager=True)
-                statement = _statement(self.sql_name, view, on, clauses)
-            else:
-                # Only the rows that change are kept, each with the clause it takes.
-                rows = self._resolve(source, on, clauses).localCheckpoint(eager=True)
-                every = {f.name: f"s.{quote(f.name)}" for f in self.read().schema.fields}
-                resolved = [
-                    Clause("update", {}, sql=(f"s.{ACTION} = 'u'", every)),
-                    Clause("insert", {}, sql=(f"s.{ACTION} = 'i'", every)),
-                ]
-                statement = _statement(self.sql_name, view, on, resolved)
-            tag = uuid.uuid4().hex
-            marks = {COMMIT_ID: tag}
-            if txn is not None:
-                marks[TXN_PREFIX + txn[0]] = str(txn[1])
-            session = self._session(marks)
-            # The rows as a plain relation of the clone: a checkpoint's plan keeps the
-            # constraints of the plan it came from (the clauses' expressions), which the
-            # MERGE's analysis need not carry along.
-            detached(rows, session).createOrReplaceTempView(view)
-            try:
-                session.sql(statement)
-            finally:
-                session.catalog.dropTempView(view)
-            return self._commit(tag)
-
-        return self.retrying("MERGE", run)
+        view = f"_cdc_decode_source_{uuid.uuid4().hex}"
+        # Materialized apart from the table it was computed from: a source that reads
+        # the MERGE's own target fails analysis (its attributes are taken as the
+        # target's).
+        if all(c.sql is not None for c in clauses):
+            # Clauses with SQL text (rows resolved against the table beforehand): the
+            # MERGE runs them as they are.
+            rows = source.localCheckpoint(eager=True)
+            statement = _statement(self.sql_name, view, on, clauses)
+        else:
+            # Only the rows that change are kept, each with the clause it takes.
+            rows = self._resolve(source, on, clauses).localCheckpoint(eager=True)
+            every = {f.name: f"s.{quote(f.name)}" for f in self.read().schema.fields}
+            resolved = [
+                Clause("update", {}, sql=(f"s.{ACTION} = 'u'", every)),
+                Clause("insert", {}, sql=(f"s.{ACTION} = 'i'", every)),
+            ]
+            statement = _statement(self.sql_name, view, on, resolved)
+        tag = uuid.uuid4().hex
+        marks = {COMMIT_ID: tag}
+        if txn is not None:
+            marks[TXN_PREFIX + txn[0]] = str(txn[1])
+        session = self._session(marks)
+        # The rows as a plain relation of the clone: a checkpoint's plan keeps the
+        # constraints of the plan it came from (the clauses' expressions), which the
+        # MERGE's analysis need not carry along.
+        detached(rows, session).createOrReplaceTempView(view)
+        try:
+            session.sql(statement)
+        finally:
+            session.catalog.dropTempView(view)
+        return self._commit(tag)
 
     def _resolve(self, source: DataFrame, on: str, clauses: Sequence[Clause]) -> DataFrame:
         """The rows the ``MERGE`` of ``clauses`` writes, computed by a left join of the
