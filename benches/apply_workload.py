@@ -684,25 +684,10 @@ class ScanFiles:
         return total
 
 
-def checksum(spark, path: str, live_filter: str | None) -> tuple[int, str, float]:
-    """Live rows, an order-free checksum of every column, and the seconds the read took."""
+def _sums(df) -> tuple[int, str]:
+    """Rows and an order-free checksum of every column."""
     from pyspark.sql import functions as F
 
-    df = spark.read.format("delta").load(path)
-    if live_filter:
-        df = df.where(live_filter)
-    started = time.perf_counter()
-    row = df.select(
-        F.count(F.lit(1)).alias("n"),
-        F.sum(F.xxhash64(*[F.col(c) for c in NAMES]).cast("decimal(38,0)")).alias("h"),
-    ).first()
-    return row["n"], str(row["h"]), time.perf_counter() - started
-
-
-def reference_checksum(spark, table: pa.Table) -> tuple[int, str]:
-    from pyspark.sql import functions as F
-
-    df = spark.createDataFrame(table)
     row = df.select(
         F.count(F.lit(1)).alias("n"),
         F.sum(F.xxhash64(*[F.col(c) for c in NAMES]).cast("decimal(38,0)")).alias("h"),
@@ -710,9 +695,23 @@ def reference_checksum(spark, table: pa.Table) -> tuple[int, str]:
     return row["n"], str(row["h"] or 0)
 
 
-def differences(spark, path: str, live_filter: str | None, table: pa.Table, show: int = 5):
-    """Rows of the table not in the reference and the other way round (a few of each)."""
-    df = spark.read.format("delta").load(path)
+def checksum(df, live_filter: str | None) -> tuple[int, str, float]:
+    """Live rows of a table read (``df``), an order-free checksum of every column, and the
+    seconds the read took."""
+    if live_filter:
+        df = df.where(live_filter)
+    started = time.perf_counter()
+    n, h = _sums(df)
+    return n, h, time.perf_counter() - started
+
+
+def reference_checksum(spark, table: pa.Table) -> tuple[int, str]:
+    return _sums(spark.createDataFrame(table))
+
+
+def differences(spark, df, live_filter: str | None, table: pa.Table, show: int = 5):
+    """Rows of a table read (``df``) not in the reference and the other way round (a
+    few of each)."""
     if live_filter:
         df = df.where(live_filter)
     df = df.select(*NAMES)
@@ -797,19 +796,18 @@ def run(spark, w: Workload, specs: list[str], work: Path, rounds: int = 1, log=p
         for c in contenders:
             o = outcomes[c.name]
             o.metrics = merge_metrics(spark, paths[c.name], start_version.get(c.name, 0))
-            n, h, o.read_seconds = checksum(spark, paths[c.name], c.live_filter)
+            written = spark.read.format("delta").load(paths[c.name])
+            n, h, o.read_seconds = checksum(written, c.live_filter)
             detail = spark.sql(f"DESCRIBE DETAIL delta.`{paths[c.name]}`").first()
             o.files, o.bytes = detail["numFiles"], detail["sizeInBytes"]
             want = truth if isinstance(c, ApplyChanges) else plain
             o.ok = (n, h) == want
             if not isinstance(c, ApplyChanges) and (n, h) != truth:
-                extra, missing, _, _ = differences(
-                    spark, paths[c.name], c.live_filter, gen.truth, 0
-                )
+                extra, missing, _, _ = differences(spark, written, c.live_filter, gen.truth, 0)
                 o.note = f"{max(extra, missing):,} rows differ from the source"
             if not o.ok:
                 ref = gen.truth if isinstance(c, ApplyChanges) else gen.plain
-                extra, missing, ex, mi = differences(spark, paths[c.name], c.live_filter, ref)
+                extra, missing, ex, mi = differences(spark, written, c.live_filter, ref)
                 o.note = (
                     f"DIFFERS from its reference: {extra} rows not in it, {missing} missing; "
                     f"first extra {ex[:2]}, first missing {mi[:2]}"

@@ -41,6 +41,8 @@ from apply_workload import (  # noqa: E402
     NAMES,
     Workload,
     _apply_kwargs,
+    checksum,
+    differences,
     generate,
     reference_checksum,
 )
@@ -130,29 +132,6 @@ def summaries(spark, table: str, after: int) -> dict[str, int]:
     return out
 
 
-def checksum(spark, table: str, live: str | None) -> tuple[int, str, float]:
-    from pyspark.sql import functions as F
-
-    df = spark.table(table)
-    if live:
-        df = df.where(live)
-    started = time.perf_counter()
-    row = df.select(
-        F.count(F.lit(1)).alias("n"),
-        F.sum(F.xxhash64(*[F.col(c) for c in NAMES]).cast("decimal(38,0)")).alias("h"),
-    ).first()
-    return row["n"], str(row["h"] or 0), time.perf_counter() - started
-
-
-def differing(spark, table: str, live: str | None, reference) -> int:
-    df = spark.table(table)
-    if live:
-        df = df.where(live)
-    df = df.select(*NAMES)
-    ref = spark.createDataFrame(reference)
-    return max(df.exceptAll(ref).count(), ref.exceptAll(df).count())
-
-
 def run(spark, w: Workload, work: Path) -> list[str]:
     started = time.perf_counter()
     gen = generate(w, work / "data")
@@ -196,14 +175,15 @@ def run(spark, w: Workload, work: Path) -> list[str]:
     for c in contenders:
         s = seconds[c.name]
         m = summaries(spark, tables[c.name], start[c.name])
-        n, h, read = checksum(spark, tables[c.name], c.live)
+        written = spark.table(tables[c.name])
+        n, h, read = checksum(written, c.live)
         want = truth if c.name == "apply_changes" else plain
         ok = (n, h) == want
         failed |= not ok
         note = "equal" if ok else "DIFFERS from its reference"
         if c.name != "apply_changes" and (n, h) != truth:
-            note += f"; {differing(spark, tables[c.name], c.live, gen.truth):,} rows differ "
-            note += "from the source"
+            extra, missing, _, _ = differences(spark, written, c.live, gen.truth, 0)
+            note += f"; {max(extra, missing):,} rows differ from the source"
         lines.append(
             f"| `{c.name}` | {statistics.median(s):.2f} | {sum(s) / len(s):.2f} | "
             f"{events / sum(s):,.0f} | {base / sum(s):.2f}x | {m.get('added-data-files', 0):,} "
