@@ -286,6 +286,7 @@ def test_rules_in_one_batch_then_late_and_replayed(delta_spark, tmp_path):
     assert result.created
     assert (result.events, result.changes, result.other) == (15, 13, {"begin": 1, "commit": 1})
     assert result.keys == 6  # 1, 2, 3, 30, 4, 5
+    assert result.rows_written == 6  # 3 and 5 as tombstones
     want = {1: ("a5", 5), 2: ("b6", 6), 30: ("c7", 7), 4: ("d9", 9)}
     assert _live(delta_spark, path) == want
 
@@ -297,6 +298,7 @@ def test_rules_in_one_batch_then_late_and_replayed(delta_spark, tmp_path):
         ("insert", 20, None, (6, "f", 20)),  # new
     ]
     result = cdc_spark.apply_changes(_events(delta_spark, late), path)
+    assert (result.stale, result.rows_written) == (4, 1)
     want[6] = ("f", 20)
     assert _live(delta_spark, path) == want
 
@@ -465,6 +467,7 @@ def test_replayed_micro_batch_with_txn_markers(delta_spark, tmp_path):
     first = cdc_spark.apply_changes(events, path, app_id="q1", batch_id=0)
     again = cdc_spark.apply_changes(events, path, app_id="q1", batch_id=0)
     assert not first.skipped and again.skipped
+    assert (first.rows_written, again.rows_written) == (1, 0)
     assert again.version == first.version  # Delta wrote nothing
     assert _live(delta_spark, path) == {1: ("a", 1)}
 

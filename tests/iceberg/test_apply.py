@@ -183,6 +183,7 @@ def test_replayed_batch_markers_in_the_snapshot_summary(iceberg_spark, catalog):
     events = typed_events(spark, first)
     done = cdc_spark.apply_changes(events, target, app_id="q1", batch_id=0)
     assert done.created and not done.skipped and done.stale == 0
+    assert done.rows_written == 2  # 1, and 2 as a tombstone
     assert _summary(spark, target)["cdc_decode.txn.q1"] == "0"
     assert done.version == spark.sql(f"SELECT snapshot_id FROM {target}.snapshots "
                                      "ORDER BY committed_at DESC LIMIT 1").first()[0]  # fmt: skip
@@ -196,13 +197,14 @@ def test_replayed_batch_markers_in_the_snapshot_summary(iceberg_spark, catalog):
                                 ("insert", 5, None, (3, "c", 3))])  # fmt: skip
     second = cdc_spark.apply_changes(late, target, app_id="q1", batch_id=1)
     assert (second.keys, second.stale) == (2, 1)  # 1's late update is older than seq 3
+    assert second.rows_written == 1
     assert live(spark, target) == {1: ("A", 10), 3: ("c", 3)}
     with pytest.raises(ValueError, match="already holds batch 1 of app_id 'q1'"):
         cdc_spark.apply_changes(late, target, app_id="q1", batch_id=0)
 
     # Without markers: the sequence guard makes the replay change nothing.
     replay = cdc_spark.apply_changes(events, target, on_stale="ignore")
-    assert replay.stale == replay.keys == 2
+    assert replay.stale == replay.keys == 2 and replay.rows_written == 0
     assert live(spark, target) == {1: ("A", 10), 3: ("c", 3)}
     history = {r["id"]: r["_cdc_deleted"] for r in spark.table(target).collect()}
     assert history == {1: False, 2: True, 3: False}  # 2 stays a tombstone

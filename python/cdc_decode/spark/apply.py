@@ -126,7 +126,10 @@ class ApplyResult:
         created: whether this call created the table.
         version: the table's version after the call.
         metrics: the ``MERGE``'s Delta operation metrics (``numTargetRowsInserted``,
-            ``numTargetRowsUpdated``, …), as Delta reports them.
+            ``numTargetRowsUpdated``, …), as Delta reports them; on Iceberg, the summary of
+            the ``MERGE``'s snapshot.
+        rows_written: target rows the ``MERGE`` inserted or updated, from those metrics
+            (0 when nothing was written).
         skipped: ``True`` when the table already held this ``(app_id, batch_id)``: the
             batch was not read and nothing was written (the counts are zero).
         retries: write conflicts (a concurrent ``OPTIMIZE``, another writer) after which
@@ -153,6 +156,7 @@ class ApplyResult:
     created: bool = False
     version: int | None = None
     metrics: dict[str, str] = field(default_factory=dict)
+    rows_written: int = 0
     skipped: bool = False
     retries: int = 0
     purged: int = 0
@@ -554,6 +558,7 @@ class _Call:
         result.skipped = commit.skipped
         result.metrics = commit.metrics
         if commit.written:
+            result.rows_written = commit.changed_rows or 0
             # The keys the MERGE left alone: the matched clauses write a row only when a
             # change is newer than something it holds, the insert only above the horizon.
             if commit.changed_rows is not None:
@@ -677,6 +682,7 @@ class _Call:
         result.version = commit.version
         result.skipped = commit.skipped
         result.metrics = commit.metrics
+        result.rows_written = (commit.changed_rows or 0) if commit.written else 0
         result.retries = table.retries
         return result
 

@@ -54,8 +54,8 @@ class TableSync:
         name: the source table (``db.table``, ``db.schema.table``), as the events name it.
         target: its Delta table (path or catalog name).
         events: the batch's events of the table (row changes, DDL, …).
-        rows_written: target rows the MERGE inserted or updated (``numTargetRowsInserted``
-            + ``numTargetRowsUpdated``).
+        rows_written: target rows the MERGE inserted or updated
+            (:attr:`ApplyResult.rows_written`).
         created: the table was created by this call.
         added_columns: columns added to the table (schema evolution).
         widened_columns: column -> ``(old type, new type)``, widened by this call.
@@ -639,7 +639,7 @@ class _Plan:
             entry.created = entry.apply.created
             entry.added_columns = list(entry.apply.added_columns)
             entry.ddl = list(entry.apply.ddl)
-            entry.rows_written = _written(entry.apply)
+            entry.rows_written = entry.apply.rows_written
             if entry.apply.skipped:
                 entry.skipped = "replay: the table holds this batch already"
             if entry.history_target is not None:
@@ -701,19 +701,6 @@ def _ddl_types(spark: SparkSession, ddl: str) -> dict[str, str]:
     if not isinstance(parsed, StructType):
         raise ValueError(f"schemas=: not a column list: {ddl!r}")
     return {f.name.lower(): f.dataType.simpleString() for f in parsed.fields}
-
-
-def _written(applied: ApplyResult) -> int:
-    """Rows the MERGE inserted or updated, from Delta's operation metrics or Iceberg's
-    snapshot summary."""
-    metrics = applied.metrics or {}
-    iceberg = "spark.merge-into.num-target-rows-"
-    updated = metrics.get(
-        "numTargetRowsMatchedUpdated",
-        metrics.get("numTargetRowsUpdated", metrics.get(iceberg + "updated", 0)),
-    )
-    inserted = metrics.get("numTargetRowsInserted", metrics.get(iceberg + "inserted", 0))
-    return int(inserted or 0) + int(updated or 0)
 
 
 def _patterns(value: str | Sequence[str] | None) -> list[str]:
