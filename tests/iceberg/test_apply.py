@@ -267,6 +267,37 @@ def test_a_name_outside_an_iceberg_catalog_is_not_taken_for_iceberg(iceberg_spar
         open_table(iceberg_spark, "default.users", format="iceberg")
 
 
+def test_iceberg_tables_in_the_session_catalog(iceberg_spark, tmp_path):
+    """With Iceberg's SparkSessionCatalog as spark_catalog (as EMR, Glue and Dataproc set it
+    up), a new name there is created as an Iceberg table (format 2, merge-on-read) and
+    applied to, replay markers included; a Parquet table beside it is not Iceberg's."""
+    from cdc_decode.spark._tables import open_table
+
+    spark = iceberg_spark.newSession()  # its own catalogs; the shared SparkContext
+    wrapper = "org.apache.iceberg.spark.SparkSessionCatalog"
+    spark.conf.set("spark.sql.catalog.spark_catalog", wrapper)
+    spark.conf.set("spark.sql.catalog.spark_catalog.type", "hadoop")
+    spark.conf.set("spark.sql.catalog.spark_catalog.warehouse", str(tmp_path / "warehouse"))
+    target = f"session{next(_names)}.users"
+    assert type(open_table(spark, target)).__name__ == "IcebergTarget"
+    rows = [
+        ("insert", 1, None, (1, "a", 1)),
+        ("insert", 2, None, (2, "b", 2)),
+        ("update", 3, (1, "a", 1), (1, "A", 10)),
+    ]
+    done = cdc_spark.apply_changes(typed_events(spark, rows), target, app_id="q", batch_id=0)
+    assert done.created and done.rows_written == 2
+    again = cdc_spark.apply_changes(typed_events(spark, rows), target, app_id="q", batch_id=0)
+    assert again.skipped and again.version == done.version
+    assert live(spark, f"spark_catalog.{target}") == {1: ("A", 10), 2: ("b", 2)}
+    props = {r.key: r.value for r in spark.sql(f"SHOW TBLPROPERTIES {target}").collect()}
+    assert props["format-version"] == "2" and props["write.merge.mode"] == "merge-on-read"
+    assert (tmp_path / "warehouse" / target.replace(".", "/") / "metadata").is_dir()
+
+    spark.sql(f"CREATE TABLE {target}_parquet (id bigint) USING parquet")
+    assert type(open_table(spark, f"{target}_parquet")).__name__ == "DeltaTarget"
+
+
 def test_truncate_deletes_the_rows_older_than_it(iceberg_spark):
     """A truncate deletes every row older than it, in the batch and in the table (its
     sequence kept as a table property); changes after it apply as to an empty table."""

@@ -215,7 +215,8 @@ def apply_changes(
             ``ddl`` and ``after_absent`` are used when present.
         target: a Delta table path (``/lake/users``, ``s3://…``; anything with ``/`` or
             ``:``) or a catalog table name (``shop.users``). A name in a catalog of
-            Iceberg's ``SparkCatalog`` (``lake.shop.users``) is an Apache Iceberg table
+            Iceberg's ``SparkCatalog`` (``lake.shop.users``) is an Apache Iceberg table, and
+            so is a new or Iceberg table named in Iceberg's ``SparkSessionCatalog``
             (docs/iceberg.md).
         keys: the key columns; by default the ones stored with the table, else (a new
             table) the events' ``primary_key``. Stored with the table when it is made,

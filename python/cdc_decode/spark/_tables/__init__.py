@@ -256,7 +256,9 @@ class Table:
 def open_table(spark: SparkSession, target: str, format: str | None = None) -> Table:
     """The :class:`Table` of ``target`` in ``format`` (``"delta"`` or ``"iceberg"``); by
     default the catalog says: a name in a catalog of Iceberg's ``SparkCatalog`` is an
-    Iceberg table, anything else (a path, a name in the session catalog) a Delta one."""
+    Iceberg table, and so is a name in Iceberg's ``SparkSessionCatalog`` (``spark_catalog``)
+    unless it names a table Iceberg does not load; anything else (a path, a name in Spark's
+    or Delta's session catalog) a Delta one."""
     from .delta import DeltaTarget, is_path
 
     catalog = None
@@ -270,7 +272,8 @@ def open_table(spark: SparkSession, target: str, format: str | None = None) -> T
         if catalog is None:
             raise ValueError(
                 f"{target!r} is not a table name in an Iceberg catalog of this session (a "
-                "catalog whose spark.sql.catalog.<name> is org.apache.iceberg.spark.SparkCatalog)"
+                "catalog whose spark.sql.catalog.<name> is org.apache.iceberg.spark.SparkCatalog"
+                ", or an Iceberg table in org.apache.iceberg.spark.SparkSessionCatalog)"
             )
         from .iceberg import IcebergTarget
 

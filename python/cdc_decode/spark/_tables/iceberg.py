@@ -35,6 +35,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql.types import DataType, StructField, StructType
 
 ICEBERG_CATALOG_CLASS = "org.apache.iceberg.spark.SparkCatalog"
+ICEBERG_SESSION_CATALOG_CLASS = "org.apache.iceberg.spark.SparkSessionCatalog"
+"""Iceberg's wrapper of Spark's session catalog (``spark_catalog``): Iceberg tables and the
+session catalog's own (Hive, in-memory) side by side."""
+ICEBERG_TABLE_CLASS = "org.apache.iceberg.spark.source.SparkTable"
 SNAPSHOT_PROPERTY = "spark.sql.iceberg.snapshot-property."
 TXN_PREFIX = "cdc_decode.txn."
 """Snapshot summary key of a replay marker: this prefix and the ``app_id``; the value is
@@ -63,14 +67,21 @@ CONFLICTS = (
 
 
 def iceberg_catalog(spark: SparkSession, target: str) -> str | None:
-    """The name of the Iceberg catalog (an ``org.apache.iceberg.spark.SparkCatalog``)
-    ``target`` names a table of, or ``None`` (not such a catalog, or no Iceberg on the
-    session). The catalog is the name's first part when that is a configured catalog,
-    else the session's current catalog (``spark.sql.defaultCatalog``)."""
+    """The name of the Iceberg catalog ``target`` names a table of, or ``None`` (not an
+    Iceberg table, or no Iceberg on the session). The catalog is the name's first part
+    when that is a configured catalog, else the session's current catalog
+    (``spark.sql.defaultCatalog``).
+
+    - In an ``org.apache.iceberg.spark.SparkCatalog`` every table is Iceberg's.
+    - In Iceberg's ``SparkSessionCatalog`` (``spark_catalog``), a table that exists is
+      Iceberg's when Iceberg loads it (a Delta or Parquet table there is not), and a new
+      one is created as Iceberg's.
+    """
     jvm = spark._jvm
     try:
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         base = jvm.java.lang.Class.forName(ICEBERG_CATALOG_CLASS, False, loader)
+        wrapper = jvm.java.lang.Class.forName(ICEBERG_SESSION_CATALOG_CLASS, False, loader)
     except Exception:  # noqa: BLE001 (no Iceberg runtime on the session)
         return None
     parts = _parts(spark, target)
@@ -82,13 +93,36 @@ def iceberg_catalog(spark: SparkSession, target: str) -> str | None:
         plugin = manager.catalog(name)
     except Exception:  # noqa: BLE001 (a catalog that does not load: not ours to say)
         return None
-    return name if base.isInstance(plugin) else None
+    if base.isInstance(plugin):
+        return name
+    if not wrapper.isInstance(plugin):
+        return None
+    ident = _identifier(spark, parts, name)
+    if not plugin.tableExists(ident):
+        return name
+    kind = jvm.java.lang.Class.forName(ICEBERG_TABLE_CLASS, False, loader)
+    return name if kind.isInstance(plugin.loadTable(ident)) else None
 
 
 def _parts(spark: SparkSession, target: str) -> list[str]:
     parser = spark._jsparkSession.sessionState().sqlParser()
     converters = spark._jvm.scala.jdk.javaapi.CollectionConverters
     return list(converters.asJava(parser.parseMultipartIdentifier(target)))
+
+
+def _identifier(spark: SparkSession, parts: Sequence[str], catalog: str) -> Any:
+    """The catalog ``Identifier`` of a table name's ``parts`` in ``catalog``: without the
+    catalog's own name, the current namespace before a bare name."""
+    jvm = spark._jvm
+    manager = spark._jsparkSession.sessionState().catalogManager()
+    if parts[0] == catalog and len(parts) > 2:
+        parts = parts[1:]
+    else:
+        parts = [*list(manager.currentNamespace()), *parts][-max(len(parts), 2) :]
+    namespace = spark.sparkContext._gateway.new_array(jvm.String, len(parts) - 1)
+    for n, part in enumerate(parts[:-1]):
+        namespace[n] = part
+    return jvm.org.apache.spark.sql.connector.catalog.Identifier.of(namespace, parts[-1])
 
 
 class IcebergTarget(Table):
@@ -110,18 +144,9 @@ class IcebergTarget(Table):
         """The table's ``org.apache.iceberg.Table`` from the caller's catalog, refreshed
         (``None``: no table). The catalog caches the object its reads use: refreshing it
         here makes Spark's reads see commits made through other sessions and writers."""
-        jvm = self.spark._jvm
         manager = self.spark._jsparkSession.sessionState().catalogManager()
         plugin = manager.catalog(self.catalog)
-        parts = _parts(self.spark, self.target)
-        if parts[0] == self.catalog and len(parts) > 2:
-            parts = parts[1:]
-        else:
-            parts = [*list(manager.currentNamespace()), *parts][-max(len(parts), 2) :]
-        namespace = self.spark.sparkContext._gateway.new_array(jvm.String, len(parts) - 1)
-        for n, part in enumerate(parts[:-1]):
-            namespace[n] = part
-        ident = jvm.org.apache.spark.sql.connector.catalog.Identifier.of(namespace, parts[-1])
+        ident = _identifier(self.spark, _parts(self.spark, self.target), self.catalog)
         if not plugin.tableExists(ident):
             return None
         table = plugin.loadTable(ident).table()
