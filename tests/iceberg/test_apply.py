@@ -278,24 +278,32 @@ def test_iceberg_tables_in_the_session_catalog(iceberg_spark, tmp_path):
     spark.conf.set("spark.sql.catalog.spark_catalog", wrapper)
     spark.conf.set("spark.sql.catalog.spark_catalog.type", "hadoop")
     spark.conf.set("spark.sql.catalog.spark_catalog.warehouse", str(tmp_path / "warehouse"))
-    target = f"session{next(_names)}.users"
-    assert type(open_table(spark, target)).__name__ == "IcebergTarget"
-    rows = [
-        ("insert", 1, None, (1, "a", 1)),
-        ("insert", 2, None, (2, "b", 2)),
-        ("update", 3, (1, "a", 1), (1, "A", 10)),
-    ]
-    done = cdc_spark.apply_changes(typed_events(spark, rows), target, app_id="q", batch_id=0)
-    assert done.created and done.rows_written == 2
-    again = cdc_spark.apply_changes(typed_events(spark, rows), target, app_id="q", batch_id=0)
-    assert again.skipped and again.version == done.version
-    assert live(spark, f"spark_catalog.{target}") == {1: ("A", 10), 2: ("b", 2)}
-    props = {r.key: r.value for r in spark.sql(f"SHOW TBLPROPERTIES {target}").collect()}
-    assert props["format-version"] == "2" and props["write.merge.mode"] == "merge-on-read"
-    assert (tmp_path / "warehouse" / target.replace(".", "/") / "metadata").is_dir()
+    # Spark loads spark_catalog by the settings of the thread's active session (in a job,
+    # the one session, built with them): this one for the test.
+    sessions = spark._jvm.org.apache.spark.sql.SparkSession
+    sessions.setActiveSession(spark._jsparkSession)
+    try:
+        target = f"session{next(_names)}.users"
+        assert type(open_table(spark, target)).__name__ == "IcebergTarget"
+        rows = [
+            ("insert", 1, None, (1, "a", 1)),
+            ("insert", 2, None, (2, "b", 2)),
+            ("update", 3, (1, "a", 1), (1, "A", 10)),
+        ]
+        events = typed_events(spark, rows)
+        done = cdc_spark.apply_changes(events, target, app_id="q", batch_id=0)
+        assert done.created and done.rows_written == 2
+        again = cdc_spark.apply_changes(events, target, app_id="q", batch_id=0)
+        assert again.skipped and again.version == done.version
+        assert live(spark, f"spark_catalog.{target}") == {1: ("A", 10), 2: ("b", 2)}
+        props = {r.key: r.value for r in spark.sql(f"SHOW TBLPROPERTIES {target}").collect()}
+        assert props["format-version"] == "2" and props["write.merge.mode"] == "merge-on-read"
+        assert (tmp_path / "warehouse" / target.replace(".", "/") / "metadata").is_dir()
 
-    spark.sql(f"CREATE TABLE {target}_parquet (id bigint) USING parquet")
-    assert type(open_table(spark, f"{target}_parquet")).__name__ == "DeltaTarget"
+        spark.sql(f"CREATE TABLE {target}_parquet (id bigint) USING parquet")
+        assert type(open_table(spark, f"{target}_parquet")).__name__ == "DeltaTarget"
+    finally:
+        sessions.setActiveSession(iceberg_spark._jsparkSession)
 
 
 def test_truncate_deletes_the_rows_older_than_it(iceberg_spark):
