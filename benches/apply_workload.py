@@ -859,6 +859,23 @@ def profile(result: dict, top: int = 8) -> list[str]:
     return lines
 
 
+def workload_arguments(
+    doc: str, scenarios: dict, *, batches: int, warmup: int
+) -> argparse.ArgumentParser:
+    """The command line of an apply benchmark: which workloads (named ``scenarios`` or one
+    given by its size), how many batches, and the local Spark's cores and memory."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--scenarios", nargs="*", default=None, help=f"of {', '.join(scenarios)}")
+    parser.add_argument("--rows", type=int, help="one scenario of this many rows")
+    parser.add_argument("--fraction", type=float, default=0.01)
+    parser.add_argument("--pattern", choices=["uniform", "recent"], default="uniform")
+    parser.add_argument("--batches", type=int, default=batches)
+    parser.add_argument("--warmup", type=int, default=warmup)
+    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--memory", default="6g")
+    return parser
+
+
 SCENARIOS = {
     # name: (rows, fraction, pattern)
     "uniform-0.1": (2_000_000, 0.001, "uniform"),
@@ -869,17 +886,9 @@ SCENARIOS = {
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenarios", nargs="*", default=None, help=f"of {', '.join(SCENARIOS)}")
-    parser.add_argument("--rows", type=int, help="one scenario of this many rows")
-    parser.add_argument("--fraction", type=float, default=0.01)
-    parser.add_argument("--pattern", choices=["uniform", "recent"], default="uniform")
-    parser.add_argument("--batches", type=int, default=20)
-    parser.add_argument("--warmup", type=int, default=3)
+    parser = workload_arguments(__doc__, SCENARIOS, batches=20, warmup=3)
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--files", type=int, default=0)
-    parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--memory", default="6g")
     parser.add_argument("--contenders", nargs="*", default=["apply_changes", "merge", "merge+dv"])
     parser.add_argument("--out", help="append the Markdown tables to this file")
     parser.add_argument("--profile", action="store_true", help="print each one's SQL queries")

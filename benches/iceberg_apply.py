@@ -24,7 +24,6 @@ newer one); how many of its rows differ from the source is printed too.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import statistics
@@ -45,6 +44,7 @@ from apply_workload import (  # noqa: E402
     differences,
     generate,
     reference_checksum,
+    workload_arguments,
 )
 
 PROPERTIES = {
@@ -200,16 +200,7 @@ SCENARIOS = {
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scenarios", nargs="*", default=None, help=f"of {', '.join(SCENARIOS)}")
-    parser.add_argument("--rows", type=int, help="one scenario of this many rows")
-    parser.add_argument("--fraction", type=float, default=0.01)
-    parser.add_argument("--pattern", choices=["uniform", "recent"], default="uniform")
-    parser.add_argument("--batches", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=1)
-    parser.add_argument("--cores", type=int, default=2)
-    parser.add_argument("--memory", default="6g")
-    args = parser.parse_args()
+    args = workload_arguments(__doc__, SCENARIOS, batches=5, warmup=1).parse_args()
 
     sys.path.insert(0, str(HERE.parent / "tests"))
     from support.iceberg import iceberg_session
