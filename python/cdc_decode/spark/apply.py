@@ -555,11 +555,8 @@ class _Call:
             folded.unpersist()
             if filled is not None:
                 filled.unpersist()
-        result.version = commit.version
-        result.skipped = commit.skipped
-        result.metrics = commit.metrics
+        _record(result, commit)
         if commit.written:
-            result.rows_written = commit.changed_rows or 0
             # The keys the MERGE left alone: the matched clauses write a row only when a
             # change is newer than something it holds, the insert only above the horizon.
             if commit.changed_rows is not None:
@@ -680,12 +677,18 @@ class _Call:
             commit = table.merge(chained, _on(at), clauses, self.txn)
         finally:
             new.unpersist()
-        result.version = commit.version
-        result.skipped = commit.skipped
-        result.metrics = commit.metrics
-        result.rows_written = (commit.changed_rows or 0) if commit.written else 0
+        _record(result, commit)
         result.retries = table.retries
         return result
+
+
+def _record(result: ApplyResult, commit: Commit) -> None:
+    """What the call's write did, into ``result``: the table's version, whether the write
+    was a replay skipped by its marker, the format's metrics and the rows it wrote."""
+    result.version = commit.version
+    result.skipped = commit.skipped
+    result.metrics = commit.metrics
+    result.rows_written = (commit.changed_rows or 0) if commit.written else 0
 
 
 def _drain(events: DataFrame) -> None:
