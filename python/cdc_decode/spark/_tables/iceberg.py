@@ -132,7 +132,10 @@ class IcebergTarget(Table):
     def __init__(self, spark: SparkSession, target: str, catalog: str) -> None:
         super().__init__(spark, target)
         self.catalog = catalog
-        self.sql_name = ".".join(quote(p) for p in _parts(spark, target))
+        parts = _parts(spark, target)
+        self.sql_name = ".".join(quote(p) for p in parts)
+        # A bare name's namespace is the current one when the call starts, for all of it.
+        self._ident = _identifier(spark, parts, catalog)
         self._state: dict[str, Any] | None = None
 
     # -- reading -------------------------------------------------------------------------
@@ -146,10 +149,9 @@ class IcebergTarget(Table):
         here makes Spark's reads see commits made through other sessions and writers."""
         manager = self.spark._jsparkSession.sessionState().catalogManager()
         plugin = manager.catalog(self.catalog)
-        ident = _identifier(self.spark, _parts(self.spark, self.target), self.catalog)
-        if not plugin.tableExists(ident):
+        if not plugin.tableExists(self._ident):
             return None
-        table = plugin.loadTable(ident).table()
+        table = plugin.loadTable(self._ident).table()
         table.refresh()
         return table
 
