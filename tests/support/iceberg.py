@@ -51,7 +51,7 @@ def iceberg_session(
     in ``warehouse`` and Spark's Kafka source (``cdc_spark.local_session(iceberg=True,
     kafka=True)`` with the jars of this checkout), its Python workers on this interpreter,
     UTC, two shuffle partitions, ``memory`` for the driver (2 GB, as for Delta: one session
-    runs the whole suite; after a full GC it holds 350-550 MB, and Tencent DTS's SCD2 with
+    runs the whole suite; after a full GC it holds 350-665 MB, and Tencent DTS's SCD2 with
     key changes, whose plan has several broadcast joins each with its own memory page, once
     failed to allocate one on a 1 GB heap)."""
     if not any(JARS.glob("iceberg-spark-runtime-*.jar")):
