@@ -5,6 +5,7 @@
 //! they lack: [`EventBuilder::truncate`], so a message that fails half-way leaves no rows
 //! behind (a message gives all its events or one error row, never both).
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
@@ -96,6 +97,7 @@ pub struct EventBuilder {
 struct SchemaRows {
     current: Option<Arc<WireSchema>>,
     rows: Vec<Option<Arc<WireSchema>>>,
+    widening: crate::schemas::widen::Widening,
 }
 
 impl EventBuilder {
@@ -154,6 +156,22 @@ impl EventBuilder {
     pub fn observe(&mut self, schema: Option<Arc<WireSchema>>) {
         if let Some(schemas) = self.schemas.as_mut() {
             schemas.current = schema;
+        }
+    }
+
+    /// The schema pass: the current wire schema widened to what the values of one of the
+    /// row's images need (`values`: its entries, name and text; docs/types.md, "Values
+    /// wider than the wire's type"). Called after [`EventBuilder::observe`], once per
+    /// image; nothing outside the schema pass or without a current schema.
+    pub fn observe_values<'v>(
+        &mut self,
+        values: impl IntoIterator<Item = (Cow<'v, str>, Option<Cow<'v, str>>)>,
+    ) {
+        if let Some(schemas) = self.schemas.as_mut() {
+            if let Some(current) = &schemas.current {
+                let wider = schemas.widening.image(current, values);
+                schemas.current = Some(wider);
+            }
         }
     }
 

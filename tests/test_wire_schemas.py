@@ -234,6 +234,91 @@ def test_typed_decoding_with_the_wire_schemas_gives_the_source_values(format):
     assert {"decimal", "datetime", "timestamp", "json", "blob", "enum", "time"} <= kinds
 
 
+@pytest.mark.parametrize("format", ["tencent-dts", "datahub-blob", "datastream-avro"])
+def test_the_default_database_decodes_whole_with_the_wire_schemas(format):
+    """The generator's default database (five tables, every MySQL type family, the values a
+    real source holds: ``bigint unsigned`` past 2**63-1 among them), typed by the schema pass
+    of both engines alone: no message is an error, and every value is the source's.
+    DataWorks declares ``shop.users.account_no`` (``bigint unsigned``) as ``LONG``: its
+    values widen it to ``decimal(20,0)`` (docs/types.md, "Values wider than the wire's
+    type"). (The default Debezium stream carries no Connect schema: its typed streams are
+    those of ``table_count``, above.)"""
+    stream = generate(format, messages=4000, seed=5)
+    schemas = _passes(stream.values, format, keys=stream.message_keys)
+    assert {t.name for t in schemas} == set(stream.final_values)
+    unions = {t.name: _union(t) for t in schemas}
+    account = unions["shop.users"]["account_no"]
+    assert account.type == {"datastream-avro": "string"}.get(format, "decimal(20,0)"), account
+    big = [r["account_no"] for r in stream.final_values["shop.users"][1].values()]
+    assert max(big) > 2**63, "the stream has no value past a bigint's"
+    tables = {
+        n: ", ".join(f"`{k}` {c.type}" for k, c in cols.items()) for n, cols in unions.items()
+    }
+    decoded = cdc_decode.decode(stream.values, format, tables=tables)
+    assert decoded[None].column("error").null_count == decoded[None].num_rows
+    for name, (columns, rows) in stream.final_values.items():
+        batch = decoded[name]
+        assert "error" not in batch.column("op").to_pylist(), name
+        key = stream.primary_keys[name]
+        got = typed_rows(batch, key)
+        assert len(got) == len(rows), name
+        wire = unions[name]
+        for source_key, row in rows.items():
+            at = tuple(
+                expected_value(format, columns[c], wire[c].type, v)
+                for c, v in zip(key, source_key, strict=True)
+            )
+            for column, value in row.items():
+                want = expected_value(format, columns[column], wire[column].type, value)
+                assert same(want, got[at].get(column)), (name, column, value, got[at].get(column))
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_values_past_the_wire_type_widen_it_per_value(engine):
+    """A DataHub ``LONG`` column stays ``bigint`` while its values fit; the batch whose
+    values pass 2**63-1 gives ``decimal(20,0)``, a 25-digit value ``decimal(25,0)``, one of
+    40 digits ``string``; a ``DECIMAL(12,2)`` one a wider decimal on either side of the
+    point; text is no reason to widen (typed mode makes it an error). Both engines alike,
+    and ``TableSchemas`` keeps one version per wire schema, of the widest type."""
+
+    def message(seq: int, no: object, amount: object) -> bytes:
+        columns = [{"name": "id", "type": "LONG"}, {"name": "no", "type": "LONG"},
+                   {"name": "amount", "type": "DECIMAL(12,2)"}]  # fmt: skip
+        return json.dumps(
+            {
+                "schema": {
+                    "dataColumn": columns,
+                    "primaryKey": ["id"],
+                    "source": {"dbName": "d", "tableName": "t"},
+                },  # fmt: skip
+                "payload": {
+                    "op": "INSERT",
+                    "sequenceId": seq,
+                    "after": {"dataColumn": {"id": seq, "no": no, "amount": amount}},
+                },
+            }  # fmt: skip
+        ).encode()
+
+    def types(values) -> dict:
+        schemas = cdc_decode.table_schemas(values, "datahub-blob", engine=engine)
+        (version,) = schemas["d.t"].versions
+        return {c.name: c.type for c in version.columns}
+
+    fits = [message(1, 5, "1.50"), message(2, -(2**63), "9999999999.99")]
+    assert types(fits) == {"id": "bigint", "no": "bigint", "amount": "decimal(12,2)"}
+    past = [*fits, message(3, 2**64 - 1, "12345678901.5"), message(4, "77", "0.125")]
+    assert types(past) == {"id": "bigint", "no": "decimal(20,0)", "amount": "decimal(14,3)"}
+    assert types([*past, message(5, 10**24, "1")])["no"] == "decimal(25,0)"
+    assert types([*past, message(6, str(10**39), "1")])["no"] == "string"
+    assert types([*fits, message(7, "abc", "1.5x")]) == types(fits)
+    # The typed decode of the widened schema takes every value; text stays an error.
+    tables = {"d.t": "id bigint, no decimal(20,0), amount decimal(14,3)"}
+    out = cdc_decode.decode(past, "datahub-blob", tables=tables, engine=engine)
+    assert [int(v["no"]) for v in out["d.t"].column("after").to_pylist()] == [
+        5, -(2**63), 2**64 - 1, 77
+    ]  # fmt: skip
+
+
 def test_schema_changes_show_as_versions():
     """Columns added, widened and dropped mid-stream: each a new version of its table, in
     stream order."""

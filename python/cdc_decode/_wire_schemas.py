@@ -113,6 +113,36 @@ class SchemaVersion:
         return parse_ddl(self.ddl(unknown=unknown))
 
 
+_INTEGER_DIGITS = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 20}
+_DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)")
+
+
+def _whole_and_scale(spark: str | None) -> tuple[int, int] | None:
+    if spark in _INTEGER_DIGITS:
+        return _INTEGER_DIGITS[spark], 0
+    found = _DECIMAL.fullmatch(spark or "")
+    if found is None:
+        return None
+    p, s = int(found.group(1)), int(found.group(2))
+    return p - s, s
+
+
+def wider_number(a: str | None, b: str | None) -> str | None:
+    """Of two Spark types the schema pass gave one column (one widened for its values,
+    docs/types.md), the one holding both: the same type, ``string``, or the ``decimal``
+    with the greater whole part and scale (``bigint`` counts 20 digits, an unsigned 64-bit
+    value's), ``string`` past 38 digits."""
+    if a == b or a is None or b is None:
+        return a if b is None else b
+    if "string" in (a, b):
+        return "string"
+    x, y = _whole_and_scale(a), _whole_and_scale(b)
+    if x is None or y is None:
+        return a
+    whole, scale = max(x[0], y[0]), max(x[1], y[1])
+    return f"decimal({whole + scale},{scale})" if whole + scale <= 38 else "string"
+
+
 def _order(version: SchemaVersion) -> tuple:
     return (version.first_sequence is None, version.first_sequence or b"", version.first_ordinal)
 
@@ -178,16 +208,22 @@ class TableSchemas:
                     else:
                         errors.append((row["first_ordinal"], row["error"]))
                     continue
-                columns = tuple(
-                    (c["name"], c["source_type"], c["type"]) for c in row["columns"] or ()
-                )
+                shape = tuple((c["name"], c["source_type"]) for c in row["columns"] or ())
                 key = None if row["key"] is None else tuple(row["key"])
                 names = (row["source_db"], row["source_schema"], row["source_table"])
-                identity = (names, row["dialect"], columns, key)
+                # One schema of the wire, whatever its values needed: a row whose columns
+                # were widened for its values (docs/types.md, "Values wider than the wire's
+                # type") merges with the others of its schema, each column of the wider type.
+                identity = (names, row["dialect"], shape, key)
                 into = merged.get(identity)
                 if into is None:
                     merged[identity] = dict(row)
                     continue
+                if row["dialect"] is not None:
+                    into["columns"] = [
+                        {**a, "type": wider_number(a["type"], b["type"])}
+                        for a, b in zip(into["columns"], row["columns"], strict=True)
+                    ]
                 into["events"] += row["events"]
                 into["first_ordinal"] = min(into["first_ordinal"], row["first_ordinal"])
                 into["last_ordinal"] = max(into["last_ordinal"], row["last_ordinal"])
@@ -195,7 +231,8 @@ class TableSchemas:
                     values = [v for v in (into[name], row[name]) if v is not None]
                     into[name] = pick(values) if values else None
         tables: dict[tuple, list[SchemaVersion]] = {}
-        for (names, dialect, columns, key), row in merged.items():
+        for (names, dialect, _, key), row in merged.items():
+            columns = [(c["name"], c["source_type"], c["type"]) for c in row["columns"] or ()]
             version = SchemaVersion(
                 columns=tuple(WireColumn(*c) for c in columns),
                 key=key,

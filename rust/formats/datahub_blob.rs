@@ -6,6 +6,7 @@
 //! checked, and only then is the row written: reading can fail, writing cannot, so a bad
 //! message leaves nothing behind. Values go from the input to the Arrow builders directly.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -539,14 +540,26 @@ impl<'a> Event<'a> {
         if rows.schema_pass() {
             rows.metadata.push_null();
             if self.before.is_some() || self.after.is_some() {
-                let wire = match &schema.wire {
-                    Some(wire) => Arc::clone(wire),
-                    None => Arc::new(WireSchema::names(
+                match &schema.wire {
+                    Some(wire) => {
+                        rows.observe(Some(Arc::clone(wire)));
+                        // A `LONG` column of MySQL's `bigint unsigned` holds values no
+                        // `bigint` does: the schema widens to what they need.
+                        for image in [self.before, self.after].into_iter().flatten() {
+                            rows.observe_values(image.members().map(|(name, value)| {
+                                let text = match value.as_str() {
+                                    Some(text) => Some(text.text()),
+                                    None => value.number().map(Cow::Borrowed),
+                                };
+                                (name.text(), text)
+                            }));
+                        }
+                    }
+                    None => rows.observe(Some(Arc::new(WireSchema::names(
                         render::image_names(self.before, self.after),
                         schema.primary_key.clone(),
-                    )),
-                };
-                rows.observe(Some(wire));
+                    )))),
+                }
             }
         } else {
             self.write_metadata(&mut rows.metadata);

@@ -21,6 +21,7 @@ use arrow_buffer::{NullBuffer, OffsetBuffer};
 use arrow_schema::{DataType, Field, Fields, Schema, SchemaRef};
 
 pub mod mapping;
+pub mod widen;
 
 pub use mapping::{spark_type, Dialect};
 

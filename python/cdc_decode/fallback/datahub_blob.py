@@ -188,7 +188,9 @@ class DatahubBlob(JsonFormat):
         columns = _data_columns(schema.get("dataColumn"))
         if columns is None:
             return _schemas.names(_schemas.image_names(row[13], row[14]), primary_key)
-        return _schemas.typed("datahub", columns, primary_key)
+        # A LONG column of MySQL's bigint unsigned holds values no bigint does: the
+        # schema widens to what they need.
+        return _schemas.widen(_schemas.typed("datahub", columns, primary_key), row[13], row[14])
 
 
 def _data_columns(columns: object) -> list[tuple[str, str]] | None:

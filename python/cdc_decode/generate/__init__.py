@@ -251,7 +251,7 @@ def generate(
         primary_keys=primary_keys,
         options=options,
         message_keys=message_keys,
-        final_values=_final_values(source) if table_count is not None else None,
+        final_values=_final_values(source) if connector in (None, "mysql") else None,
     )
 
 

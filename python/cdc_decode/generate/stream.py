@@ -51,7 +51,8 @@ class Stream:
         options: the generator options that made it.
         message_keys: the Kafka message key of each value (``debezium-json`` with
             ``table_count``: the key's JSON, as Debezium writes it), or ``None``.
-        final_values: with ``table_count``: ``"db.table"`` → (column name → its
+        final_values: for the MySQL source (every format but Debezium's other
+            connectors): ``"db.table"`` → (column name → its
             ``generate.source.Column``, key → row of the source's own values: Python
             objects, ``int``, ``Decimal``, ``datetime`` …, whose text ``final_state``
             holds); ``None`` otherwise. Not written to files.
