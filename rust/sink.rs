@@ -68,6 +68,9 @@ pub struct Sink {
     pub(crate) ordinals: Vec<i64>,
     mode: Mode,
     pub(crate) stats: Stats,
+    /// Multi-table typed mode: the table of the value that failed the last
+    /// [`Sink::try_events`] (its error rows go with that table, docs/typed.md).
+    failed_table: Option<usize>,
 }
 
 impl Sink {
@@ -77,6 +80,7 @@ impl Sink {
             ordinals: Vec::new(),
             mode,
             stats: Stats::default(),
+            failed_table: None,
         }
     }
 
@@ -96,6 +100,7 @@ impl Sink {
         write: impl FnOnce(&mut EventBuilder) -> Result<()>,
     ) -> Result<()> {
         let mark = self.rows.len();
+        self.failed_table = None;
         if let Some(typed) = self.rows.typed() {
             typed.start_message();
         }
@@ -113,10 +118,19 @@ impl Sink {
                 Ok(())
             }
             Err(error) => {
+                if matches!(error, Error::Convert(_)) {
+                    self.failed_table = self.rows.typed().and_then(|t| t.failed_table());
+                }
                 self.rows.truncate(mark);
                 Err(error)
             }
         }
+    }
+
+    /// Multi-table typed mode: the table of the value that failed the last
+    /// [`Sink::try_events`] (`None`: it did not fail on a table's value).
+    pub fn failed_table(&self) -> Option<usize> {
+        self.failed_table
     }
 
     /// Like [`Sink::try_events`], with a failure reported as the message's error row.
@@ -128,7 +142,10 @@ impl Sink {
     ) -> Result<()> {
         match self.try_events(ordinal, write) {
             Ok(()) => Ok(()),
-            Err(error) => self.error(ordinal, raw, error),
+            Err(error) => {
+                let table = self.failed_table;
+                self.error_of(ordinal, raw, error, table)
+            }
         }
     }
 
@@ -140,9 +157,24 @@ impl Sink {
 
     /// Reports a message that did not decode, as the mode says. Fails only in failfast.
     pub fn error(&mut self, ordinal: i64, raw: &[u8], error: Error) -> Result<()> {
+        self.error_of(ordinal, raw, error, None)
+    }
+
+    /// [`Sink::error`] for a message that failed on a value of `table` (multi-table typed
+    /// mode, [`Sink::failed_table`]): its error row's `table` names it.
+    pub fn error_of(
+        &mut self,
+        ordinal: i64,
+        raw: &[u8],
+        error: Error,
+        table: Option<usize>,
+    ) -> Result<()> {
         self.stats.errors += 1;
         match self.mode {
             Mode::Permissive => {
+                if let Some(typed) = self.rows.typed() {
+                    typed.claim_next(table);
+                }
                 self.rows
                     .push_bare("error", Some((&error.to_string(), raw)));
                 self.ordinals.push(ordinal);

@@ -784,8 +784,9 @@ def test_datastream_avro_fixtures():
 
 
 def test_tables_in_one_pass():
-    """A Debezium topic of two tables and a transaction marker: one typed batch per table,
-    and the rest (a table not asked for, the marker, an error row) as generic events."""
+    """A Debezium topic of two tables and a transaction marker: one typed batch per table
+    (a message failing on a value of ``u`` is an error row of ``u``), and the rest (a table
+    not asked for, the marker) as generic events."""
     messages = [
         json.dumps({"status": "BEGIN", "id": "tx1"}).encode(),
         debezium({"id": 1, "price": "9.99"}),
@@ -800,11 +801,12 @@ def test_tables_in_one_pass():
     assert list(out) == ["d.t", "u", None]
     assert out["d.t"].to_pylist()[0]["after"] == {"id": 1, "price": Decimal("9.99")}
     assert out["d.t"].schema == cdc_decode.typed_event_schema(parse_ddl(tables["d.t"]))
-    assert [r["after"] for r in out["u"].to_pylist()] == [{"uid": 7}]
+    assert [r["after"] for r in out["u"].to_pylist()] == [{"uid": 7}, None]
+    assert [r["op"] for r in out["u"].to_pylist()] == ["insert", "error"]
+    assert out["u"].to_pylist()[1]["error"] == 'u: after.uid: cannot convert "x" to int'
     rest = out[None].to_pylist()
-    assert [r["op"] for r in rest] == ["begin", "insert", "error"]
+    assert [r["op"] for r in rest] == ["begin", "insert"]
     assert rest[1]["after"] == [("x", "1")]
-    assert rest[2]["error"] == 'u: after.uid: cannot convert "x" to int'
     assert out[None].schema == cdc_decode.event_schema()
 
 
@@ -975,3 +977,33 @@ def test_split_tables_groups_rows_in_order(tables, rows):
     got = [row["after"]["a"] for name in tables for row in split[name].to_pylist()]
     assert sorted(got) == claimed
     assert split[None].num_rows == len(rows) - len(claimed)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_value_that_does_not_convert_is_an_error_of_its_table(engine):
+    """``tables=``: a message that fails on a value of a table is an error row of that
+    table: its ``table`` column names it and it goes with the table's rows, so the table's
+    rows account for every message of it. A message that does not parse is no table's.
+    Both engines alike."""
+    columns = [("id", "LONG"), ("n", "LONG")]
+    good = datahub_blob({"id": 1, "n": 5}, columns)
+    bad = datahub_blob({"id": 2, "n": "abc"}, columns)
+    tables = {"shop.t": "id bigint, n bigint", "shop.u": "id bigint"}
+    decoder = cdc_decode.Decoder("datahub-blob", engine=engine, tables=tables)
+    batch = decoder.decode([good, bad, b"{not json", good])
+    rows = batch.select(["op", "table", "error"]).to_pylist()
+    assert [(r["op"], r["table"]) for r in rows] == [
+        ("insert", "shop.t"),
+        ("error", "shop.t"),
+        ("error", None),
+        ("insert", "shop.t"),
+    ]
+    assert rows[1]["error"] == 'shop.t: after.n: cannot convert "abc" to bigint'
+    split = cdc_decode.decode([good, bad, b"{not json"], "datahub-blob", tables=tables,
+                              engine=engine)  # fmt: skip
+    assert split["shop.t"].column("op").to_pylist() == ["insert", "error"]
+    assert split["shop.t"].column("after").to_pylist()[1] is None
+    assert split[None].column("op").to_pylist() == ["error"]
+    # With one schema, error rows have no table column, as before.
+    one = cdc_decode.decode([bad], "datahub-blob", schema="id bigint, n bigint", engine=engine)
+    assert "table" not in one.schema.names and one.column("op").to_pylist() == ["error"]

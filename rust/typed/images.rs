@@ -26,6 +26,11 @@ pub struct TypedImages {
     pub hints: Hints,
     /// The first conversion failure of the current message.
     error: Option<String>,
+    /// Multi-table: the table whose value that failure was (its error rows go with it).
+    failed_table: Option<usize>,
+    /// Multi-table: the table the next row ended belongs to, whatever its names (an error
+    /// row of a value of that table that did not convert).
+    claim_next: Option<usize>,
     slots: Vec<Option<usize>>,
     key: String,
     /// Multi-table: the names of the last row routed and its table. Rows come in runs of
@@ -73,6 +78,8 @@ impl TypedImages {
             after_absent: ListColumn::default(),
             hints: Hints::default(),
             error: None,
+            failed_table: None,
+            claim_next: None,
             slots: Vec::new(),
             key: String::new(),
             last_route: None,
@@ -127,6 +134,7 @@ impl TypedImages {
     pub fn start_message(&mut self) {
         self.hints = Hints::default();
         self.error = None;
+        self.failed_table = None;
         self.direct_closed = 0;
     }
 
@@ -212,6 +220,18 @@ impl TypedImages {
         self.error.take()
     }
 
+    /// Multi-table: the table of the value whose conversion failed the current message
+    /// (`None` without a failure, or with one schema).
+    pub fn failed_table(&self) -> Option<usize> {
+        self.failed_table
+    }
+
+    /// Multi-table: the next row ended belongs to `table` (its `table` column names it, its
+    /// structs are that table's, null), whatever its source names say.
+    pub fn claim_next(&mut self, table: Option<usize>) {
+        self.claim_next = table.filter(|_| self.spec.multi);
+    }
+
     /// Converts the row that just ended: its `before` and `after` text images, and the
     /// table it belongs to by its source names. Returns true when a table claimed the row
     /// in a multi-table spec (its text images are then no longer needed).
@@ -239,7 +259,10 @@ impl TypedImages {
             }
             return false;
         }
-        let claimed = self.route(names);
+        let claimed = match self.claim_next.take() {
+            Some(table) => Some(table),
+            None => self.route(names),
+        };
         let spec = Arc::clone(&self.spec);
         for t in 0..spec.tables.len() {
             if Some(t) != claimed {
@@ -276,6 +299,7 @@ impl TypedImages {
                             };
                             self.error =
                                 Some(conversion_error(&prefix, image, &name, &text, &data_type));
+                            self.failed_table = spec.multi.then_some(t);
                         }
                     }
                 }
@@ -472,8 +496,9 @@ mod tests {
     use super::*;
     use arrow_array::{Decimal128Array, StructArray};
 
-    /// Through the decoder: a message whose value does not convert is one error row and
-    /// leaves no typed row behind; rows are routed to their table's structs.
+    /// Through the decoder: a message whose value does not convert is one error row, of
+    /// the table whose value it was, and leaves no typed row behind; rows are routed to
+    /// their table's structs.
     #[test]
     fn decoder_converts_routes_and_takes_back_failed_messages() {
         use crate::decoder::{Decoder, Mode};
@@ -524,7 +549,8 @@ mod tests {
         let table = column("table");
         let table = table.as_any().downcast_ref::<StringArray>().unwrap();
         let tables: Vec<_> = table.iter().collect();
-        assert_eq!(tables, [Some("d.t"), None, Some("u"), None, None]);
+        // The message that failed on a value of `d.t` is an error row of `d.t`.
+        assert_eq!(tables, [Some("d.t"), Some("d.t"), Some("u"), None, None]);
         let error = column("error");
         let error = error.as_any().downcast_ref::<StringArray>().unwrap();
         assert_eq!(

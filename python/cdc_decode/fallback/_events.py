@@ -130,20 +130,28 @@ class EventSink:
         self._stats["events"] += 1
         self._stats["decoded"] += 1
 
-    def errors(self, messages: list[tuple[int, bytes]], cause: str) -> None:
-        """Reports every ``(ordinal, raw)`` message as bad with one cause. In ``failfast``
-        mode every one is still counted, and the first one's :class:`DecodeError` raised."""
-        report_all(*(partial(self.error, ordinal, raw, cause) for ordinal, raw in messages))
+    def errors(
+        self, messages: list[tuple[int, bytes]], cause: str, table: str | None = None
+    ) -> None:
+        """Reports every ``(ordinal, raw)`` message as bad with one cause (``table``: as
+        :meth:`error`). In ``failfast`` mode every one is still counted, and the first
+        one's :class:`DecodeError` raised."""
+        report_all(*(partial(self.error, ordinal, raw, cause, table) for ordinal, raw in messages))
 
-    def error(self, ordinal: int, raw: bytes, cause: str) -> None:
-        """Reports the message at ``ordinal`` as bad, as the mode says.
+    def error(self, ordinal: int, raw: bytes, cause: str, table: str | None = None) -> None:
+        """Reports the message at ``ordinal`` as bad, as the mode says. ``table``: in
+        multi-table typed mode, the table whose value did not convert
+        (:attr:`._typed.Unconvertible.table`): the error row's ``table`` names it.
 
         Raises:
             DecodeError: in ``failfast`` mode.
         """
         self._stats["errors"] += 1
         if self._mode == "permissive":
-            self.rows.append(error_row(self._format, cause, raw))
+            row = error_row(self._format, cause, raw)
+            if table is not None and self.typed is not None and self.typed.multi:
+                row += (table,)  # the typed columns' first: ``table``
+            self.rows.append(row)
             self.ordinals.append(ordinal)
             if self.schemas is not None:
                 self.schemas.append(None)

@@ -280,7 +280,7 @@ class JsonFormat:
                 if sink.schema_pass:
                     schema = self._schema(message, row, key)
         except (Malformed, Unconvertible) as exc:
-            sink.error(ordinal, raw, str(exc))
+            sink.error(ordinal, raw, str(exc), getattr(exc, "table", None))
             return
         if row is None:
             sink.tombstone(ordinal)

@@ -31,7 +31,16 @@ MICROS_PER_DAY = 86_400_000_000
 
 
 class Unconvertible(Exception):
-    """A value that does not convert: the message becomes one error row."""
+    """A value that does not convert: the message becomes one error row.
+
+    Attributes:
+        table: multi-table mode: the table whose value it is (the error row's ``table``
+            names it, docs/typed.md); ``None`` with one schema.
+    """
+
+    def __init__(self, message: str, table: str | None = None) -> None:
+        super().__init__(message)
+        self.table = table
 
 
 class Hints(NamedTuple):
@@ -476,13 +485,14 @@ def _string(text: str, hint, hints: Hints) -> str | None:
 
 
 class _Table:
-    __slots__ = ("name", "schema", "fields", "prefix")
+    __slots__ = ("name", "schema", "fields", "prefix", "multi")
 
     def __init__(self, name: str, schema: pa.Schema, multi: bool, zone=None) -> None:
         self.name = name
         self.schema = schema
         self.fields = [(f.name, f.type, _converter(f.type, zone)) for f in schema]
         self.prefix = f"{name}: " if multi else ""
+        self.multi = multi
 
     def convert(self, image, which: str, hints: Hints) -> dict | None:
         if image is None:
@@ -499,7 +509,10 @@ class _Table:
                 continue
             value = convert(text, column_hints.get(name), hints)
             if value is None:
-                raise Unconvertible(conversion_error(self.prefix, which, name, text, data_type))
+                raise Unconvertible(
+                    conversion_error(self.prefix, which, name, text, data_type),
+                    self.name if self.multi else None,
+                )
             out[name] = value
         return out
 

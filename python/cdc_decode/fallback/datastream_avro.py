@@ -942,7 +942,7 @@ class DatastreamAvro:
             if sink.typed is not None:
                 rows = sink.convert(rows, [_hints(row) for row in rows])
         except (Malformed, Unconvertible) as exc:
-            sink.error(ordinal, raw, str(exc))
+            sink.error(ordinal, raw, str(exc), getattr(exc, "table", None))
             return
         except (EOFError, IndexError, UnicodeDecodeError, ValueError, TypeError) as exc:
             sink.error(ordinal, raw, f"invalid Avro data: {type(exc).__name__}: {exc}")

@@ -591,6 +591,7 @@ class TencentDts:
             cause = str(exc)
             if len(parts) > 1:
                 cause = f"multi-part envelope of {len(parts)} parts: {cause}"
-            sink.errors([(ordinal, raw) for ordinal, raw, _ in parts], cause)
+            table = getattr(exc, "table", None)
+            sink.errors([(ordinal, raw) for ordinal, raw, _ in parts], cause, table)
             return
         sink.events(rows, parts[-1][0], messages=len(parts), schemas=schemas)

@@ -247,9 +247,21 @@ fn fail_set(sink: &mut Sink, set: OpenSet, reason: &str) -> Result<()> {
 /// Reports every part as an error; in failfast, every part is still counted, and the first
 /// error is returned.
 fn fail_parts(sink: &mut Sink, parts: Vec<Part>, error: &str) -> Result<()> {
+    fail_parts_of(sink, parts, error, None)
+}
+
+/// [`fail_parts`] of a set whose events failed on a value of `table` (multi-table typed
+/// mode): every part's error row goes with that table.
+fn fail_parts_of(
+    sink: &mut Sink,
+    parts: Vec<Part>,
+    error: &str,
+    table: Option<usize>,
+) -> Result<()> {
     let mut result = Ok(());
     for part in parts {
-        let reported = sink.error(part.ordinal, &part.raw, Error::Multipart(error.to_string()));
+        let error = Error::Multipart(error.to_string());
+        let reported = sink.error_of(part.ordinal, &part.raw, error, table);
         result = result.and(reported);
     }
     result
@@ -284,7 +296,8 @@ fn complete(
         }
         Err(error) => {
             let error = format!("multi-part envelope of {} parts: {error}", set.total);
-            fail_parts(sink, set.parts, &error)
+            let table = sink.failed_table();
+            fail_parts_of(sink, set.parts, &error, table)
         }
     }
 }
