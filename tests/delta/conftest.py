@@ -4,4 +4,5 @@ tests/conftest.py (tests/support/kafka.py), which pytest loads for this folder t
 
 from __future__ import annotations
 
+from support.accounting import every_apply_accounted  # noqa: F401 (autouse)
 from support.delta import delta_spark  # noqa: F401 (the fixture)

@@ -438,12 +438,17 @@ def test_errors_and_unkeyed_rows_are_counted_not_written(delta_spark, tmp_path):
         ("insert", 3, None, (None, "no key", 3)),
         ("heartbeat", 4, None, None),
     ]
-    result = cdc_spark.apply_changes(_events(delta_spark, rows), path)
+    # By default an error row (a message that did not decode) stops the batch, unwritten.
+    with pytest.raises(ValueError, match=r"1 event\(s\) for table .* are error rows"):
+        cdc_spark.apply_changes(_events(delta_spark, rows), path)
+    assert not (tmp_path / "t").exists()
+    result = cdc_spark.apply_changes(_events(delta_spark, rows), path, on_invalid="count")
     assert (result.errors, result.unkeyed, result.other) == (1, 1, {"heartbeat": 1})
+    assert (result.events, result.applied) == (4, 1) and result.accounted()
     assert _live(delta_spark, path) == {1: ("a", 1)}
     with pytest.raises(ValueError, match="give keys="):
         events = _events(delta_spark, rows).drop("primary_key")
-        cdc_spark.apply_changes(events, str(tmp_path / "u"))
+        cdc_spark.apply_changes(events, str(tmp_path / "u"), on_invalid="count")
 
 
 def test_tombstones_expire_after_the_retention(delta_spark, tmp_path):

@@ -341,7 +341,8 @@ def test_renamed_or_dropped_columns_in_ddl(delta_spark, tmp_path):
 
 def test_values_that_do_not_convert_are_counted_not_fatal(delta_spark, tmp_path):
     """Generic images with schema=: a value that does not convert (MySQL's zero date,
-    text in a number) is written as null and counted; on_invalid="raise" names it."""
+    text in a number) is an error naming it by default (on_invalid="raise"), nothing
+    written; with on_invalid="count" it is written as null and counted."""
     path = str(tmp_path / "t")
     ddl = "id bigint, name string, score int, born date"
     rows = [
@@ -350,8 +351,8 @@ def test_values_that_do_not_convert_are_counted_not_fatal(delta_spark, tmp_path)
     ]
     events = _generic(delta_spark, rows)
     with pytest.raises(ValueError, match=r"value\(s\) of column 'id' do not convert.*'two'"):
-        cdc_spark.apply_changes(events, path, schema=ddl, on_invalid="raise")
-    result = cdc_spark.apply_changes(events, path, schema=ddl)
+        cdc_spark.apply_changes(events, path, schema=ddl)
+    result = cdc_spark.apply_changes(events, path, schema=ddl, on_invalid="count")
     assert result.unconverted == {"id": 1, "score": 1, "born": 1}
     assert result.unkeyed == 1
     got = cdc_spark.current_rows(delta_spark, path).collect()

@@ -82,6 +82,8 @@ def test_sync_in_batches_equals_the_source(delta_spark, tmp_path, format):
     for result in (first, second):
         assert result.messages_with_errors == 0, result.errors
         assert not result.failed, [t.error for t in result.failed]
+    _accounted(first, stream, 0, half)
+    _accounted(second, stream, half)
     assert {n for n, t in first.tables.items() if t.created} == set(first.tables)
     targets = {n: t.target for r in (first, second) for n, t in r.tables.items()}
     assert set(stream.final_values) <= set(targets)
@@ -95,6 +97,68 @@ def test_sync_in_batches_equals_the_source(delta_spark, tmp_path, format):
                            **options)  # fmt: skip
     assert all(t.skipped and t.skipped.startswith("replay") for t in again.tables.values())
     assert again.rows_written == 0
+    _accounted(again, stream, half)
+    assert all(set(t.not_written) <= {"replayed"} for t in again.tables.values())
+
+
+def _accounted(result, stream=None, start: int = 0, stop: int | None = None) -> None:
+    """Every message and every table's every event accounted for (docs/sync.md, "Every
+    change accounted for"); given the stream, each table's events are the events a plain
+    decode of the messages synced gives it (``start``, ``stop``: which messages)."""
+    assert result.accounted(), result
+    for table in result.tables.values():
+        assert table.events == table.written + table.errors + sum(table.not_written.values())
+    if stream is not None:
+        values = stream.values[start:stop]
+        assert result.messages == len(values)
+        events = cdc_decode.decode(values, stream.format).to_pylist()
+        want: dict[str, int] = {}
+        for event in events:
+            names = (event["source_db"], event["source_schema"], event["source_table"])
+            name = ".".join(p for p in names if p)
+            if name in result.tables:
+                want[name] = want.get(name, 0) + 1
+        assert {n: t.events for n, t in result.tables.items() if t.events} == want
+
+
+DEFAULT_DATABASE = ("tencent-dts", "datahub-blob", "debezium-json", "datastream-avro",
+                    "tdsql-json", "datastream-json")  # fmt: skip
+
+
+@pytest.mark.parametrize("format", DEFAULT_DATABASE)
+def test_the_default_database_syncs_equal_to_the_source(delta_spark, tmp_path, format):
+    """Every format's default generated database (its five tables, every MySQL type family:
+    ``bigint unsigned`` past 2**63-1 and ``decimal``, ``datetime(6)``, ``json``, ``bit``,
+    ``blob``, ``enum``, ``set``, ``time`` …) synced in two batches: every table equal to
+    the simulated source, value by value, every event accounted for. DataHub declares
+    ``shop.users.account_no`` (``bigint unsigned``) as ``LONG``: the table holds it as
+    ``decimal(20,0)``, every value exact."""
+    stream = generate(format, messages=600, seed=7)
+    target = str(tmp_path / "lake" / "{db}" / "{table}")
+    half = len(stream.values) // 2
+    options = _options(stream)
+    if format in ("debezium-json", "datastream-json"):  # no key on the wire
+        options.setdefault("keys", stream.primary_keys)
+    results = [
+        cdc_spark.sync(_frame(delta_spark, stream, 0, half), format, target, **options),
+        cdc_spark.sync(_frame(delta_spark, stream, half), format, target, **options),
+    ]
+    for result in results:
+        assert result.messages_with_errors == 0, result.errors
+        assert not result.failed, [t.error for t in result.failed]
+    _accounted(results[0], stream, 0, half)
+    _accounted(results[1], stream, half)
+    targets = {n: t.target for r in results for n, t in r.tables.items()}
+    # The default Debezium stream carries no Connect schema: string columns, as TDSQL's.
+    if not any(t.untyped_columns for r in results for t in r.tables.values()):
+        assert differences(delta_spark, stream, format, targets) == []
+    else:
+        assert format not in ("tencent-dts", "datahub-blob", "datastream-avro")
+        assert _text_differences(delta_spark, stream, targets) == []
+    if format == "datahub-blob":
+        users = cdc_spark.current_rows(delta_spark, targets["shop.users"])
+        assert users.schema["account_no"].dataType.simpleString() == "decimal(20,0)"
+        assert users.where("account_no > 9223372036854775807").count() > 0
 
 
 def test_a_failing_table_leaves_the_others_applied(delta_spark, tmp_path):
@@ -120,6 +184,8 @@ def test_a_failing_table_leaves_the_others_applied(delta_spark, tmp_path):
         cdc_spark.sync(df, format, target, batch_id=0, app_id="s")
     failed = raised.value.result.tables[victim.name]
     assert f"column {column} changed from boolean to bigint" in failed.error
+    _accounted(raised.value.result, stream)
+    assert failed.not_written == {"failed": failed.events} and failed.written == 0
     others = {n: t for n, t in raised.value.result.tables.items() if n != victim.name}
     assert others and all(t.apply is not None and t.rows_written for t in others.values())
     # The batch run again, continuing: the others skip it, the victim is stopped.
@@ -132,9 +198,89 @@ def test_a_failing_table_leaves_the_others_applied(delta_spark, tmp_path):
                            on_stale="ignore")  # fmt: skip
     assert later.tables[victim.name].skipped.startswith("stopped: ValueError")
     assert not later.failed
+    _accounted(again, stream)
+    _accounted(later, stream)
+    assert set(later.tables[victim.name].not_written) == {"stopped"}
     targets = {n: t.target for n, t in later.tables.items()}
     stream.final_values.pop(victim.name)
     assert differences(delta_spark, stream, format, targets) == []
+
+
+def _blob(table: str, seq: int, op: str, image: dict) -> bytes:
+    """A DataHub BLOB message of table ``shop.<table>`` (columns ``id``, ``n``: LONG)."""
+    columns = [{"name": "id", "type": "LONG"}, {"name": "n", "type": "LONG"}]
+    side = "before" if op == "DELETE" else "after"
+    return json.dumps(
+        {
+            "schema": {
+                "dataColumn": columns,
+                "primaryKey": ["id"],
+                "source": {"dbType": "MySQL", "dbName": "shop", "tableName": table},
+            },
+            "payload": {
+                "op": op,
+                "sequenceId": seq,
+                side: {"dataColumn": image},
+                "timestamp": {"eventTime": 1_700_000_000_000 + seq},
+            },
+        }  # fmt: skip
+    ).encode()
+
+
+def test_every_way_a_change_misses_its_table_is_counted(delta_spark, tmp_path):
+    """Each way an event can fail to reach its table, counted and named, never silent:
+    a value that does not convert (the table fails under ``on_invalid="raise"``, naming the
+    column and the value; under ``"count"`` the table is applied without it, the error
+    counted), a change without a key value, a table left out by ``exclude``, a message that
+    does not parse (no table's: a bad message), a replayed batch, a stopped table, a
+    table that failed. Every table's events add up."""
+    good = [_blob("t", 1, "INSERT", {"id": 1, "n": 5}), _blob("t", 2, "INSERT", {"id": 2, "n": 6})]
+    bad = _blob("t", 3, "INSERT", {"id": 3, "n": "abc"})
+    unkeyed = _blob("u", 4, "INSERT", {"id": None, "n": 1})
+    keyed = _blob("u", 5, "INSERT", {"id": 7, "n": 1})
+    left_out = _blob("x", 6, "INSERT", {"id": 1, "n": 1})
+    values = [*good, bad, unkeyed, keyed, left_out, b"{not json"]
+    df = delta_spark.createDataFrame([(v,) for v in values], "value binary")
+    target = str(tmp_path / "lake" / "{db}" / "{table}")
+    options = {"exclude": "shop.x", "app_id": "ways"}
+    with pytest.raises(cdc_spark.SyncError) as raised:
+        cdc_spark.sync(df, "datahub-blob", target, batch_id=0, **options)
+    result = raised.value.result
+    _accounted(result)
+    t, u, x = (result.tables[f"shop.{n}"] for n in "tux")
+    assert 'after.n: cannot convert "abc" to bigint' in t.error and t.errors == 1
+    assert t.not_written == {"failed": 2} and t.written == 0
+    assert u.written == 1 and u.not_written == {"unkeyed": 1} and u.errors == 0
+    assert x.not_written == {"excluded": 1}
+    assert result.messages == 7 and result.messages_with_errors == 2 and result.decoded == 5
+    assert "shop.t 1" in result.summary()
+    # Counted instead: t applied without its bad message.
+    counted = cdc_spark.sync(df, "datahub-blob", target, batch_id=1, on_invalid="count",
+                             **options)  # fmt: skip
+    _accounted(counted)
+    t = counted.tables["shop.t"]
+    assert t.error is None and t.written == 2 and t.errors == 1 and not t.not_written
+    assert "cannot convert" in t.error_sample
+    assert counted.tables["shop.u"].apply.skipped is False
+    assert {r.id for r in cdc_spark.current_rows(delta_spark, t.target).collect()} == {1, 2}
+    # The same batch again: every table replayed.
+    again = cdc_spark.sync(df, "datahub-blob", target, batch_id=1, on_invalid="count",
+                           **options)  # fmt: skip
+    _accounted(again)
+    assert again.tables["shop.t"].not_written == {"replayed": 2}
+    # Failing with on_error="continue": the table is stopped, then skipped as stopped.
+    stopped = cdc_spark.sync(df, "datahub-blob", target, batch_id=2, on_error="continue",
+                             **options)  # fmt: skip
+    _accounted(stopped)
+    assert stopped.tables["shop.t"].stopped and stopped.tables["shop.t"].not_written == {
+        "failed": 2
+    }
+    later = cdc_spark.sync(df, "datahub-blob", target, batch_id=3, on_error="continue",
+                           on_stale="ignore", **options)  # fmt: skip
+    _accounted(later)
+    # A stopped table is not decoded typed: its three messages are events, not written.
+    assert later.tables["shop.t"].not_written == {"stopped": 3}
+    assert later.tables["shop.t"].errors == 0
 
 
 def _markers(lake: Path) -> dict[str, int]:
@@ -187,6 +333,7 @@ def test_sync_stream_killed_mid_batch_resumes_exactly(delta_spark, kafka_broker,
     assert any((t["skipped"] or "").startswith("replay") for t in replayed.values())
     every = [json.loads(p.read_text()) for p in log.glob("*.json")]
     assert [r["messages_with_errors"] for r in every] == [0] * len(every), every
+    assert all(r["accounted"] for r in every), every
     assert any(r["messages_held"] for r in every)
     targets = {n: str(lake / n.replace(".", "/")) for n in stream.final_values}
     assert differences(delta_spark, stream, format, targets) == []
@@ -212,6 +359,7 @@ def test_sync_stream_holds_multi_part_sets_cut_by_a_micro_batch(delta_spark, kaf
     runs = [json.loads(p.read_text()) for p in sorted(log.glob("*.json"))]
     assert len(runs) >= 10
     assert [r["messages_with_errors"] for r in runs] == [0] * len(runs), runs
+    assert all(r["accounted"] for r in runs), runs
     assert sum(r["messages_held"] > 0 for r in runs) >= len(runs) // 2
     assert runs[-1]["messages_held"] == 0  # the stream ends with whole sets
     targets = {n: str(lake / n.replace(".", "/")) for n in stream.final_values}
@@ -258,6 +406,8 @@ def test_schema_changes_across_batches(delta_spark, tmp_path):
     first = cdc_spark.sync(_frame(delta_spark, stream, 0, half), format, target)
     second = cdc_spark.sync(_frame(delta_spark, stream, half), format, target)
     assert not first.failed and not second.failed
+    _accounted(first, stream, 0, half)
+    _accounted(second, stream, half)
     changed = second.tables["crm.orders_001"]
     assert changed.widened_columns == {"c18_sess": ("smallint", "int")}
     assert "c16_acco" in changed.dropped_columns

@@ -4,6 +4,7 @@ tests/conftest.py (tests/support/kafka.py), which pytest loads for this folder t
 
 from __future__ import annotations
 
+from support.accounting import every_apply_accounted  # noqa: F401 (autouse)
 from support.iceberg import catalog, iceberg_spark  # noqa: F401 (the fixtures)
 
 

@@ -45,6 +45,8 @@ def record(log: Path, result) -> None:
             "messages_with_errors": result.messages_with_errors,
             "errors": result.errors,
             "messages_held": result.messages_held,
+            "messages": result.messages,
+            "accounted": result.accounted(),
         }
     )
     (log / f"{result.batch_id:06d}-{runs}.json").write_text(text)

@@ -57,7 +57,12 @@ def add_parser(commands: Any) -> None:
     sync.add_argument(
         "--parallelism", type=int, default=4, help="tables applied at once (default: %(default)s)"
     )
-    sync.add_argument("--on-error", choices=("raise", "continue"), default="raise")
+    sync.add_argument("--on-error", choices=("raise", "continue"), default="raise",
+                      help="a failed table: stop the query (raise) or stop the table and go "
+                      "on (continue) (default: %(default)s)")  # fmt: skip
+    sync.add_argument("--on-invalid", choices=("raise", "count"), default="raise",
+                      help="a table's messages that did not decode: fail the table (raise) or "
+                      "apply it without them, counted (count) (default: %(default)s)")  # fmt: skip
     sync.add_argument(
         "--source-time-zone", metavar="ZONE", help="the source's time zone (Asia/Shanghai)"
     )
@@ -135,6 +140,10 @@ def run(args: Any, say: Any) -> int:
         print(result.summary() + ("" if lag is None else f", lag {_duration(lag)}"), flush=True)
         for table in result.failed:
             print(f"  {table.name} -> {table.target}: {table.error}", flush=True)
+        for table in result.tables.values():
+            if table.errors and table.error is None:  # on_invalid="count": applied without
+                print(f"  {table.name}: {table.errors} bad messages not applied, e.g. "
+                      f"{table.error_sample}", flush=True)  # fmt: skip
 
     query = sync_stream(
         source,
@@ -150,6 +159,7 @@ def run(args: Any, say: Any) -> int:
         scd2=args.scd2,
         parallelism=args.parallelism,
         on_error=args.on_error,
+        on_invalid=args.on_invalid,
         source_time_zone=args.source_time_zone,
     )
     stopping = threading.Event()

@@ -102,6 +102,10 @@ class ApplyResult:
         events: rows in the input.
         changes: row changes among them (``insert``, ``read``, ``update``,
             ``update_before``, ``update_after``, ``delete``).
+        applied: of those, the row changes given to the ``MERGE`` (keyed and sequenced;
+            the ``MERGE`` writes what is newer than the table's rows: ``stale`` counts the
+            keys it left alone). ``events == applied + unkeyed + unsequenced + errors +
+            sum(other.values())``: every event is accounted for (:meth:`accounted`).
         keys: distinct keys those changes touched (rows of the ``MERGE``'s source).
         stale: of those keys, the ones whose changes were all older than what the table
             held (no column written), or older than the purge horizon for a key the
@@ -110,7 +114,8 @@ class ApplyResult:
         unkeyed: row changes with a sequence whose images hold no value for a key
             column; not applied.
         unsequenced: row changes without a sequence (``sequence_by`` null); not applied.
-        errors: error rows (``op = "error"``); never applied.
+        errors: error rows (``op = "error"``: messages that did not decode); never
+            applied (``on_invalid="raise"``: an error before anything is written).
         other: the other events by ``op`` (``begin``, ``commit``, ``heartbeat``, ``ddl``,
             ``truncate``, ``tombstone`` …); never applied, but for ``truncate``.
         ddl: the ``ddl`` statements seen, in sequence order; reported, not applied.
@@ -141,6 +146,7 @@ class ApplyResult:
 
     events: int = 0
     changes: int = 0
+    applied: int = 0
     keys: int = 0
     stale: int = 0
     unkeyed: int = 0
@@ -162,6 +168,12 @@ class ApplyResult:
     purged: int = 0
     truncated: bool = False
 
+    def accounted(self) -> bool:
+        """Whether every event is applied, an error, or not applied for a counted reason
+        (a replay skipped reads no event: its counts are zero)."""
+        counted = self.applied + self.unkeyed + self.unsequenced + self.errors
+        return self.events == counted + sum(self.other.values())
+
 
 def apply_changes(
     events: DataFrame,
@@ -177,7 +189,7 @@ def apply_changes(
     batch_id: int | None = None,
     on_ddl: str = "raise",
     on_stale: str = "warn",
-    on_invalid: str = "count",
+    on_invalid: str = "raise",
 ) -> ApplyResult:
     """Apply one table's change events to a Delta table, creating it when absent.
 
@@ -248,10 +260,13 @@ def apply_changes(
         on_stale: ``"warn"`` (the default): a :class:`StaleChangesWarning` when most of
             the batch's keys (more than half, and at least 10) were stale; ``"raise"``: a
             ``ValueError`` then (after the batch is written); ``"ignore"``.
-        on_invalid: generic events: ``"count"`` (the default) writes a value that does
-            not convert to its column's type as null and counts it
-            (``ApplyResult.unconverted``); ``"raise"`` raises a ``ValueError`` naming the
-            column and a value instead, before anything is written.
+        on_invalid: what a change that cannot be applied as it was sent does: an error
+            row (a message that did not decode) and, for generic events, a value that does
+            not convert to its column's type. ``"raise"`` (the default): a ``ValueError``
+            naming the column and a value (or the error row's error), before anything is
+            written; ``"count"``: the error rows are not applied and a value that does not
+            convert is written as null, each counted (``ApplyResult.errors``,
+            ``ApplyResult.unconverted``). ``sync`` takes the same option.
 
     Returns:
         An :class:`ApplyResult` with the counts.
@@ -351,8 +366,10 @@ def apply_changes(
 
     if not keys:
         # No row change names a key (none given): count, and write nothing.
-        counts = _Counts(selected, image, "ddl" in fields)
+        counts = _Counts(selected, image, "ddl" in fields, samples=on_invalid == "raise")
         result = counts.result()
+        if on_invalid == "raise":
+            _check_invalid(result, counts, image, target)
         if result.changes:
             raise ValueError(
                 "the events name no primary key (primary_key is null): give keys=[...]"
@@ -460,15 +477,8 @@ class _Call:
                 f"by {', '.join(self.image.keys)} (stored with it when it was made): did the "
                 "source's primary key change? Write to a new table (nothing was written)"
             )
-        if self.on_invalid == "raise" and result.unconverted:
-            name, n = next(iter(result.unconverted.items()))
-            text = counts.sample(name)
-            raise ValueError(
-                f"{n} value(s) of column {name!r} do not convert to "
-                f"{self.image.types[name].simpleString()} (for example {text!r}): fix the "
-                "schema= type, or pass on_invalid='count' to write them as null (nothing "
-                "was written)"
-            )
+        if self.on_invalid == "raise":
+            _check_invalid(result, counts, self.image, self.table.target)
         if self.on_ddl == "raise":
             _check_ddl(result.ddl, self.plan.known_columns(), self.table.target)
         return result
@@ -680,6 +690,27 @@ class _Call:
         _record(result, commit)
         result.retries = table.retries
         return result
+
+
+def _check_invalid(result: ApplyResult, counts: _Counts, image: Images, target: str) -> None:
+    """``on_invalid="raise"``: an error row, or a value that does not convert, is an error
+    naming it (nothing was written yet)."""
+    if result.errors:
+        sample = counts.error_sample()
+        example = f", for example: {sample}" if sample else ""
+        raise ValueError(
+            f"{result.errors} event(s) for table {target} are error rows (messages that did "
+            f"not decode){example}. Nothing was written: fix the decode (schema=, tables=), "
+            "or pass on_invalid='count' to apply the batch without them"
+        )
+    if result.unconverted:
+        name, n = next(iter(result.unconverted.items()))
+        text = counts.sample(name)
+        raise ValueError(
+            f"{n} value(s) of column {name!r} do not convert to "
+            f"{image.types[name].simpleString()} (for example {text!r}): fix the schema= "
+            "type, or pass on_invalid='count' to write them as null (nothing was written)"
+        )
 
 
 def _record(result: ApplyResult, commit: Commit) -> None:
@@ -946,7 +977,10 @@ class _Counts:
         if image.keys:
             unkeyed = ~(image.keyed("after") | image.keyed("before"))
             aggs.append(F.count(F.when(row & ~no_seq & unkeyed, 1)).alias("unkeyed"))
+            aggs.append(F.count(F.when(row & ~no_seq & ~unkeyed, 1)).alias("applied"))
             aggs.append(F.count(F.when(upsert & image.moved(), 1)).alias("moves"))
+        if samples and "error" in selected.columns:
+            aggs.append(F.min(F.when(op == "error", F.col("error"))).alias("error_sample"))
         self.columns: list[str] = []
         if image.generic:
             for i, c in enumerate(image.names):
@@ -1027,6 +1061,9 @@ class _Counts:
     def sample(self, column: str) -> str | None:
         return self._values().get(f"sample_{self.image.names.index(column)}")
 
+    def error_sample(self) -> str | None:
+        return self._values().get("error_sample")
+
     def result(self) -> ApplyResult:
         """A new :class:`ApplyResult` with the counts (after the first action over
         :attr:`frame`, when observed)."""
@@ -1035,6 +1072,7 @@ class _Counts:
         values = self._values()
         result = ApplyResult(
             events=values["events"],
+            applied=values.get("applied") or 0,
             unkeyed=values.get("unkeyed") or 0,
             unsequenced=values.get("unsequenced") or 0,
             key_changes=values.get("moves") or 0,

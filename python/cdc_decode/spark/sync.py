@@ -53,7 +53,21 @@ class TableSync:
     Attributes:
         name: the source table (``db.table``, ``db.schema.table``), as the events name it.
         target: its Delta table (path or catalog name).
-        events: the batch's events of the table (row changes, DDL, …).
+        events: the batch's events of the table (row changes, DDL, …, and its error rows).
+        written: of those, the row changes the table's MERGE took
+            (:attr:`ApplyResult.applied`; some may be older than what the table holds:
+            ``apply.stale`` counts their keys).
+        errors: of those, messages of the table that did not decode (a value that does not
+            convert to its column's type; ``error_sample`` is one of their errors).
+        not_written: of those, the events neither written nor errors, by reason:
+            ``replayed`` (the table holds the batch), ``excluded`` (``include``/``exclude``,
+            or the target function gave ``None``), ``stopped``, ``failed`` (the table
+            failed in this call: nothing written), ``unkeyed``, ``unsequenced``, and each
+            op that is not a row change (``begin``, ``commit``, ``ddl``, ``truncate`` …).
+            ``events == written + errors + sum(not_written.values())``: every event is
+            accounted for (docs/sync.md, "Every change accounted for").
+        error_sample: one error of the table's messages that did not decode (it names the
+            column and the value), or ``None``.
         rows_written: target rows the MERGE inserted or updated
             (:attr:`ApplyResult.rows_written`).
         created: the table was created by this call.
@@ -78,6 +92,10 @@ class TableSync:
     name: str
     target: str | None = None
     events: int = 0
+    written: int = 0
+    errors: int = 0
+    not_written: dict[str, int] = field(default_factory=dict)
+    error_sample: str | None = None
     rows_written: int = 0
     created: bool = False
     added_columns: list[str] = field(default_factory=list)
@@ -94,6 +112,11 @@ class TableSync:
     skipped: str | None = None
     seconds: float = 0.0
 
+    def accounted(self) -> bool:
+        """Whether every event of the table is written, an error or not written for a
+        counted reason."""
+        return self.events == self.written + self.errors + sum(self.not_written.values())
+
 
 @dataclass
 class SyncResult:
@@ -102,8 +125,13 @@ class SyncResult:
     Attributes:
         tables: per source table, its :class:`TableSync` (every table of the batch, the
             excluded and skipped ones too).
-        events: rows decoded from the batch.
-        messages_with_errors: messages that did not decode (error rows; never applied).
+        messages: the batch's messages (input rows).
+        decoded: of those, the messages decoded into events.
+        messages_with_errors: of those, the messages that did not decode (error rows; never
+            applied): those of a table (a value that does not convert) are counted in its
+            :attr:`TableSync.errors` too. ``messages == decoded + messages_with_errors +
+            messages_held``, as for a decode (docs/events.md, "Accounting").
+        events: rows decoded from the batch (error rows included).
         errors: samples of their error texts (at most 10).
         unclaimed: events of no table, by ``op`` (transaction markers, heartbeats, DDL of
             tables without row changes in the batch …).
@@ -121,6 +149,8 @@ class SyncResult:
     """
 
     tables: dict[str, TableSync] = field(default_factory=dict)
+    messages: int = 0
+    decoded: int = 0
     events: int = 0
     messages_with_errors: int = 0
     errors: list[str] = field(default_factory=list)
@@ -156,17 +186,29 @@ class SyncResult:
             return None
         return max(0.0, time.time() - self.newest_event.timestamp())
 
+    def accounted(self) -> bool:
+        """Whether every message is decoded, an error or held, and every table's every
+        event accounted for (:meth:`TableSync.accounted`)."""
+        messages = self.decoded + self.messages_with_errors + self.messages_held
+        return self.messages == messages and all(t.accounted() for t in self.tables.values())
+
     def summary(self) -> str:
-        """One line: tables applied, created, evolved, failed; events; rows; bad messages;
-        Tencent DTS parts held for the next micro-batch (when any); seconds."""
+        """One line: tables applied, created, evolved, failed; events; rows; bad messages,
+        and which tables they were of; Tencent DTS parts held for the next micro-batch
+        (when any); seconds."""
         created = sum(t.created for t in self.tables.values())
         evolved = sum(bool(t.added_columns or t.widened_columns) for t in self.tables.values())
         skipped = sum(t.skipped is not None for t in self.tables.values())
         batch = "" if self.batch_id is None else f"batch {self.batch_id}: "
+        bad = [t for t in self.tables.values() if t.errors]
+        of = ""
+        if bad:
+            shown = ", ".join(f"{t.name} {t.errors}" for t in bad[:5])
+            of = f" ({shown}{', …' if len(bad) > 5 else ''})"
         return (
             f"{batch}{len(self.applied)} tables applied ({created} created, {evolved} evolved, "
             f"{len(self.failed)} failed, {skipped} skipped), {self.events} events, "
-            f"{self.rows_written} rows written, {self.messages_with_errors} bad messages, "
+            f"{self.rows_written} rows written, {self.messages_with_errors} bad messages{of}, "
             + (f"{self.messages_held} parts held, " if self.messages_held else "")
             + f"{self.seconds:.1f} s"
         )
@@ -209,6 +251,7 @@ def sync(
     streamed: bool = False,
     tombstone_retention: Any = None,
     on_stale: str = "warn",
+    on_invalid: str = "raise",
     _hold: Callable[[DataFrame | None], None] | None = None,
 ) -> SyncResult:
     """Sync every table of a batch of CDC messages into its own Delta table.
@@ -252,6 +295,11 @@ def sync(
             ``messages_with_errors``); :func:`sync_stream` holds such parts for the next
             micro-batch instead.
         tombstone_retention, on_stale: as :func:`cdc_decode.spark.apply_changes`.
+        on_invalid: a table's messages that did not decode (a value that does not convert
+            to its column's type): ``"raise"`` (the default) fails the table, nothing of
+            it written, its error naming the column and a value (then ``on_error`` says
+            what the call does); ``"count"`` applies the table's other changes and counts
+            those messages (:attr:`TableSync.errors`), as ``apply_changes`` does.
 
     Returns:
         A :class:`SyncResult`.
@@ -271,6 +319,13 @@ def sync(
         raise ValueError("datahub-tuple is one table per topic: use apply_changes")
     if on_error not in ("raise", "continue"):
         raise ValueError(f"on_error must be 'raise' or 'continue', not {on_error!r}")
+    if on_invalid not in ("raise", "count"):
+        raise ValueError(f"on_invalid must be 'raise' or 'count', not {on_invalid!r}")
+    if mode == "dropmalformed":
+        raise ValueError(
+            "sync accounts for every message: mode='dropmalformed' would drop them unseen "
+            "(use on_invalid='count' to apply the tables without their bad messages)"
+        )
     if parallelism < 1:
         raise ValueError("parallelism must be at least 1")
     spark = df.sparkSession
@@ -324,8 +379,7 @@ def sync(
             if plan is not None:
                 plans[table.name] = plan
         result.phases["schemas"] = time.monotonic() - started
-        result.messages_with_errors = len(wire.errors)
-        result.errors = [text for _, text in wire.errors[:10]]
+        result.messages = messages.count()  # cached by the schema pass: no second read
         rows = messages
         if wire.open_parts and _hold is not None:
             # The parts of sets still open wait for the next micro-batch (sync_stream);
@@ -335,8 +389,6 @@ def sync(
             _hold(held)
         elif _hold is not None:
             _hold(None)
-        elif wire.open_parts:  # a plain sync(streamed=True): the decode reports them
-            result.messages_with_errors += len(wire.open_parts)
         if plans:
             tables = {name: plan.ddl() for name, plan in plans.items()}
             frames = decode(
@@ -346,6 +398,9 @@ def sync(
             frames = {"*": decode(rows, format, **reading)}
         decoded = frames["*"].persist(StorageLevel.MEMORY_AND_DISK)
         _count(decoded, result, bool(plans))
+        # Parse failures the schema pass saw first (the decode's error rows say the same).
+        result.errors += [text for _, text in wire.errors][: max(0, 10 - len(result.errors))]
+        result.decoded = result.messages - result.messages_with_errors - result.messages_held
         result.phases["decode"] = time.monotonic() - started - result.phases["schemas"]
 
         def run(plan: _Plan) -> None:
@@ -355,9 +410,16 @@ def sync(
                 batch_id,
                 tombstone_retention=tombstone_retention,
                 on_stale=on_stale,
+                on_invalid="count",  # its error rows: counted here, or the table failed
             )
 
-        todo = [p for p in plans.values() if p.entry.events]
+        todo = []
+        for plan in plans.values():
+            entry = plan.entry
+            if entry.errors and on_invalid == "raise":
+                _failed(spark, entry, _lost(entry), on_error)
+            elif entry.events:
+                todo.append(plan)
         with ThreadPoolExecutor(max_workers=min(parallelism, max(1, len(todo)))) as pool:
             futures = [(plan, pool.submit(run, plan)) for plan in todo]
             for plan, future in futures:
@@ -366,6 +428,8 @@ def sync(
                 except Exception as error:
                     _failed(spark, plan.entry, error, on_error)
         result.phases["apply"] = time.monotonic() - started - sum(result.phases.values())
+        for entry in result.tables.values():
+            _account(entry)
     finally:
         if decoded is not None:
             decoded.unpersist()
@@ -652,6 +716,7 @@ class _Plan:
                     batch_id=batch_id if app_id is not None else None,
                     on_ddl="report",
                     on_stale=options.get("on_stale", "warn"),
+                    on_invalid=options.get("on_invalid", "raise"),
                     **history_txn,
                 )
         finally:
@@ -743,21 +808,76 @@ def _target(target: str | Callable[[WireTable], str | None], table: WireTable) -
 
 
 def _count(decoded: DataFrame, result: SyncResult, multi: bool) -> None:
-    """Per table and op, the decoded rows (one action: it fills the cache)."""
+    """Per table and op, the decoded rows, and an error of each table's error rows (one
+    action: it fills the cache). An error row of a table (a value of it that did not
+    convert: typed mode names the table) counts for the table and as a bad message."""
     from pyspark.sql import functions as F
 
     by = ["table", "op"] if multi else [F.lit(None).alias("table"), "op"]
-    rows = decoded.groupBy(*by).agg(F.count(F.lit(1)).alias("count"),
-                                    F.max("event_time").alias("newest")).collect()  # fmt: skip
+    # A table no plan decoded (excluded, stopped, failed) by its source names.
+    names = F.concat_ws(".", "source_db", "source_schema", "source_table")
+    unrouted = F.col("table").isNull() if multi else F.lit(True)
+    by.append(F.when(unrouted, F.nullif(names, F.lit(""))).alias("named"))
+    rows = (
+        decoded.groupBy(*by)
+        .agg(
+            F.count(F.lit(1)).alias("count"),
+            F.max("event_time").alias("newest"),
+            F.min(F.when(F.col("op") == "error", F.col("error"))).alias("sample"),
+        )
+        .collect()
+    )
+    samples = []
     for row in rows:
         result.events += row["count"]
-        if row["newest"] is not None and row["op"] != "error":
+        name = row["table"] or row["named"]
+        entry = result.tables.get(name) if name else None
+        if row["op"] == "error":
+            result.messages_with_errors += row["count"]
+            if entry is not None:
+                samples.append(row["sample"])
+                entry.errors += row["count"]
+                entry.error_sample = row["sample"]
+        elif row["newest"] is not None:
             result.newest_event = max(result.newest_event or row["newest"], row["newest"])
-        name = row["table"]
-        if name is not None and name in result.tables:
-            result.tables[name].events += row["count"]
+        if entry is not None:
+            entry.events += row["count"]
         elif row["op"] != "error":
             result.unclaimed[row["op"]] = result.unclaimed.get(row["op"], 0) + row["count"]
+    result.errors = [s for s in samples if s][:10]
+
+
+def _lost(entry: TableSync) -> ValueError:
+    """The error of a table some of whose messages did not decode (``on_invalid="raise"``)."""
+    return ValueError(
+        f"{entry.errors} message(s) of table {entry.name} did not decode, for example: "
+        f"{entry.error_sample}. Nothing of the table was written in this batch: give the "
+        f"column's type with schemas={{{entry.name!r}: ...}}, or pass on_invalid='count' "
+        "to apply the table without those messages"
+    )
+
+
+def _account(entry: TableSync) -> None:
+    """The table's events as written, errors and not written by reason (from its apply)."""
+    rest = entry.events - entry.errors
+    apply = entry.apply
+    entry.written = 0
+    entry.not_written = {}
+    if entry.error is not None:
+        reason = "failed"
+    elif apply is not None and apply.skipped:
+        reason = "replayed"
+    elif entry.stopped:
+        reason = "stopped"
+    elif apply is None:
+        reason = "excluded"
+    else:
+        entry.written = apply.applied
+        counts = {"unkeyed": apply.unkeyed, "unsequenced": apply.unsequenced, **apply.other}
+        entry.not_written = {reason: n for reason, n in counts.items() if n}
+        return
+    if rest:
+        entry.not_written[reason] = rest
 
 
 def _failed(spark: SparkSession, entry: TableSync, error: BaseException, on_error: str) -> None:
