@@ -252,6 +252,7 @@ def generate(
         options=options,
         message_keys=message_keys,
         final_values=_final_values(source) if connector in (None, "mysql") else None,
+        dropped={t.qualified: frozenset(t.dropped) for t in source.tables if t.dropped},
     )
 
 

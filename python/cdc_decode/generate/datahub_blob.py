@@ -430,6 +430,7 @@ def write_stream(source: MySQLSource, writer: DatahubBlobWriter, messages: int):
         for value, row in out:
             values.append(value)
             rows.append(row)
+    source.undo_pending()  # a change drawn ahead of the last record sent was not written
     while len(values) < messages:
         value, row = writer.heartbeat(source.now)
         values.append(value)

@@ -298,6 +298,7 @@ def write_stream(source: MySQLSource, writer: DatastreamAvroWriter, messages: in
             writer.restore(state)
             del files[count:]
             break
+    source.undo_pending()  # a change drawn ahead of the last record sent was not written
     if current:
         files.append(current)
     values: list[bytes | None] = []

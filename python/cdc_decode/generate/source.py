@@ -1042,11 +1042,20 @@ class MySQLSource:
         A writer that must stop at an exact message count calls this when the last record
         would not fit, so the tables match what was written. Stop drawing after it.
         """
+        last = self._undo  # the last record's: drawn first, undone last
+        self.undo_pending()
+        self._undo = last
+        self._undo_changes()
+
+    def undo_pending(self) -> None:
+        """Take back the changes of the records drawn ahead but not handed out yet: a
+        heartbeat or checkpoint that falls due before a change is handed out first, the
+        change already applied to the tables. A writer that stops calls this (or
+        :meth:`undo_last`), so the tables match what was written."""
         for _, undo in reversed(self._pending):
             self._undo = undo
             self._undo_changes()
         self._pending = []
-        self._undo_changes()
 
     def state(self) -> dict[str, dict[tuple, dict[str, Value]]]:
         """``db.table`` → primary key → row, as a consumer of the change events sees it."""

@@ -56,6 +56,11 @@ class Stream:
             ``generate.source.Column``, key → row of the source's own values: Python
             objects, ``int``, ``Decimal``, ``datetime`` …, whose text ``final_state``
             holds); ``None`` otherwise. Not written to files.
+        dropped: ``"db.table"`` → the columns the source dropped (``table_count``): the
+            source holds no value of them any more, so their values in a mirror are not
+            compared with the source's last ones (a source that splits an update into a
+            delete and an insert, DataHub, clears them; one that sends it whole keeps
+            them).
     """
 
     format: str
@@ -68,6 +73,7 @@ class Stream:
     options: dict[str, Any] = field(default_factory=dict)
     message_keys: list[bytes | None] | None = None
     final_values: dict | None = field(default=None, repr=False)
+    dropped: dict[str, frozenset[str]] = field(default_factory=dict, repr=False)
 
     @property
     def messages(self) -> int:

@@ -568,6 +568,7 @@ def write_stream(source: MySQLSource, writer: TencentDtsWriter, messages: int):
             values += v
             rows += r
         packer = trial
+    source.undo_pending()  # a change drawn ahead of the last record sent was not written
     if packer.pending:
         v, r = writer.message(packer.flush())
         values += v
