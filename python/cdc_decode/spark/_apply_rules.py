@@ -435,11 +435,45 @@ def stored_key_rows(table: Table, keys: Sequence[str], wanted: DataFrame) -> Dat
     if len(few) <= limit:
         if not few:
             return rows.limit(0)
+        text = _key_list_sql(keys, few)
+        if text is not None:  # one expression: not a JVM call per key
+            return rows.where(F.expr(text))
         if len(keys) == 1:
             return rows.where(col(keys[0]).isin([r[0] for r in few]))
         match = [_all([col(k) == F.lit(r[i]) for i, k in enumerate(keys)]) for r in few]
         return rows.where(_any(match))
     return rows.join(F.broadcast(wanted), list(keys), "left_semi")
+
+
+def _sql_value(value: Any) -> str | None:
+    """A key value as a SQL literal of its own type, for the types a key usually has
+    (integers, text, bytes); ``None`` for any other."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value) if -(2**63) <= value < 2**63 else None
+    if isinstance(value, str):
+        return literal(value)
+    if isinstance(value, (bytes, bytearray)):
+        return f"X'{bytes(value).hex()}'"
+    return None
+
+
+def _key_list_sql(keys: Sequence[str], rows: Sequence[Any]) -> str | None:
+    """``key IN (…)`` (an OR of ANDs for composite keys) as SQL text, or ``None`` when a
+    value has no literal here (its type is then compared through Spark's own literals)."""
+    parts = []
+    for row in rows:
+        values = [_sql_value(v) for v in row]
+        if any(v is None for v in values):
+            return None
+        parts.append(values)
+    if len(keys) == 1:
+        return f"{quote(keys[0])} IN ({', '.join(v[0] for v in parts)})"
+    return " OR ".join(
+        "(" + " AND ".join(f"{quote(k)} = {v}" for k, v in zip(keys, values, strict=True)) + ")"
+        for values in parts
+    )
 
 
 def detached(frame: DataFrame, session: SparkSession | None = None) -> DataFrame:

@@ -560,7 +560,13 @@ class _Call:
             if not new_cut and result.keys <= BROADCAST_KEYS:
                 commit = self._resolved_merge(source, clauses)
             else:
-                commit = table.merge(source, _on(keys), clauses, self.txn)
+                # The folded batch, held in memory, is the source as it is (no truncate, no
+                # key change filled from the table's rows): read as a plain leaf over its
+                # cached rows, it needs no copy first.
+                held = source is folded
+                if held:
+                    source = rules.detached(folded)
+                commit = table.merge(source, _on(keys), clauses, self.txn, materialized=held)
         finally:
             folded.unpersist()
             if filled is not None:

@@ -167,18 +167,21 @@ class Table:
         on: str,
         clauses: Sequence[Clause],
         txn: tuple[str, int] | None = None,
+        *,
+        materialized: bool = False,
     ) -> Commit:
         """One ``MERGE`` of ``source`` (alias ``s``) into the table (alias ``t``) on the
         SQL condition ``on``, its clauses in order; with ``txn`` (``app_id``,
         ``batch_id``) the replay marker is written with it, and a marker the table
         already holds skips it (:meth:`check_txn`). Retried on conflicts, the marker
-        checked again before each try."""
+        checked again before each try. ``materialized``: ``source`` is held in memory
+        (persisted and counted) and reads no table: a format need not copy it first."""
 
         def run() -> Commit:
             self.refresh()
             if txn is not None and self.check_txn(*txn):
                 return Commit(version=self.version(), skipped=True)
-            return self.merge_once(source, on, clauses, txn)
+            return self.merge_once(source, on, clauses, txn, materialized=materialized)
 
         return self.retrying("MERGE", run)
 
@@ -188,6 +191,8 @@ class Table:
         on: str,
         clauses: Sequence[Clause],
         txn: tuple[str, int] | None,
+        *,
+        materialized: bool = False,
     ) -> Commit:
         """One try of :meth:`merge` on the freshly read table, its marker not yet held:
         the ``MERGE`` with the marker, and the commit it made."""

@@ -26,6 +26,9 @@ if TYPE_CHECKING:  # pragma: no cover
 TXN_APP = "spark.databricks.delta.write.txnAppId"
 TXN_VERSION = "spark.databricks.delta.write.txnVersion"
 USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
+MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
+"""Whether a MERGE copies its source first (``auto``: any source not only of Delta tables);
+``none`` for a source already held in memory that reads no table (deterministic)."""
 TYPE_WIDENING = "delta.enableTypeWidening"
 DELETION_VECTORS = "delta.enableDeletionVectors"
 DELETION_VECTORS_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
@@ -206,11 +209,16 @@ class DeltaTarget(Table):
         on: str,
         clauses: Sequence[Clause],
         txn: tuple[str, int] | None,
+        *,
+        materialized: bool = False,
     ) -> Commit:
         before = self.version()
         own = self.spark.conf.get(USER_METADATA, None)
         tag = None if own else f"{TAG}{uuid.uuid4().hex}"
         session = self._session(txn, tag)
+        if materialized:
+            # Held in memory and reading no table: Delta's copy of it would be a second.
+            session.conf.set(MATERIALIZE_SOURCE, "none")
         builder = self._delta_table(session).alias("t").merge(source.alias("s"), on)
         for clause in clauses:
             values = {f"t.{quote(k)}": v for k, v in clause.values.items()}
@@ -218,15 +226,29 @@ class DeltaTarget(Table):
                 builder = builder.whenMatchedUpdate(condition=clause.condition, set=values)
             else:
                 builder = builder.whenNotMatchedInsert(condition=clause.condition, values=values)
-        builder.execute()
-        return self._commit(before, tag, txn)
+        done = builder.execute().first()
+        return self._commit(before, tag, txn, None if done is None else done.asDict())
 
-    def _commit(self, before: int | None, tag: str | None, txn: tuple[str, int] | None) -> Commit:
-        """The commit the MERGE just made, found by its tag among those after ``before``
-        (by the newest MERGE when the session sets its own ``userMetadata``)."""
+    def _commit(
+        self,
+        before: int | None,
+        tag: str | None,
+        txn: tuple[str, int] | None,
+        counts: dict | None = None,
+    ) -> Commit:
+        """The commit the MERGE just made: when the table moved by one version and the
+        MERGE's result row (``counts``: ``num_affected_rows``, ``num_updated_rows``,
+        ``num_deleted_rows``, ``num_inserted_rows``) says it wrote, that version and those
+        counts; else found by its tag among the commits after ``before`` (by the newest
+        MERGE when the session sets its own ``userMetadata``), from the table's history."""
         self.refresh()
         latest = self.version()
         start = -1 if before is None else before
+        if counts and latest == start + 1 and counts.get("num_affected_rows"):
+            changed = int(counts.get("num_updated_rows") or 0)
+            changed += int(counts.get("num_inserted_rows") or 0)
+            metrics = {k: str(v) for k, v in counts.items() if v is not None}
+            return Commit(version=latest, written=True, metrics=metrics, changed_rows=changed)
         mine = None
         if latest is not None and latest > start:
             history = self._delta_table(self.spark).history(latest - start)

@@ -306,6 +306,8 @@ class IcebergTarget(Table):
         on: str,
         clauses: Sequence[Clause],
         txn: tuple[str, int] | None,
+        *,
+        materialized: bool = False,
     ) -> Commit:
         view = f"_cdc_decode_source_{uuid.uuid4().hex}"
         # Materialized apart from the table it was computed from: a source that reads
