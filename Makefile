@@ -26,9 +26,12 @@ WHEEL_BUILD   = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath 
 	$(VENV)/bin/maturin build --release --quiet --zig --compatibility manylinux2014 \
 	--target $(1)-unknown-linux-gnu --out $(DIST)
 
+# Every test run names its slowest tests, so a test that grows is seen where it grows.
+PYTEST_REPORT := --durations=25
+
 .DEFAULT_GOAL := help
 .PHONY: help venv build test test-rust test-python wheel wheel-x86_64 wheel-aarch64-run bench-schemas \
-	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench \
+	test-spark35 venv-spark35 test-fuzz fuzz fuzz-build demo bench test-downloads test-delta-apply test-delta-services \
 	bench-spark jars lint fmt proto clean fuzz-campaign properties jars-kafka kafka kafka-stop \
 	jars-autocdc demo-stream demo-formats bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply bench-sync \
 	demo-delta bench-datastream bench-apply-check check-targets real-source jars-connect debezium \
@@ -55,7 +58,24 @@ $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml
 	$(PY) -c "import cdc_decode._native"
 	touch $@
 
-test: check-targets test-rust test-python test-delta test-iceberg test-spark42 test-spark35 test-fuzz ## Everything CI runs: cargo test, pytest (Spark 4.3, Delta and Spark 4.2, Iceberg and Spark 4.1, Spark 3.5), fuzz briefly
+# `make test` runs its steps with tools/steps.py, which prints a timestamped line as each
+# step starts and ends and a table of them at the end (docs/development.md, "CI"). Phases
+# run one after another; the lanes of a phase (split by |) side by side, so that work
+# waiting on sockets, disks and other processes (real databases, Kafka Connect, brokers,
+# downloads) runs beside work that needs the CPU. Every download and build is done in the
+# phases before the suites, one lane fetching while the other compiles: no two lanes fetch
+# or build the same thing. Each parallel suite gets its own pytest --basetemp.
+TEST_LANE_1 := test-python test-delta-apply test-spark42 test-spark35
+TEST_LANE_2 := test-delta-services test-iceberg test-fuzz
+TEST_PHASES := \
+	"check-targets venv" \
+	"build wheel-x86_64 test-rust fuzz-build | test-downloads" \
+	"venv-spark42 venv-spark41 venv-spark35" \
+	"$(TEST_LANE_1) | $(TEST_LANE_2)"
+
+test: ## Everything CI runs: cargo test, pytest (Spark 4.3, Delta and Spark 4.2, Iceberg and Spark 4.1, Spark 3.5), fuzz briefly; timed steps, two lanes
+	+$(PYTHON) tools/steps.py --make "$(MAKE)" $(TEST_PHASES)
+
 
 # Every target the docs name must work from a fresh clone on its own: dry runs of each in a
 # copy of the checkout without the ignored folders, every folder its recipe and scripts use
@@ -72,7 +92,7 @@ test-rust: ## Rust unit tests (no Python needed)
 # read it with Spark's Kafka connector from .jars/; tests/test_autocdc.py runs spark-pipelines
 # with the in-memory row-level catalog from .jars-autocdc/.
 test-python: build jars jars-kafka jars-autocdc $(WHEEL_X86) ## pytest: parity, fixtures, Spark (local, cluster, Connect), Kafka, pipelines
-	CDC_DECODE_WHEEL=$(abspath $(WHEEL_X86)) $(PY) -m pytest
+	CDC_DECODE_WHEEL=$(abspath $(WHEEL_X86)) $(PY) -m pytest $(PYTEST_REPORT)
 
 # Portable wheels (docs/deploy.md): abi3 (any CPython >= 3.10), manylinux2014 (glibc 2.17:
 # Amazon Linux 2, Debian 10+, RHEL/CentOS 7+), for x86_64 and aarch64 (Graviton, Ampere),
@@ -129,7 +149,7 @@ $(VENV35)/.stamp: requirements-spark35.txt
 test-spark35: $(VENV35)/.stamp $(WHEEL_X86) ## The Spark decode and accounting tests on pyspark 3.5
 	$(PY35) -m pip install --quiet --no-deps --force-reinstall $(WHEEL_X86)
 	PYSPARK_PYTHON=$(abspath $(PY35)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY35)) \
-		PYTHONPATH=tests $(PY35) -m pytest -p support.spark35 -q -m spark \
+		PYTHONPATH=tests $(PY35) -m pytest -p support.spark35 -q -m spark $(PYTEST_REPORT) \
 		-W "ignore:distutils Version classes are deprecated:DeprecationWarning" \
 		-W "ignore::ResourceWarning" \
 		tests/test_spark.py tests/test_accounting.py
@@ -172,14 +192,28 @@ $(DELTA_JARS)/.stamp: tools/delta-jars/pom.xml
 # Kafka Connect; the tests marked `long` (each database's Connect kill alone) are
 # make test-real-source's.
 # check-targets: test-delta needs no .jars-iceberg, .jars-iceberg-rest: tests/support/stream_apply.py opens an Iceberg session only with --iceberg, which tests/delta never passes
-test-delta: venv-spark42 delta-jars jars jars-kafka real-source ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables, streamed from Kafka and from real databases through Debezium
-	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
-		$(PY42) -m pytest tests/delta -p no:cacheprovider -m "not long" \
-		-o addopts="-ra --strict-markers --strict-config"
+test-delta: test-delta-apply test-delta-services ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables, streamed from Kafka and from real databases through Debezium
+
+# tests/delta in two runs, so that make test can put them in two lanes: the rules and
+# whole-database syncs (the CPU's work), and the tests that wait on brokers, real
+# databases, Kafka Connect and driver processes.
+DELTA_SERVICES := tests/delta/test_real_source.py tests/delta/test_real_traps.py \
+	tests/delta/test_stream_apply.py tests/delta/test_examples.py
+DELTA_PYTEST = PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
+	$(PY42) -m pytest -p no:cacheprovider -m "not long" $(PYTEST_REPORT) \
+	-o addopts="-ra --strict-markers --strict-config"
+
+# check-targets: test-delta-apply needs no .jars-iceberg, .jars-iceberg-rest: tests/support/stream_apply.py opens an Iceberg session only with --iceberg, which tests/delta never passes
+# check-targets: test-delta-services needs no .jars-iceberg, .jars-iceberg-rest: tests/support/stream_apply.py opens an Iceberg session only with --iceberg, which tests/delta never passes
+test-delta-apply: venv-spark42 delta-jars jars jars-kafka real-source ## tests/delta without the services' tests: the rules, SCD2, syncs, concurrency (Delta 4.4, Spark 4.2)
+	$(DELTA_PYTEST) tests/delta $(foreach f,$(DELTA_SERVICES),--ignore=$(f))
+
+test-delta-services: venv-spark42 delta-jars jars jars-kafka real-source ## tests/delta's broker, real-database and example tests (PostgreSQL, MariaDB, Kafka Connect, killed drivers)
+	$(DELTA_PYTEST) $(DELTA_SERVICES)
 
 test-real-source: venv-spark42 delta-jars jars jars-kafka real-source ## The long real-database runs: Kafka Connect SIGKILLed and restarted, both databases into Delta
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
-		$(PY42) -m pytest tests/delta/test_real_source.py -p no:cacheprovider -m long \
+		$(PY42) -m pytest tests/delta/test_real_source.py -p no:cacheprovider -m long $(PYTEST_REPORT) \
 		-o addopts="-ra --strict-markers --strict-config"
 
 # Everything make test-delta leaves out: the other formats' ground truth, SCD2 histories and
@@ -187,7 +221,7 @@ test-real-source: venv-spark42 delta-jars jars jars-kafka real-source ## The lon
 # check-targets: test-long needs no .jars-iceberg, .jars-iceberg-rest: tests/support/stream_apply.py opens an Iceberg session only with --iceberg, which tests/delta never passes
 test-long: venv-spark42 delta-jars jars jars-kafka real-source ## The tests/delta runs make test leaves out (every format's ground truth and sync, Connect kills)
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
-		$(PY42) -m pytest tests/delta -p no:cacheprovider -m long \
+		$(PY42) -m pytest tests/delta -p no:cacheprovider -m long $(PYTEST_REPORT) \
 		-o addopts="-ra --strict-markers --strict-config"
 
 demo-delta: venv-spark42 delta-jars ## A DTS stream decoded on Spark 4.2, applied to Delta tables (SCD1 + SCD2), checked
@@ -242,7 +276,7 @@ $(ICEBERG_REST_JARS)/.stamp: tools/iceberg-rest/pom.xml
 # check-targets: test-iceberg needs no .jars-delta: tests/support/stream_apply.py opens a Delta session only without --iceberg, which tests/iceberg always passes
 test-iceberg: venv-spark41 iceberg-jars jars-kafka ## pytest tests/iceberg on .venv-spark41: Iceberg tables in a Hadoop and a REST catalog
 	PYSPARK_PYTHON=$(abspath $(PY41)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY41)) \
-		$(PY41) -m pytest tests/iceberg -p no:cacheprovider \
+		$(PY41) -m pytest tests/iceberg -p no:cacheprovider $(PYTEST_REPORT) \
 		-o addopts="-ra --strict-markers --strict-config"
 
 # The Spark decode and accounting tests on pyspark 4.2 too (.venv-spark42, shared with
@@ -250,9 +284,14 @@ test-iceberg: venv-spark41 iceberg-jars jars-kafka ## pytest tests/iceberg on .v
 # check-targets: test-spark42 needs no .jars-kafka: these tests ask for no broker
 test-spark42: venv-spark42 jars ## The Spark decode and accounting tests on pyspark 4.2
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
-		$(PY42) -m pytest -q -m spark -p no:cacheprovider \
+		$(PY42) -m pytest -q -m spark -p no:cacheprovider $(PYTEST_REPORT) \
 		-o addopts="-ra --strict-markers --strict-config" \
 		tests/test_spark.py tests/test_accounting.py
+
+# What the test suites download (pip environments, Maven jars, MariaDB from Debian's
+# packages), in one step of `make test` beside the builds.
+test-downloads: $(STAMPS42)/venv $(STAMPS41)/venv $(VENV35)/.stamp jars jars-kafka jars-autocdc \
+	delta-jars iceberg-jars real-source
 
 # The workload users have (docs/apply.md, "Cost"): tables of 2,000,000 and 10,000,000 rows,
 # micro-batches touching 0.1 % and 1 % of the keys, uniform and recent keys; apply_changes

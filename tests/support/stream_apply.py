@@ -46,6 +46,7 @@ class ApplySink:
         accounting: a ``DecodeAccounting`` given to ``decode_stream`` (reset per batch).
         pause_at: the micro-batch that, after its Delta commit, touches
             ``<batchId>.applied`` and waits ``pause`` seconds.
+        on_stale: as ``apply_changes`` (a replay without ``app_id`` is all stale).
         pause: seconds.
     """
 
@@ -60,7 +61,9 @@ class ApplySink:
         accounting: Any = None,
         pause_at: int | None = None,
         pause: float = 0,
+        on_stale: str = "warn",
     ):
+        self.on_stale = on_stale
         self.target = str(target)
         self.log = Path(log)
         self.log.mkdir(parents=True, exist_ok=True)
@@ -85,6 +88,7 @@ class ApplySink:
                 schema=self.schema,
                 app_id=self.app_id,
                 batch_id=None if self.app_id is None else batch_id,
+                on_stale=self.on_stale,
             )
         finally:
             batch.unpersist()

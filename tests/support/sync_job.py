@@ -52,33 +52,41 @@ def record(log: Path, result) -> None:
     (log / f"{result.batch_id:06d}-{runs}.json").write_text(text)
 
 
+def run_sync(spark, *, bootstrap, topic, format, target, checkpoint, log, max_offsets=40) -> None:
+    """The query, until everything in the topic now is synced: in this process (a test's
+    own session) or as the job below."""
+    from cdc_decode import spark as cdc_spark
+
+    kafka = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(max_offsets))
+        .load()
+    )
+    query = cdc_spark.sync_stream(
+        kafka,
+        format,
+        str(target),
+        checkpoint=str(checkpoint),
+        trigger={"availableNow": True},
+        parallelism=1,
+        progress=lambda result: record(Path(log), result),
+    )
+    query.awaitTermination()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     for name in ("bootstrap", "topic", "format", "target", "checkpoint", "log", "warehouse"):
         parser.add_argument(f"--{name}", required=True)
     parser.add_argument("--max-offsets", type=int, default=40)
     args = parser.parse_args()
-    from cdc_decode import spark as cdc_spark
-
     spark = delta_session(Path(args.warehouse), app="cdc-decode-sync-job")
-    kafka = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", args.bootstrap)
-        .option("subscribe", args.topic)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(args.max_offsets))
-        .load()
-    )
-    query = cdc_spark.sync_stream(
-        kafka,
-        args.format,
-        args.target,
-        checkpoint=args.checkpoint,
-        trigger={"availableNow": True},
-        parallelism=1,
-        progress=lambda result: record(Path(args.log), result),
-    )
-    query.awaitTermination()
+    run_sync(spark, bootstrap=args.bootstrap, topic=args.topic, format=args.format,
+             target=args.target, checkpoint=args.checkpoint, log=args.log,
+             max_offsets=args.max_offsets)  # fmt: skip
     spark.stop()
 
 
