@@ -62,14 +62,15 @@ $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml
 # step starts and ends and a table of them at the end (docs/development.md, "CI"). Phases
 # run one after another; the lanes of a phase (split by |) side by side, so that work
 # waiting on sockets, disks and other processes (real databases, Kafka Connect, brokers,
-# downloads) runs beside work that needs the CPU. Every download and build is done in the
-# phases before the suites, one lane fetching while the other compiles: no two lanes fetch
-# or build the same thing. Each parallel suite gets its own pytest --basetemp.
+# downloads) runs beside work that needs the CPU. The downloads run beside the builds the
+# suites need; the Rust tests and the fuzz targets build in one lane while the other runs
+# suites: no two lanes fetch or build at once. Each parallel suite gets its own pytest
+# --basetemp.
 TEST_LANE_1 := test-python test-delta-apply test-spark42 test-spark35
-TEST_LANE_2 := test-delta-services test-iceberg test-fuzz
+TEST_LANE_2 := test-delta-services test-iceberg test-rust test-fuzz
 TEST_PHASES := \
 	"check-targets venv" \
-	"build wheel-x86_64 test-rust fuzz-build | test-downloads" \
+	"build wheel-x86_64 | test-downloads" \
 	"venv-spark42 venv-spark41 venv-spark35" \
 	"$(TEST_LANE_1) | $(TEST_LANE_2)"
 
