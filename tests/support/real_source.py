@@ -526,7 +526,9 @@ class SyncSink:
         log: Path | None = None,
         pause_first: bool = False,
         pause: float = 0.0,
+        on_stale: str = "warn",
     ) -> None:
+        self.on_stale = on_stale
         self.lake = Path(lake)
         self.tables = tables
         self.log = log
@@ -563,7 +565,9 @@ class SyncSink:
                     F.col(f"after_{i}").alias("after"),
                     "after_absent",
                 )
-                cdc_spark.apply_changes(frame, self.target(table), keys=list(table.keys))
+                cdc_spark.apply_changes(
+                    frame, self.target(table), keys=list(table.keys), on_stale=self.on_stale
+                )
         finally:
             batch.unpersist()
         if self.log is not None:
