@@ -51,10 +51,17 @@ $(STAMPS)/venv: requirements-dev.txt
 
 build: $(STAMPS)/build ## Build the Rust extension (release) and install cdc_decode into .venv
 
-# `maturin develop` installs the package editable from python/ and puts the compiled
-# cdc_decode/_native*.so beside its Python sources.
-$(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml
-	VIRTUAL_ENV=$(abspath $(VENV)) $(VENV)/bin/maturin develop --release --quiet
+# One release build serves every environment: the portable x86_64 wheel's (below), which the
+# cluster test ships and .venv-spark35 installs. Each other venv gets the checkout installed
+# editable from that same build (maturin's PEP 660 build, its cargo target folder and
+# options the wheel's: nothing is compiled again): python/ on its path, the compiled
+# cdc_decode/_native*.so beside the Python sources, the `cdc-decode` command.
+EDITABLE = PATH="$(abspath $(VENV)/bin):$$PATH" CARGO_TARGET_DIR=$(abspath target/wheel) \
+	MATURIN_PEP517_ARGS="--zig --compatibility manylinux2014 --target x86_64-unknown-linux-gnu" \
+	$(1)/bin/python -m pip install --quiet --no-build-isolation --no-deps -e .
+
+$(STAMPS)/build: $(STAMPS)/venv $(WHEEL_X86)
+	$(call EDITABLE,$(VENV))
 	$(PY) -c "import cdc_decode._native"
 	touch $@
 
@@ -67,10 +74,10 @@ $(STAMPS)/build: $(STAMPS)/venv $(RUST_SOURCES) pyproject.toml
 # suites: no two lanes fetch or build at once. Each parallel suite gets its own pytest
 # --basetemp.
 TEST_LANE_1 := test-python test-delta-apply test-spark42 test-spark35
-TEST_LANE_2 := test-delta-services test-iceberg test-rust test-fuzz
+TEST_LANE_2 := test-delta-services test-iceberg test-fuzz
 TEST_PHASES := \
 	"check-targets venv" \
-	"build wheel-x86_64 | test-downloads" \
+	"build test-rust | test-downloads" \
 	"venv-spark42 venv-spark41 venv-spark35" \
 	"$(TEST_LANE_1) | $(TEST_LANE_2)"
 
@@ -157,7 +164,7 @@ test-spark35: $(VENV35)/.stamp $(WHEEL_X86) ## The Spark decode and accounting t
 
 # Delta Lake runs on Spark 4.2, not on the 4.3 of .venv: a second environment,
 # .venv-spark42 (requirements-spark42.txt), with cdc_decode installed editable from this
-# checkout by `maturin develop` (it reuses the release build of `make build`: seconds), and
+# checkout installed editable from the release build of `make build` (seconds), and
 # the Delta jars from tools/delta-jars/pom.xml in .jars-delta/.
 VENV42   := .venv-spark42
 PY42     := $(VENV42)/bin/python
@@ -173,8 +180,8 @@ $(STAMPS42)/venv: requirements-spark42.txt
 	mkdir -p $(STAMPS42) && touch $@
 
 $(STAMPS42)/build: $(STAMPS42)/venv $(STAMPS)/build
-	# PYO3_PYTHON stays .venv's (exported above): the same abi3 build, no recompile.
-	VIRTUAL_ENV=$(abspath $(VENV42)) $(VENV)/bin/maturin develop --release --quiet
+	# The same abi3 build as .venv's, installed editable: no recompile.
+	$(call EDITABLE,$(VENV42))
 	$(PY42) -c "import cdc_decode._native, delta"
 	touch $@
 
@@ -250,8 +257,8 @@ $(STAMPS41)/venv: requirements-spark41.txt
 	mkdir -p $(STAMPS41) && touch $@
 
 $(STAMPS41)/build: $(STAMPS41)/venv $(STAMPS)/build
-	# PYO3_PYTHON stays .venv's (exported above): the same abi3 build, no recompile.
-	VIRTUAL_ENV=$(abspath $(VENV41)) $(VENV)/bin/maturin develop --release --quiet
+	# The same abi3 build as .venv's, installed editable: no recompile.
+	$(call EDITABLE,$(VENV41))
 	$(PY41) -c "import cdc_decode._native, pyspark"
 	touch $@
 
@@ -531,9 +538,9 @@ lint: $(STAMPS)/venv ## rustfmt check, clippy -D warnings, ruff
 	cargo fmt --check
 	cargo clippy --all-targets --all-features -- -D warnings
 	$(VENV)/bin/ruff check python tests benches fuzz examples tools/properties.py tools/check_wheel.py \
-		tools/check_targets.py tools/aarch64
+		tools/check_targets.py tools/steps.py tools/sweep.py tools/aarch64
 	$(VENV)/bin/ruff format --check python tests benches fuzz examples tools/properties.py \
-		tools/check_wheel.py tools/check_targets.py tools/aarch64
+		tools/check_wheel.py tools/check_targets.py tools/steps.py tools/sweep.py tools/aarch64
 
 fmt: $(STAMPS)/venv ## Format Rust and Python sources in place
 	cargo fmt

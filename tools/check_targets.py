@@ -18,8 +18,8 @@ runs included). Then, for every command of that dry run, it finds what the comma
   module of this repository it imports, transitively: examples, tests/support, benches,
   the package (``ROOT / ".jars-delta"`` counts);
 - the package itself, when the script imports ``cdc_decode`` with a venv's Python: that
-  venv must have had it installed (``maturin develop`` into it, or a wheel ``pip
-  install``-ed into it).
+  venv must have had it installed (``maturin develop`` into it, a wheel ``pip
+  install``-ed into it, or the checkout ``pip install -e .``-ed into it).
 
 Each use must be made by a recipe that runs before the command, or by the command's own
 recipe, in the same dry run; otherwise the target works only after another one made the
@@ -64,6 +64,8 @@ KEYWORDS = {"do", "then", "else", "if", "while", "until", "!", "time", "exec"}
 PYTHON = re.compile(r"(?:^|/)python3?(?:\.\d+)?$")
 INSTALL_MATURIN = re.compile(r"VIRTUAL_ENV=(\S+)\s+\S*maturin develop")
 INSTALL_WHEEL = re.compile(r"(\S+)/bin/python -m pip install [^\n]*\.whl")
+# An editable install of the checkout (maturin's PEP 660 build, as `make build` runs it).
+INSTALL_EDITABLE = re.compile(r"(\S+)/bin/python -m pip install [^\n]*-e \.(?:\s|$)")
 
 
 @dataclass
@@ -403,7 +405,7 @@ def check(
         if block.target in file_targets and "/" in block.target:
             made.add(block.target.split("/")[0])
         for command in block.commands:
-            for pattern in (INSTALL_MATURIN, INSTALL_WHEEL):
+            for pattern in (INSTALL_MATURIN, INSTALL_WHEEL, INSTALL_EDITABLE):
                 for venv in pattern.findall(command):
                     made.add(f"cdc_decode@{relative(venv, tree).removeprefix('./')}")
         for command in block.commands:
