@@ -74,6 +74,32 @@ def test_typed_events_with_partial_images_equal_the_source(delta_spark, tmp_path
     updates, rows from before an ADD COLUMN) and key changes, in three batches with late
     changes: the table holds the rows the events give applied in sequence order, absent
     columns keeping their values (``after_absent``), the keys the source's."""
+    _typed_partial(delta_spark, tmp_path, fmt, connector)
+
+
+def test_a_batch_resolved_first_gives_the_table_one_merge_gives(delta_spark, tmp_path,
+                                                                monkeypatch):  # fmt: skip
+    """The other way a type 1 batch is written: resolved against the table's rows of its
+    keys first, then merged (Delta tables past ``RESOLVE_BYTES``; the tests' small tables
+    take one MERGE whose clauses hold the rules). The Tencent DTS stream of the test above
+    (partial images, key changes, late changes) gives the same table, the source's."""
+    import importlib
+
+    apply_module = importlib.import_module("cdc_decode.spark.apply")
+    monkeypatch.setattr(apply_module, "RESOLVE_BYTES", -1)
+    resolved = []
+    real = apply_module._Call._resolved_merge
+
+    def counted(self, *args, **kwargs):
+        resolved.append(True)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(apply_module._Call, "_resolved_merge", counted)
+    _typed_partial(delta_spark, tmp_path, "tencent-dts", None)
+    assert resolved  # the batches took that way
+
+
+def _typed_partial(delta_spark, tmp_path, fmt, connector) -> None:
     extra = {} if connector is None else {"connector": connector}
     stream = generate(fmt, messages=MESSAGES, seed=7, tables=[TABLE], key_changes=KEY_CHANGES,
                       **extra)  # fmt: skip

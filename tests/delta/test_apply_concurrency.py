@@ -4,8 +4,9 @@
   MERGE's first job is seen running): the MERGE's commit conflicts, is run again, and the
   table stays equal to the changes applied.
 - Another writer changes rows of a batch between ``apply_changes``' read of them and its
-  MERGE: the MERGE fails on them (writing nothing), the batch is read again and applied,
-  and both writers' changes are in the table.
+  MERGE (a batch resolved against its stored rows first, as on a large table): the MERGE
+  fails on them (writing nothing), the batch is read again and applied, and both writers'
+  changes are in the table.
 - Tables applied at once from a thread pool in one session, each call with its own
   ``app_id``: every table is right and holds its own replay marker (the markers are
   session settings in Delta; each call sets them in a clone of the session).
@@ -77,6 +78,10 @@ def test_a_concurrent_optimize_is_retried(delta_spark, tmp_path):
 
 
 def test_rows_changed_after_they_were_read_are_read_again(delta_spark, tmp_path, monkeypatch):
+    import importlib
+
+    # The way that reads the rows first: a table past RESOLVE_BYTES (this one is small).
+    monkeypatch.setattr(importlib.import_module("cdc_decode.spark.apply"), "RESOLVE_BYTES", -1)
     path = str(tmp_path / "t")
     rows = [("insert", 1, None, (k, "a", 1)) for k in range(4)]
     cdc_spark.apply_changes(typed_events(delta_spark, rows), path)

@@ -3,8 +3,10 @@
 A batch of change events becomes **entries** (one per row change, two for an update that
 moves its key), the entries are **folded** to one row per key, a key change with a partial
 image is **filled** from the old key's row, and the result is written by one ``MERGE``
-whose clauses (SCD type 1) or re-chained versions (SCD type 2) hold the rules below. The
-table format (:mod:`cdc_decode.spark._tables`) runs that ``MERGE``.
+whose clauses (SCD type 1: their SQL text is :mod:`._rules_sql`) or re-chained versions
+(SCD type 2) hold the rules below. The table format (:mod:`cdc_decode.spark._tables`)
+runs that ``MERGE``; the rules import no format, only the leaves :mod:`._sql` (SQL text)
+and :mod:`._plans` (plan helpers) that the formats import too.
 
 **Per-column write sequences (type 1).** Each row keeps its newest change's sequence
 (``_cdc_sequence``, which decides whether the key is live or deleted, with its event time)
@@ -31,10 +33,12 @@ from functools import reduce
 from typing import TYPE_CHECKING, Any
 
 from .._typed import AFTER_ABSENT
-from ._tables import Clause, literal, quote
+from ._plans import col, merge_outcome
+from ._plans import detached as detached  # noqa: F401 (the rules' callers use it here)
+from ._sql import Clause, literal, quote
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import Column, DataFrame
 
     from ._tables import Table
 
@@ -79,13 +83,6 @@ DEL_PREV = "_del_prev"  # the one before it
 FULL_SEQ = "_full_seq"  # the newest upsert that carried every column
 UPSERT_SEQ = "_upsert_seq"  # whole images: the newest upsert (its image is the values)
 MOVE_SEQ = "_move_seq"
-
-
-def col(name: str, alias: str | None = None) -> Column:
-    """A column by its exact name (dots, backquotes and spaces quoted)."""
-    from pyspark.sql import functions as F
-
-    return F.col(quote(name) if alias is None else f"{alias}.{quote(name)}")
 
 
 def _empty() -> Column:
@@ -476,29 +473,6 @@ def _key_list_sql(keys: Sequence[str], rows: Sequence[Any]) -> str | None:
     )
 
 
-def detached(frame: DataFrame, session: SparkSession | None = None) -> DataFrame:
-    """``frame`` (persisted and counted, or checkpointed) as a frame of ``session`` (by
-    default its own) whose plan is one leaf over its rows.
-
-    Each pass of :func:`fill_moves` reads the one before three times, so without this the
-    plan of the ``n``-th pass holds ``3**n`` copies of the first (and of the table scan
-    with its key list): a chain of a few key changes made a plan of millions of nodes
-    that ran a 1 GB driver out of memory. The rows stay those of ``frame``'s cache; a lost
-    partition is recomputed from the RDD lineage. The leaf keeps none of the constraints
-    the plan it came from would carry into the analysis of a plan that reads it. On Spark
-    Connect (no JVM handle) ``frame`` is returned as it is.
-    """
-    jdf = getattr(frame, "_jdf", None)
-    if jdf is None:
-        return frame
-    from pyspark.sql import DataFrame
-
-    session = session or frame.sparkSession
-    rows = jdf.queryExecution().toRdd()
-    leaf = session._jsparkSession.internalCreateDataFrame(rows, jdf.schema(), False)
-    return DataFrame(leaf, session)
-
-
 def move_depth(moves: DataFrame, keys: Sequence[str], start: str) -> int:
     """The longest chain of key changes among ``moves`` (rows with ``_from`` set, their
     key and their sequence in ``start``): 1 when no moved row moves again (in a later
@@ -615,133 +589,7 @@ def fill_moves(
     return joined.select(*out)
 
 
-# --- SCD type 1: the MERGE's clauses ---------------------------------------------------------
-
-
-def scd1_clauses(
-    keys: Sequence[str], values: Sequence[str], *, whole: bool, horizon: bytes | None
-) -> list[Clause]:
-    """The clauses of the type 1 ``MERGE`` of folded rows (``s``) into the table (``t``).
-
-    ``whole``: rows of :func:`fold_whole` (every column written by ``_upsert_seq``), else of
-    :func:`fold_columns`. ``horizon``: the table's purge horizon: a key the table does not
-    hold is not written by changes up to it (a purged tombstone might have hidden them).
-
-    The first clause is the common case, a newer change whose image holds every column:
-    the row becomes that image. The second is every other matched row that changes; the
-    third inserts new keys.
-    """
-    from pyspark.sql import functions as F
-
-    x = _empty()
-    s = lambda name: col(name, "s")  # noqa: E731
-    t = lambda name: col(name, "t")  # noqa: E731
-    last, kind, time = s(LAST_SEQ), s(LAST_KIND), s(LAST_TIME)
-    d1, d2 = s(DEL_SEQ), s(DEL_PREV)
-    no_seq = F.lit(None).cast("binary")
-    no_map = F.lit(None).cast("map<string,binary>")
-
-    def written(i: int) -> Column:
-        return F.coalesce(s(UPSERT_SEQ) if whole else s(f"_s_{i}"), x)
-
-    # -- matched ------------------------------------------------------------------------
-    t_seq = F.coalesce(t(SEQUENCE), x)
-    t_del = F.coalesce(t(DELETED), F.lit(False))
-    base = F.coalesce(t(BASE_SEQUENCE), t(SEQUENCE), x)
-    newer = (last > t_seq) | ((last == t_seq) & t_del & (kind == "u"))
-    live = F.when(newer, kind == "u").otherwise(~t_del)
-    kill_live = F.greatest(d1, F.when(t_del, t_seq))
-    kill_tomb = F.when(newer, F.greatest(d2, F.when(t_del, t_seq))).otherwise(
-        F.when(d1 < t_seq, d1).otherwise(d2)
-    )
-    kill = F.coalesce(F.when(live, kill_live).otherwise(kill_tomb), x)
-    seq = F.when(newer, last).otherwise(t_seq)
-    update: dict[str, Column] = {}
-    newest = []  # per column: the newer of its write here and its stored write
-    changes = [newer, (d1 > base) & (d1 < t_seq)]
-    for i, c in enumerate(values):
-        stored_ws = F.coalesce(t(COLUMN_SEQUENCES)[c], base)
-        ws = written(i)
-        takes = ws > stored_ws
-        w = F.greatest(ws, stored_ws)
-        update[c] = F.when(w >= kill, F.when(takes, s(c)).otherwise(t(c)))
-        newest.append(w)
-        if not whole:
-            changes.append(takes)
-    if whole:
-        changes.append(s(UPSERT_SEQ) > base)
-    update.update(
-        _bookkeeping(values, newest, kill, seq, live, F.when(newer, time).otherwise(t(EVENT_TIME)))
-    )
-    fast = {c: s(c) for c in values}
-    fast.update(
-        {SEQUENCE: last, EVENT_TIME: time, DELETED: F.lit(False), BASE_SEQUENCE: no_seq,
-         COLUMN_SEQUENCES: no_map}
-    )  # fmt: skip
-    whole_image = s(UPSERT_SEQ) == last if whole else s(FULL_SEQ) == last
-    clauses = [
-        Clause("update", fast, newer & (kind == "u") & whole_image),
-        Clause("update", update, _any(changes)),
-    ]
-
-    # -- not matched: a new key -----------------------------------------------------------
-    born = F.lit(True) if horizon is None else last > F.lit(bytearray(horizon))
-    insert: dict[str, Column] = {k: s(k) for k in keys}
-    if whole:
-        insert.update({c: s(c) for c in values})
-        upsert = F.coalesce(s(UPSERT_SEQ), x)
-        insert.update(
-            {SEQUENCE: last, EVENT_TIME: time, DELETED: kind == "d",
-             BASE_SEQUENCE: F.when(kind == "d", upsert), COLUMN_SEQUENCES: no_map}
-        )  # fmt: skip
-    else:
-        new_live = kind == "u"
-        kill = F.coalesce(F.when(new_live, d1).otherwise(d2), x)
-        newest = []
-        for i, c in enumerate(values):
-            ws = written(i)
-            insert[c] = F.when(ws >= kill, s(c))
-            newest.append(ws)
-        insert.update(_bookkeeping(values, newest, kill, last, new_live, time))
-    clauses.append(Clause("insert", insert, born))
-    return clauses
-
-
-def _bookkeeping(
-    values: Sequence[str],
-    newest: Sequence[Column],
-    kill: Column,
-    seq: Column,
-    live: Column,
-    time: Column,
-) -> dict[str, Column]:
-    """The row's own columns from each column's write sequence (its ``newest`` write, or
-    the row's last delete, ``kill``, when that is newer: the value is gone): the base is
-    the oldest write (null when it is the row's sequence), the map the columns written
-    after it.
-
-    ``kill`` is written once in each expression (the oldest of ``max(w, kill)`` is
-    ``max(oldest w, kill)``), so the expressions grow with the columns, not with their
-    square: Spark compiles them instead of interpreting them."""
-    from pyspark.sql import functions as F
-
-    if values:
-        oldest = F.least(*newest) if len(newest) > 1 else newest[0]
-        base = F.greatest(oldest, kill)
-        writes = F.transform(F.array(*newest), lambda w: F.greatest(w, kill))
-        every = F.map_from_arrays(F.array(*[F.lit(c) for c in values]), writes)
-        later = F.map_filter(every, lambda _k, v: v > base)
-        stored_map = F.when(F.size(later) > 0, later)
-    else:
-        base = seq
-        stored_map = F.lit(None).cast("map<string,binary>")
-    return {
-        SEQUENCE: seq,
-        EVENT_TIME: time,
-        DELETED: ~live,
-        BASE_SEQUENCE: F.when(base != seq, base),
-        COLUMN_SEQUENCES: stored_map,
-    }
+# --- SCD type 1: the MERGE's clauses are SQL text, in ._rules_sql ---------------------------
 
 
 ACTION = "_cdc_action"  # a resolved row: "u" update, "i" insert, null: nothing to write
@@ -763,37 +611,6 @@ def _guard(alias: str) -> Column:
         t(BASE_SEQUENCE).alias("b"),
         F.map_entries(t(COLUMN_SEQUENCES)).alias("m"),
     )
-
-
-def merge_outcome(
-    clauses: Sequence[Clause], matched: Column, which: Column, fields: Sequence[Any]
-) -> tuple[Column, list[Column], Column]:
-    """What a ``MERGE`` of ``clauses`` does with a source row (``s``) joined to its table
-    row (``t``; ``matched``: there is one): the index of the first clause that holds (null:
-    none, ``MERGE``'s rule); given that index as ``which``, each of ``fields``' values in
-    the row it writes (a column the clause does not set keeps the table's on an update and
-    is null on an insert), and its action (``"u"`` update, ``"i"`` insert)."""
-    from pyspark.sql import functions as F
-
-    chosen = None
-    for i, clause in enumerate(clauses):
-        holds = matched if clause.kind == "update" else ~matched
-        if clause.condition is not None:
-            holds = holds & F.coalesce(clause.condition, F.lit(False))
-        chosen = F.when(holds, F.lit(i)) if chosen is None else chosen.when(holds, F.lit(i))
-    out = []
-    for f in fields:
-        value = None
-        for i, clause in enumerate(clauses):
-            given = clause.values.get(f.name)
-            if given is None:
-                given = col(f.name, "t") if clause.kind == "update" else F.lit(None)
-            value = F.when(which == i, given) if value is None else value.when(which == i, given)
-        out.append(value.cast(f.dataType).alias(f.name))
-    kinds = F.create_map(
-        *[F.lit(x) for i, c in enumerate(clauses) for x in (i, "u" if c.kind == "update" else "i")]
-    )
-    return chosen, out, kinds[which]
 
 
 def resolve_scd1(

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from .._schema import OPS
 from .._typed import AFTER_ABSENT
 from . import _apply_rules as rules
+from . import _rules_sql as rules_sql
 from ._apply_rules import ABSENT as ABSENT
 from ._apply_rules import BASE_SEQUENCE as BASE_SEQUENCE
 from ._apply_rules import COLUMN_SEQUENCES as COLUMN_SEQUENCES
@@ -77,6 +78,11 @@ BROADCAST_KEYS = 50_000
 its keys and broadcast into a MERGE that only sets columns: the table's files are then
 joined with it where they are read, and only their keys and bookkeeping are read by the
 MERGE (docs/apply.md, "Cost")."""
+
+RESOLVE_BYTES = 256 * 1024 * 1024
+"""A batch is resolved that way (:data:`BROADCAST_KEYS`) only on a table of more than this
+many bytes; on a smaller one, and on a format that does not say its size (Iceberg), the
+rules ride in one ``MERGE``'s clauses (:mod:`._rules_sql`), which reads the table once."""
 
 STALE_ATTEMPTS = 5
 """How many times a resolved batch is resolved again when another writer changed its rows
@@ -554,10 +560,12 @@ class _Call:
             horizon = table.properties().get(HORIZON_PROPERTY)
             horizons = [bytes.fromhex(horizon)] if horizon is not None else []
             horizons += [cut] if cut is not None else []
-            clauses = rules.scd1_clauses(
+            clauses = rules_sql.scd1_clauses(
                 keys, values, whole=whole, horizon=max(horizons) if horizons else None
             )
-            if not new_cut and result.keys <= BROADCAST_KEYS:
+            size = table.size_bytes()
+            large = size is not None and size > RESOLVE_BYTES
+            if not new_cut and result.keys <= BROADCAST_KEYS and large:
                 commit = self._resolved_merge(source, clauses)
             else:
                 # The folded batch, held in memory, is the source as it is (no truncate, no

@@ -19,11 +19,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+from .._sql import Clause, literal, merge_statement, quote
+
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import Column, DataFrame, SparkSession
+    from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructField, StructType
 
-__all__ = ["Clause", "Commit", "Table", "literal", "open_table", "quote"]
+__all__ = ["Clause", "Commit", "Table", "literal", "merge_statement", "open_table", "quote"]
 
 LOG = logging.getLogger("cdc_decode.spark.apply")
 
@@ -33,35 +35,6 @@ BACKOFF = 0.25
 """Seconds before the first retry; doubled each time, with up to half again of jitter."""
 
 T = TypeVar("T")
-
-
-def quote(name: str) -> str:
-    """A column or table name as a quoted SQL identifier."""
-    return "`" + name.replace("`", "``") + "`"
-
-
-def literal(text: str) -> str:
-    """A string as a SQL string literal."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-@dataclass
-class Clause:
-    """One ``WHEN`` clause of a ``MERGE`` (target alias ``t``, source alias ``s``).
-
-    Attributes:
-        kind: ``"update"`` (when matched) or ``"insert"`` (when not matched).
-        values: target column name -> value.
-        condition: the clause's extra condition, or ``None``.
-        sql: the same clause as SQL text, ``(condition or None, {column: value})``, for a
-            format whose ``MERGE`` is written in SQL (Spark's columns have no SQL text);
-            ``None``: not given, and such a format computes the clause's rows itself.
-    """
-
-    kind: str
-    values: Mapping[str, Column]
-    condition: Column | None = None
-    sql: tuple[str | None, Mapping[str, str]] | None = None
 
 
 @dataclass
@@ -201,6 +174,11 @@ class Table:
     def delete(self, condition: str) -> int:
         """Delete the rows matching the SQL ``condition``; the rows deleted."""
         raise NotImplementedError
+
+    def size_bytes(self) -> int | None:
+        """The table's data size as its own metadata says (no scan of the data), or
+        ``None`` where the format does not say it cheaply."""
+        return None
 
     # -- shared ------------------------------------------------------------------------
 

@@ -17,7 +17,8 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import Clause, Commit, Table, quote
+from .._plans import detached
+from . import Clause, Commit, Table, merge_statement, quote
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -203,6 +204,10 @@ class DeltaTarget(Table):
             session.conf.set(USER_METADATA, tag)
         return session
 
+    def size_bytes(self) -> int | None:
+        snap = self._snapshot()
+        return None if snap is None else int(snap.sizeInBytes())
+
     def merge_once(
         self,
         source: DataFrame,
@@ -219,14 +224,25 @@ class DeltaTarget(Table):
         if materialized:
             # Held in memory and reading no table: Delta's copy of it would be a second.
             session.conf.set(MATERIALIZE_SOURCE, "none")
-        builder = self._delta_table(session).alias("t").merge(source.alias("s"), on)
-        for clause in clauses:
-            values = {f"t.{quote(k)}": v for k, v in clause.values.items()}
-            if clause.kind == "update":
-                builder = builder.whenMatchedUpdate(condition=clause.condition, set=values)
-            else:
-                builder = builder.whenNotMatchedInsert(condition=clause.condition, values=values)
-        done = builder.execute().first()
+        if all(c.sql is not None for c in clauses):
+            # The clauses' SQL text: one statement, parsed and planned by the JVM alone.
+            view = f"_cdc_decode_source_{uuid.uuid4().hex}"
+            detached(source, session).createOrReplaceTempView(view)
+            try:
+                done = session.sql(merge_statement(self.sql_name, view, on, clauses)).first()
+            finally:
+                session.catalog.dropTempView(view)
+        else:
+            builder = self._delta_table(session).alias("t").merge(source.alias("s"), on)
+            for clause in clauses:
+                values = {f"t.{quote(k)}": v for k, v in clause.values.items()}
+                if clause.kind == "update":
+                    builder = builder.whenMatchedUpdate(condition=clause.condition, set=values)
+                else:
+                    builder = builder.whenNotMatchedInsert(
+                        condition=clause.condition, values=values
+                    )
+            done = builder.execute().first()
         return self._commit(before, tag, txn, None if done is None else done.asDict())
 
     def _commit(

@@ -27,8 +27,8 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._apply_rules import detached, merge_outcome
-from . import Clause, Commit, Table, literal, quote
+from .._plans import detached, merge_outcome
+from . import Clause, Commit, Table, literal, merge_statement, quote
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -314,10 +314,11 @@ class IcebergTarget(Table):
         # the MERGE's own target fails analysis (its attributes are taken as the
         # target's).
         if all(c.sql is not None for c in clauses):
-            # Clauses with SQL text (rows resolved against the table beforehand): the
-            # MERGE runs them as they are.
-            rows = source.localCheckpoint(eager=True)
-            statement = _statement(self.sql_name, view, on, clauses)
+            # Clauses with SQL text (the rules, or rows resolved against the table
+            # beforehand): the MERGE runs them as they are. A source held in memory is
+            # read as it is; another is checkpointed first.
+            rows = source if materialized else source.localCheckpoint(eager=True)
+            statement = merge_statement(self.sql_name, view, on, clauses)
         else:
             # Only the rows that change are kept, each with the clause it takes.
             rows = self._resolve(source, on, clauses).localCheckpoint(eager=True)
@@ -326,7 +327,7 @@ class IcebergTarget(Table):
                 Clause("update", {}, sql=(f"s.{ACTION} = 'u'", every)),
                 Clause("insert", {}, sql=(f"s.{ACTION} = 'i'", every)),
             ]
-            statement = _statement(self.sql_name, view, on, resolved)
+            statement = merge_statement(self.sql_name, view, on, resolved)
         tag = uuid.uuid4().hex
         marks = {COMMIT_ID: tag}
         if txn is not None:
@@ -373,22 +374,6 @@ class IcebergTarget(Table):
             return Commit(version=snapshot_id, written=True, metrics=metrics,
                           changed_rows=changed)  # fmt: skip
         return Commit(version=self.version())
-
-
-def _statement(name: str, view: str, on: str, clauses: Sequence[Clause]) -> str:
-    """The SQL ``MERGE`` of clauses that carry their SQL text (:attr:`Clause.sql`)."""
-    parts = [f"MERGE INTO {name} t USING {view} s ON {on}"]
-    for clause in clauses:
-        condition, values = clause.sql  # type: ignore[misc]
-        when = " AND " + condition if condition else ""
-        if clause.kind == "update":
-            sets = ", ".join(f"t.{quote(c)} = {v}" for c, v in values.items())
-            parts.append(f"WHEN MATCHED{when} THEN UPDATE SET {sets}")
-        else:
-            names = ", ".join(quote(c) for c in values)
-            given = ", ".join(values.values())
-            parts.append(f"WHEN NOT MATCHED{when} THEN INSERT ({names}) VALUES ({given})")
-    return " ".join(parts)
 
 
 def _promotes(old: DataType, new: DataType) -> bool:

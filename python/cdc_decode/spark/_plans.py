@@ -1,0 +1,74 @@
+"""Plan helpers the rules and the table formats share: a column by its exact name, a
+frame made a leaf over its cached rows, and what a ``MERGE`` does with a source row. A
+leaf beside :mod:`._sql`: it imports nothing of the package but the SQL text helpers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._sql import Clause, quote
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+
+def col(name: str, alias: str | None = None) -> Column:
+    """A column by its exact name (dots, backquotes and spaces quoted)."""
+    from pyspark.sql import functions as F
+
+    return F.col(quote(name) if alias is None else f"{alias}.{quote(name)}")
+
+
+def detached(frame: DataFrame, session: SparkSession | None = None) -> DataFrame:
+    """``frame`` (persisted and counted, or checkpointed) as a frame of ``session`` (by
+    default its own) whose plan is one leaf over its rows.
+
+    Each pass of :func:`fill_moves` reads the one before three times, so without this the
+    plan of the ``n``-th pass holds ``3**n`` copies of the first (and of the table scan
+    with its key list): a chain of a few key changes made a plan of millions of nodes
+    that ran a 1 GB driver out of memory. The rows stay those of ``frame``'s cache; a lost
+    partition is recomputed from the RDD lineage. The leaf keeps none of the constraints
+    the plan it came from would carry into the analysis of a plan that reads it. On Spark
+    Connect (no JVM handle) ``frame`` is returned as it is.
+    """
+    jdf = getattr(frame, "_jdf", None)
+    if jdf is None:
+        return frame
+    from pyspark.sql import DataFrame
+
+    session = session or frame.sparkSession
+    rows = jdf.queryExecution().toRdd()
+    leaf = session._jsparkSession.internalCreateDataFrame(rows, jdf.schema(), False)
+    return DataFrame(leaf, session)
+
+
+def merge_outcome(
+    clauses: Sequence[Clause], matched: Column, which: Column, fields: Sequence[Any]
+) -> tuple[Column, list[Column], Column]:
+    """What a ``MERGE`` of ``clauses`` does with a source row (``s``) joined to its table
+    row (``t``; ``matched``: there is one): the index of the first clause that holds (null:
+    none, ``MERGE``'s rule); given that index as ``which``, each of ``fields``' values in
+    the row it writes (a column the clause does not set keeps the table's on an update and
+    is null on an insert), and its action (``"u"`` update, ``"i"`` insert)."""
+    from pyspark.sql import functions as F
+
+    chosen = None
+    for i, clause in enumerate(clauses):
+        holds = matched if clause.kind == "update" else ~matched
+        if clause.condition is not None:
+            holds = holds & F.coalesce(clause.condition, F.lit(False))
+        chosen = F.when(holds, F.lit(i)) if chosen is None else chosen.when(holds, F.lit(i))
+    out = []
+    for f in fields:
+        value = None
+        for i, clause in enumerate(clauses):
+            given = clause.values.get(f.name)
+            if given is None:
+                given = col(f.name, "t") if clause.kind == "update" else F.lit(None)
+            value = F.when(which == i, given) if value is None else value.when(which == i, given)
+        out.append(value.cast(f.dataType).alias(f.name))
+    kinds = F.create_map(
+        *[F.lit(x) for i, c in enumerate(clauses) for x in (i, "u" if c.kind == "update" else "i")]
+    )
+    return chosen, out, kinds[which]
