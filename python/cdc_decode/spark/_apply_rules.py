@@ -103,6 +103,22 @@ def _any(columns: Sequence[Column]) -> Column:
     return reduce(lambda a, b: a | b, columns) if columns else F.lit(False)
 
 
+def _memo(method):
+    """A method of :class:`Images` computed once per arguments: a column is built by many
+    py4j calls, and the rules ask for the same ones many times."""
+
+    def wrapper(self, *args):
+        key = (method.__name__, *args)
+        found = self._columns.get(key)
+        if found is None:
+            found = self._columns[key] = method(self, *args)
+        return found
+
+    wrapper.__name__ = method.__name__
+    wrapper.__doc__ = method.__doc__
+    return wrapper
+
+
 class Images:
     """Reading the key and value columns out of the events' ``before``/``after`` images.
 
@@ -134,6 +150,7 @@ class Images:
         self.generic = generic
         self.absent = absent
         self.ignore_null_updates = ignore_null_updates
+        self._columns: dict[tuple, Column] = {}
 
     def _matches(self, image: str, name: str) -> Column:
         from pyspark.sql import functions as F
@@ -141,6 +158,7 @@ class Images:
         lower = name.lower()
         return F.filter(F.map_keys(F.col(image)), lambda k: F.lower(k) == F.lit(lower))
 
+    @_memo
     def raw(self, image: str, name: str) -> Column:
         """The image's value for ``name`` as it is (generic: the text)."""
         from pyspark.sql import functions as F
@@ -152,6 +170,7 @@ class Images:
         other = F.when(F.size(matches) == 1, F.col(image)[F.get(matches, 0)])
         return F.when(F.map_contains_key(F.col(image), name), value).otherwise(other)
 
+    @_memo
     def get(self, image: str, name: str) -> Column:
         """A column of an image, of the column's type."""
         from pyspark.sql.types import StringType
@@ -161,10 +180,12 @@ class Images:
             return raw
         return raw.try_cast(self.types[name])
 
+    @_memo
     def unconverted(self, image: str, name: str) -> Column:
         """The image has text for ``name`` that does not convert to its type."""
         return self.raw(image, name).isNotNull() & self.get(image, name).isNull()
 
+    @_memo
     def present(self, name: str) -> Column:
         """The ``after`` image carries a value (maybe null) for column ``name``."""
         from pyspark.sql import functions as F
@@ -191,10 +212,12 @@ class Images:
         lower = F.array(*[F.lit(n.lower()) for n in self.names])
         return F.filter(F.map_keys(F.col("after")), lambda k: ~F.array_contains(lower, F.lower(k)))
 
+    @_memo
     def keyed(self, image: str) -> Column:
         """The image has a value for every key column."""
         return _all([self.get(image, k).isNotNull() for k in self.keys])
 
+    @_memo
     def moved(self) -> Column:
         """An update whose key changed (both images keyed, some key column differs)."""
         from pyspark.sql import functions as F
@@ -287,34 +310,33 @@ def fold_whole(entries: DataFrame, keys: Sequence[str], values: Sequence[str]) -
     them. The newest upsert further back is not looked for: after a delete, then another
     delete of the key (its re-insert not yet delivered), the tombstone keeps the stored
     values until that re-insert arrives."""
-    from pyspark.sql import Window
-    from pyspark.sql import functions as F
-
-    by_key = Window.partitionBy(*[col(k) for k in keys])
-    order = by_key.orderBy(F.col("_seq").desc(), F.col(KIND).desc(), F.col(TIE).desc())
-    everything = order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    upsert = F.struct(F.col("_seq").alias("u"), *[col(c) for c in values])
-    recent = entries.withColumn("_rank", F.dense_rank().over(order)).where("_rank <= 2")
-    newest_upsert = F.first(F.when(F.col(KIND) == "u", upsert), ignorenulls=True)
+    # SQL text, one py4j call per select: the same plan as the column API's, which took
+    # hundreds of calls.
+    key_list = ", ".join(quote(k) for k in keys)
+    order = f"PARTITION BY {key_list} ORDER BY _seq DESC, {KIND} DESC, {TIE} DESC"
+    everything = f"{order} ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING"
+    image = ", ".join(f"{literal(c)}, {quote(c)}" for c in values)
+    upsert = f"named_struct('u', _seq{', ' + image if image else ''})"
+    recent = entries.selectExpr("*", f"dense_rank() OVER ({order}) AS _rank").where("_rank <= 2")
     return (
-        recent.select(
-            *[col(k) for k in keys],
+        recent.selectExpr(
+            *[quote(k) for k in keys],
             "_seq",
             KIND,
             "_time",
-            F.row_number().over(order).alias("_row"),
-            newest_upsert.over(everything).alias("_u"),
+            f"row_number() OVER ({order}) AS _row",
+            f"first(CASE WHEN {KIND} = 'u' THEN {upsert} END, true) OVER ({everything}) AS _u",
         )
         .where("_row = 1")
-        .select(
-            *[col(k) for k in keys],
-            F.col("_seq").alias(LAST_SEQ),
-            F.col(KIND).alias(LAST_KIND),
-            F.col("_time").alias(LAST_TIME),
-            F.when(F.col(KIND) == "d", F.col("_seq")).alias(DEL_SEQ),
-            F.lit(None).cast("binary").alias(DEL_PREV),
-            F.col("_u.u").alias(UPSERT_SEQ),
-            *[F.col("_u")[c].alias(c) for c in values],
+        .selectExpr(
+            *[quote(k) for k in keys],
+            f"_seq AS {LAST_SEQ}",
+            f"{KIND} AS {LAST_KIND}",
+            f"_time AS {LAST_TIME}",
+            f"CASE WHEN {KIND} = 'd' THEN _seq END AS {DEL_SEQ}",
+            f"CAST(NULL AS BINARY) AS {DEL_PREV}",
+            f"_u.u AS {UPSERT_SEQ}",
+            *[f"_u.{quote(c)} AS {quote(c)}" for c in values],
         )
     )
 

@@ -4,13 +4,18 @@ leaf beside :mod:`._sql`: it imports nothing of the package but the SQL text hel
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+import functools
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._sql import Clause, quote
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame, SparkSession
+
+Func = TypeVar("Func", bound=Callable[..., Any])
 
 
 def col(name: str, alias: str | None = None) -> Column:
@@ -72,3 +77,50 @@ def merge_outcome(
         *[F.lit(x) for i, c in enumerate(clauses) for x in (i, "u" if c.kind == "update" else "i")]
     )
     return chosen, out, kinds[which]
+
+
+_CALL_SITES = threading.Lock()
+_inside = [0, None]  # calls inside, the setting saved by the first
+
+
+@contextmanager
+def without_call_sites() -> Iterator[None]:
+    """PySpark 4 records the Python call site of every column and frame method for its
+    error messages (``spark.python.sql.dataFrameDebugging.enabled``): four py4j calls more
+    per method, most of the py4j calls of an ``apply_changes`` call (thousands: about a
+    second a call). Its plans are the library's own, whose call sites tell a user
+    nothing, so they are built without it. The setting is the process's: the first call
+    in saves it and the last one out restores it (calls on several threads at once, as
+    ``sync``'s, leave it as they found it). Spark 3.5 has no such setting: nothing to do."""
+    try:
+        from pyspark.errors import utils
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    if not hasattr(utils, "_enable_debugging_cache"):
+        yield
+        return
+    with _CALL_SITES:
+        if _inside[0] == 0:
+            _inside[1] = utils._enable_debugging_cache
+        _inside[0] += 1
+        utils._enable_debugging_cache = False
+    try:
+        yield
+    finally:
+        with _CALL_SITES:
+            _inside[0] -= 1
+            if _inside[0] == 0:
+                utils._enable_debugging_cache = _inside[1]
+
+
+def built_without_call_sites(func: Func) -> Func:
+    """``func`` run inside :func:`without_call_sites` (one frame more for ``warnings``'
+    ``stacklevel``)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with without_call_sites():
+            return func(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]

@@ -51,6 +51,8 @@ from ._apply_rules import SEQUENCE as SEQUENCE
 from ._apply_rules import START_SEQUENCE as START_SEQUENCE
 from ._apply_rules import START_TIME as START_TIME
 from ._apply_rules import UPSERT_OPS as UPSERT_OPS
+from ._plans import built_without_call_sites
+from ._sql import literal
 from ._tables import Clause, Commit, Table, open_table, quote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -181,6 +183,7 @@ class ApplyResult:
         return self.events == counted + sum(self.other.values())
 
 
+@built_without_call_sites
 def apply_changes(
     events: DataFrame,
     target: str,
@@ -414,7 +417,7 @@ def apply_changes(
         )
         if on_stale == "raise":
             raise ValueError(message)
-        warnings.warn(message, StaleChangesWarning, stacklevel=2)
+        warnings.warn(message, StaleChangesWarning, stacklevel=3)  # over the wrapper
     return result
 
 
@@ -975,19 +978,23 @@ class _Counts:
         op = F.col("op")
         row = op.isin(*ROW_OPS)
         upsert = op.isin(*UPSERT_OPS)
-        truncate = (op == "truncate") & F.col("_seq").isNotNull()
-        aggs = [
-            F.count(F.lit(1)).alias("events"),
-            F.max(F.when(row, F.unix_micros("_time"))).alias("newest"),
-            F.max_by(
-                F.struct(F.col("_seq").alias("s"), F.unix_micros("_time").alias("t")),
-                F.when(truncate, F.col("_seq")),
-            ).alias("truncate"),
+        # The counts every batch takes, as SQL text: one py4j call each.
+        ops = ", ".join(literal(name) for name in OPS)
+        is_row = f"op IN ({', '.join(literal(name) for name in ROW_OPS)})"
+        texts = [
+            "count(1) AS events",
+            f"max(CASE WHEN {is_row} THEN unix_micros(_time) END) AS newest",
+            "max_by(named_struct('s', _seq, 't', unix_micros(_time)), CASE WHEN op = "
+            "'truncate' AND _seq IS NOT NULL THEN _seq END) AS `truncate`",
+            *[
+                f"count(CASE WHEN op = {literal(name)} THEN 1 END) AS {quote('op_' + name)}"
+                for name in OPS
+            ],
+            f"count(CASE WHEN NOT op IN ({ops}) THEN 1 END) AS unknown",
+            f"count(CASE WHEN {is_row} AND _seq IS NULL THEN 1 END) AS unsequenced",
         ]
-        aggs += [F.count(F.when(op == name, 1)).alias(f"op_{name}") for name in OPS]
-        aggs.append(F.count(F.when(~op.isin(*OPS), 1)).alias("unknown"))
+        aggs = [F.expr(text) for text in texts]
         no_seq = F.col("_seq").isNull()
-        aggs.append(F.count(F.when(row & no_seq, 1)).alias("unsequenced"))
         if image.keys:
             unkeyed = ~(image.keyed("after") | image.keyed("before"))
             aggs.append(F.count(F.when(row & ~no_seq & unkeyed, 1)).alias("unkeyed"))

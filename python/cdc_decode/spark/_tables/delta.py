@@ -54,6 +54,7 @@ class DeltaTarget(Table):
         self.is_path = is_path(target)
         self.sql_name = f"delta.{quote(target)}" if self.is_path else target
         self._snap: Any = None
+        self._props: tuple[Any, dict[str, str]] | None = None
         self._loaded = False
 
     # -- the snapshot --------------------------------------------------------------------
@@ -86,9 +87,14 @@ class DeltaTarget(Table):
                 self._snap = snap
         return self._snap
 
-    def _scala_map(self, value: Any) -> dict:
-        converters = self.spark._jvm.scala.jdk.javaapi.CollectionConverters
-        return dict(converters.asJava(value))
+    def _configuration(self, snap: Any) -> dict[str, str]:
+        """The snapshot's table properties, read once per snapshot: one py4j call for the
+        metadata action's JSON (iterating the Scala map took two calls per entry)."""
+        held = self._props
+        if held is None or held[0] is not snap:
+            metadata = json.loads(snap.metadata().json())["metaData"]
+            held = self._props = (snap, dict(metadata.get("configuration") or {}))
+        return dict(held[1])
 
     def exists(self) -> bool:
         return self._snapshot() is not None
@@ -100,7 +106,7 @@ class DeltaTarget(Table):
 
     def properties(self) -> dict[str, str]:
         snap = self._snapshot()
-        return {} if snap is None else self._scala_map(snap.metadata().configuration())
+        return {} if snap is None else self._configuration(snap)
 
     def version(self) -> int | None:
         snap = self._snapshot()
@@ -110,8 +116,8 @@ class DeltaTarget(Table):
         snap = self._snapshot()
         if snap is None:
             return None
-        stored = self._scala_map(snap.transactions()).get(app_id)
-        return None if stored is None else int(stored)
+        stored = snap.transactions().get(app_id)  # a Scala Option
+        return int(stored.get()) if stored.isDefined() else None
 
     def _delta_table(self, session: SparkSession) -> Any:
         from delta.tables import DeltaTable
