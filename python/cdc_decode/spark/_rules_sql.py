@@ -34,7 +34,7 @@ from ._apply_rules import (  # noqa: E402
     SEQUENCE,
     UPSERT_SEQ,
 )
-from ._sql import Clause, quote
+from ._sql import Clause, literal, quote
 
 EMPTY = "X''"
 NO_SEQ = "CAST(NULL AS BINARY)"
@@ -47,11 +47,6 @@ def _s(name: str) -> str:
 
 def _t(name: str) -> str:
     return f"t.{quote(name)}"
-
-
-def _string(text: str) -> str:
-    """A column name as a SQL string literal (a map key)."""
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _greatest(*parts: str) -> str:
@@ -70,13 +65,14 @@ def _when(condition: str, then: str, otherwise: str | None = None) -> str:
 def _bookkeeping(
     values: Sequence[str], newest: Sequence[str], kill: str, seq: str, live: str, time: str
 ) -> dict[str, str]:
-    """The row's own columns from each column's write sequence: as
-    ``_apply_rules._bookkeeping``, in SQL (the oldest write, or the row's last delete when
-    newer, is the base, null when it is the row's sequence; the map holds the columns
-    written after it)."""
+    """The row's own columns from each column's write sequence (its newest write, or the
+    row's last delete, ``kill``, when that is newer: the value is gone): the base is the
+    oldest write (null when it is the row's sequence), the map the columns written after
+    it. ``kill`` is written once in each expression (the oldest of ``max(w, kill)`` is
+    ``max(oldest w, kill)``), so the text grows with the columns, not with their square."""
     if values:
         base = _greatest(_least(*newest), kill)
-        names = ", ".join(_string(c) for c in values)
+        names = ", ".join(literal(c) for c in values)
         writes = f"transform(array({', '.join(newest)}), w -> greatest(w, {kill}))"
         every = f"map_from_arrays(array({names}), {writes})"
         later = f"map_filter({every}, (k, v) -> v > {base})"
@@ -96,8 +92,8 @@ def _bookkeeping(
 def scd1_clauses(
     keys: Sequence[str], values: Sequence[str], *, whole: bool, horizon: bytes | None
 ) -> list[Clause]:
-    """The type 1 ``MERGE``'s clauses (``_apply_rules.scd1_clauses``'s rules), each with its
-    SQL text and, from it, its Spark columns. ``whole``: rows of ``fold_whole`` (every
+    """The type 1 ``MERGE``'s clauses (the rules of :mod:`._apply_rules`' docstring), each
+    with its SQL text and, from it, its Spark columns. ``whole``: rows of ``fold_whole`` (every
     column written by ``_upsert_seq``), else of ``fold_columns``; ``horizon``: the table's
     purge horizon (a key the table does not hold is not written by changes up to it)."""
     from pyspark.sql import functions as F
@@ -143,7 +139,7 @@ def _scd1_text(
     newest = []
     changes = [newer, f"({d1} > {base} AND {d1} < {t_seq})"]
     for i, c in enumerate(values):
-        stored_ws = f"coalesce({_t(COLUMN_SEQUENCES)}[{_string(c)}], {base})"
+        stored_ws = f"coalesce({_t(COLUMN_SEQUENCES)}[{literal(c)}], {base})"
         ws = written(i)
         takes = f"({ws} > {stored_ws})"
         w = _greatest(ws, stored_ws)
