@@ -566,9 +566,7 @@ class _Call:
             clauses = rules_sql.scd1_clauses(
                 keys, values, whole=whole, horizon=max(horizons) if horizons else None
             )
-            size = table.size_bytes()
-            large = size is not None and size > RESOLVE_BYTES
-            if not new_cut and result.keys <= BROADCAST_KEYS and large:
+            if not new_cut and result.keys <= BROADCAST_KEYS and _large(table):
                 commit = self._resolved_merge(source, clauses)
             else:
                 # The folded batch, held in memory, is the source as it is (no truncate, no
@@ -754,6 +752,13 @@ def _drain(events: DataFrame) -> None:
         in_stream = False
     if in_stream:
         events.write.format("noop").mode("overwrite").save()
+
+
+def _large(table: Table) -> bool:
+    """Whether the table holds more than :data:`RESOLVE_BYTES` (asked only when the batch
+    could take the resolved path)."""
+    size = table.size_bytes()
+    return size is not None and size > RESOLVE_BYTES
 
 
 def _on(keys: Sequence[str]) -> str:
