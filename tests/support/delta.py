@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from support import INTERPRETED
+
 ROOT = Path(__file__).resolve().parents[2]
 JARS = ROOT / ".jars-delta"
 SPARK_JARS = ROOT / ".jars"
@@ -26,15 +28,20 @@ def delta_session(
     *,
     app: str = "cdc-decode-delta",
     master: str = "local[1]",
-    memory: str = "2g",
+    memory: str = "3g",
+    interpreted: bool = True,
     **config: str,
 ) -> object:
     """A ``local[1]`` (or ``master``) SparkSession with Delta Lake and Spark's Kafka source
     (``cdc_spark.local_session(delta=True, kafka=True)`` with the jars of this checkout),
     its Python workers on this interpreter, UTC, two shuffle partitions, ``memory`` for the
-    driver (2 GB: one session runs the whole suite, and the widest format's table, Tencent
-    DTS, peaks at 0.98 GB of a 1 GB heap); ``config``: more settings, as
-    ``local_session`` takes them."""
+    driver (3 GB: one session runs the whole suite; the widest format's table, Tencent DTS,
+    peaks at 0.98 GB of a 1 GB heap, and Tencent DTS's SCD2 history after eight other
+    tests failed to build its broadcasts in 2 GB), 4 MB memory pages (Spark's default for
+    this heap is 64 MB, and each of the SCD2 plan's broadcast joins takes at least one
+    page while it is built, however few its rows); ``config``: more settings, as
+    ``local_session`` takes them; ``interpreted``: expressions evaluated without code
+    generation (:data:`support.INTERPRETED`)."""
     if not any(JARS.glob("*.jar")):
         raise RuntimeError(f"no Delta jars in {JARS}: run `make delta-jars`")
     kafka = [j for j in sorted(SPARK_JARS.glob("*.jar")) if not j.name.startswith("spark-avro")]
@@ -56,6 +63,8 @@ def delta_session(
         spark__sql__warehouse__dir=str(warehouse),
         spark__databricks__delta__snapshotPartitions="1",
         spark__sql__sources__parallelPartitionDiscovery__parallelism="1",
+        spark__buffer__pageSize="4m",
+        **(INTERPRETED if interpreted else {}),
         **config,
     )
 

@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from cdc_decode._kafka_broker import _java, _stop_pid, free_port
+from support import INTERPRETED
 
 ROOT = Path(__file__).resolve().parents[2]
 JARS = ROOT / ".jars-iceberg"
@@ -53,7 +54,8 @@ def iceberg_session(
     UTC, two shuffle partitions, ``memory`` for the driver (2 GB, as for Delta: one session
     runs the whole suite; after a full GC it holds 350-665 MB, and Tencent DTS's SCD2 with
     key changes, whose plan has several broadcast joins each with its own memory page, once
-    failed to allocate one on a 1 GB heap)."""
+    failed to allocate one on a 1 GB heap); expressions evaluated without code generation
+    (:data:`support.INTERPRETED`)."""
     if not any(JARS.glob("iceberg-spark-runtime-*.jar")):
         raise RuntimeError(f"no Iceberg runtime in {JARS}: run `make iceberg-jars`")
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -72,6 +74,8 @@ def iceberg_session(
         spark__default__parallelism="1",
         spark__driver__memory=memory,
         spark__sql__warehouse__dir=str(warehouse.parent / "spark-warehouse"),
+        spark__buffer__pageSize="4m",  # as for Delta (support/delta.py)
+        **INTERPRETED,
     )
 
 

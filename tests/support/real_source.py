@@ -674,7 +674,8 @@ def _main(argv: list[str] | None = None) -> int:
     from support.delta import delta_session
 
     tables = POSTGRES + MARIADB
-    spark = delta_session(Path(args.warehouse), app="cdc-decode-real-source-job")
+    # Code generation on, as users run it: the generated path of the rules (support.INTERPRETED).
+    spark = delta_session(Path(args.warehouse), app="cdc-decode-real-source-job", interpreted=False)
     sink = SyncSink(
         args.lake, tables, log=Path(args.log), pause_first=args.pause_first, pause=args.pause
     )
