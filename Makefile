@@ -70,14 +70,14 @@ $(STAMPS)/build: $(STAMPS)/venv $(WHEEL_X86)
 # run one after another; the lanes of a phase (split by |) side by side, so that work
 # waiting on sockets, disks and other processes (real databases, Kafka Connect, brokers,
 # downloads) runs beside work that needs the CPU. The downloads run beside the builds the
-# suites need (and cargo test); the fuzz targets build in one lane while the other runs
-# suites: no two lanes fetch or build at once. Each parallel suite gets its own pytest
-# --basetemp.
+# suites need (and cargo test), then the fuzz targets build there (AddressSanitizer, their
+# own target folder): the suites' phase, where both lanes need the CPU, only runs them.
+# Each parallel suite gets its own pytest --basetemp.
 TEST_LANE_1 := test-python test-delta-apply
 TEST_LANE_2 := test-delta-services test-iceberg test-spark42 test-spark35 test-fuzz
 TEST_PHASES := \
 	"check-targets venv" \
-	"build test-rust | test-downloads" \
+	"build test-rust | test-downloads fuzz-build" \
 	"venv-spark42 venv-spark41 venv-spark35" \
 	"$(TEST_LANE_1) | $(TEST_LANE_2)"
 
