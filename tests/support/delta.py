@@ -29,7 +29,7 @@ def delta_session(
     app: str = "cdc-decode-delta",
     master: str = "local[1]",
     memory: str = "3g",
-    interpreted: bool = True,
+    interpreted: bool = False,
     **config: str,
 ) -> object:
     """A ``local[1]`` (or ``master``) SparkSession with Delta Lake and Spark's Kafka source
@@ -41,7 +41,7 @@ def delta_session(
     this heap is 64 MB, and each of the SCD2 plan's broadcast joins takes at least one
     page while it is built, however few its rows); ``config``: more settings, as
     ``local_session`` takes them; ``interpreted``: expressions evaluated without code
-    generation (:data:`support.INTERPRETED`)."""
+    generation (:data:`support.INTERPRETED`; the test suites' sessions, not the benchmarks')."""
     if not any(JARS.glob("*.jar")):
         raise RuntimeError(f"no Delta jars in {JARS}: run `make delta-jars`")
     kafka = [j for j in sorted(SPARK_JARS.glob("*.jar")) if not j.name.startswith("spark-avro")]
@@ -72,6 +72,6 @@ def delta_session(
 @pytest.fixture(scope="session")
 def delta_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """One Delta-enabled SparkSession for the whole run; stopped at the end."""
-    session = delta_session(tmp_path_factory.mktemp("warehouse"))
+    session = delta_session(tmp_path_factory.mktemp("warehouse"), interpreted=True)
     yield session
     session.stop()

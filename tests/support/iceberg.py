@@ -47,6 +47,7 @@ def iceberg_session(
     app: str = "cdc-decode-iceberg",
     master: str = "local[1]",
     memory: str = "2g",
+    interpreted: bool = False,
 ) -> object:
     """A ``local[1]`` (or ``master``) SparkSession with Iceberg, its Hadoop catalog ``lake``
     in ``warehouse`` and Spark's Kafka source (``cdc_spark.local_session(iceberg=True,
@@ -54,8 +55,9 @@ def iceberg_session(
     UTC, two shuffle partitions, ``memory`` for the driver (2 GB, as for Delta: one session
     runs the whole suite; after a full GC it holds 350-665 MB, and Tencent DTS's SCD2 with
     key changes, whose plan has several broadcast joins each with its own memory page, once
-    failed to allocate one on a 1 GB heap); expressions evaluated without code generation
-    (:data:`support.INTERPRETED`)."""
+    failed to allocate one on a 1 GB heap); ``interpreted``: expressions evaluated without
+    code generation (:data:`support.INTERPRETED`; the test suites' sessions, not the
+    benchmarks')."""
     if not any(JARS.glob("iceberg-spark-runtime-*.jar")):
         raise RuntimeError(f"no Iceberg runtime in {JARS}: run `make iceberg-jars`")
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -75,7 +77,7 @@ def iceberg_session(
         spark__driver__memory=memory,
         spark__sql__warehouse__dir=str(warehouse.parent / "spark-warehouse"),
         spark__buffer__pageSize="4m",  # as for Delta (support/delta.py)
-        **INTERPRETED,
+        **(INTERPRETED if interpreted else {}),
     )
 
 
@@ -177,7 +179,7 @@ def add_rest_catalog(spark: object, server: RestCatalog, name: str = "rest") -> 
 def iceberg_spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
     """One Iceberg SparkSession for the whole run, its ``rest`` catalog on a REST catalog
     server started for the run; both stopped at the end."""
-    session = iceberg_session(tmp_path_factory.mktemp("iceberg") / "lake")
+    session = iceberg_session(tmp_path_factory.mktemp("iceberg") / "lake", interpreted=True)
     server = start_rest_catalog()
     try:
         add_rest_catalog(session, server)

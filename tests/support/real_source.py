@@ -675,7 +675,7 @@ def _main(argv: list[str] | None = None) -> int:
 
     tables = POSTGRES + MARIADB
     # Code generation on, as users run it: the generated path of the rules (support.INTERPRETED).
-    spark = delta_session(Path(args.warehouse), app="cdc-decode-real-source-job", interpreted=False)
+    spark = delta_session(Path(args.warehouse), app="cdc-decode-real-source-job")
     sink = SyncSink(
         args.lake, tables, log=Path(args.log), pause_first=args.pause_first, pause=args.pause
     )

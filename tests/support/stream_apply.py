@@ -145,11 +145,15 @@ def _main(argv: list[str] | None = None) -> int:
     if args.iceberg:
         from support.iceberg import iceberg_session
 
-        spark = iceberg_session(Path(args.warehouse), app="cdc-decode-stream-apply-job")
+        spark = iceberg_session(
+            Path(args.warehouse), app="cdc-decode-stream-apply-job", interpreted=True
+        )
     else:
         from support.delta import delta_session
 
-        spark = delta_session(Path(args.warehouse), app="cdc-decode-stream-apply-job")
+        spark = delta_session(
+            Path(args.warehouse), app="cdc-decode-stream-apply-job", interpreted=True
+        )
     sink = ApplySink(
         args.target,
         args.log,

@@ -83,7 +83,7 @@ def main() -> None:
         parser.add_argument(f"--{name}", required=True)
     parser.add_argument("--max-offsets", type=int, default=40)
     args = parser.parse_args()
-    spark = delta_session(Path(args.warehouse), app="cdc-decode-sync-job")
+    spark = delta_session(Path(args.warehouse), app="cdc-decode-sync-job", interpreted=True)
     run_sync(spark, bootstrap=args.bootstrap, topic=args.topic, format=args.format,
              target=args.target, checkpoint=args.checkpoint, log=args.log,
              max_offsets=args.max_offsets)  # fmt: skip
