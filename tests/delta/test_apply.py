@@ -99,6 +99,27 @@ def test_a_batch_resolved_first_gives_the_table_one_merge_gives(delta_spark, tmp
     assert resolved  # the batches took that way
 
 
+def test_generated_code_gives_the_table_interpretation_gives(delta_spark, tmp_path,
+                                                             monkeypatch):  # fmt: skip
+    """The suite's session evaluates its expressions interpreted (tests/support, to spare
+    compiling on tables of a few hundred rows), and so does the MERGE into any table under
+    ``INTERPRET_BYTES``; users' sessions and big tables run Spark's generated code. With
+    code generation on everywhere, the Tencent DTS stream of the tests above (partial
+    images, key changes, late changes) gives the same table, the source's."""
+    import importlib
+
+    delta_module = importlib.import_module("cdc_decode.spark._tables.delta")
+    monkeypatch.setattr(delta_module, "INTERPRET_BYTES", 0)
+    held = {key: delta_spark.conf.get(key) for key in delta_module.INTERPRETED}
+    delta_spark.conf.set("spark.sql.codegen.wholeStage", "true")
+    delta_spark.conf.set("spark.sql.codegen.factoryMode", "CODEGEN_ONLY")
+    try:
+        _typed_partial(delta_spark, tmp_path, "tencent-dts", None)
+    finally:
+        for key, value in held.items():
+            delta_spark.conf.set(key, value)
+
+
 def _typed_partial(delta_spark, tmp_path, fmt, connector) -> None:
     extra = {} if connector is None else {"connector": connector}
     stream = generate(fmt, messages=MESSAGES, seed=7, tables=[TABLE], key_changes=KEY_CHANGES,

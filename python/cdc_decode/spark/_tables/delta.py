@@ -35,6 +35,17 @@ DELETION_VECTORS = "delta.enableDeletionVectors"
 DELETION_VECTORS_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
 """The session setting for new tables' deletion vectors: when set, :meth:`DeltaTarget.create`
 follows it; when unset, tables are created with deletion vectors on."""
+INTERPRET_BYTES = 64 * 1024 * 1024
+"""A MERGE into a table smaller than this (by its checksum file's size) evaluates its
+expressions interpreted: compiling the generated Java of a MERGE of the rules (about 90
+classes) costs more than it saves on a table this small (docs/apply.md, "Cost"). 0 turns
+it off."""
+INTERPRETED = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+"""Spark's settings for interpreted evaluation (``factoryMode`` is internal to Spark, read
+at each expression's evaluator; both are session settings)."""
 TAG = "cdc_decode.apply_changes "
 """The start of the ``userMetadata`` of a commit of ours (then a unique id)."""
 
@@ -238,6 +249,10 @@ class DeltaTarget(Table):
         if materialized:
             # Held in memory and reading no table: Delta's copy of it would be a second.
             session.conf.set(MATERIALIZE_SOURCE, "none")
+        size = self.size_bytes() if INTERPRET_BYTES > 0 else None
+        if size is not None and size < INTERPRET_BYTES:
+            for key, value in INTERPRETED.items():
+                session.conf.set(key, value)
         if all(c.sql is not None for c in clauses):
             # The clauses' SQL text: one statement, parsed and planned by the JVM alone.
             view = f"_cdc_decode_source_{uuid.uuid4().hex}"
