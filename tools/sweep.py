@@ -189,10 +189,15 @@ def main() -> int:
     args = parser.parse_args()
     spark = None
     if args.sync:
+        from support import INTERPRETED
+
         from cdc_decode.spark import local_session
 
+        # Tables of a few hundred rows: the test suites' settings (tests/support/__init__.py).
         spark = local_session("cdc-decode-sweep", master="local[2]", delta=True, jars=args.jars,
-                              spark__sql__shuffle__partitions="2")  # fmt: skip
+                              spark__sql__shuffle__partitions="2",
+                              spark__databricks__delta__snapshotPartitions="1",
+                              **INTERPRETED)  # fmt: skip
     cases = found_cases = 0
     started = time.monotonic()
     for format in args.formats:
