@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.apply_truth import text_differences
 from support.jobs import kill_when
 from support.kafka import new_topic, produce
 from support.sync_job import run_sync
@@ -39,25 +40,6 @@ def _options(stream) -> dict:
     if stream.format == "tdsql-json":  # positional images, no key on the wire
         return {"columns": stream.options["columns"], "keys": stream.primary_keys}
     return {}
-
-
-def _text_differences(spark, stream, targets: dict[str, str]) -> list[str]:
-    """Formats without wire types: string columns, equal to the generator's text."""
-    out = []
-    for name, rows in stream.final_state.items():
-        key = stream.primary_keys[name]
-        got = {
-            tuple(r[k] for k in key): r.asDict()
-            for r in cdc_spark.current_rows(spark, targets[name]).collect()
-        }
-        if got.keys() != rows.keys():
-            out.append(f"{name}: keys differ ({len(got)} rows, the source has {len(rows)})")
-            continue
-        for at, row in rows.items():
-            for column, value in row.items():
-                if got[at].get(column) != value:
-                    out.append(f"{name} {at}: {column} is {got[at].get(column)!r}, want {value!r}")
-    return out[:10]
 
 
 @pytest.mark.parametrize(
@@ -92,7 +74,7 @@ def test_sync_in_batches_equals_the_source(delta_spark, tmp_path, format):
         assert differences(delta_spark, stream, format, targets) == []
         assert all(not t.untyped_columns for t in first.tables.values())
     else:
-        assert _text_differences(delta_spark, stream, targets) == []
+        assert text_differences(delta_spark, stream, targets) == []
         assert all(t.untyped_columns for t in first.tables.values())
     again = cdc_spark.sync(_frame(delta_spark, stream, half), format, target, batch_id=1,
                            **options)  # fmt: skip
@@ -155,7 +137,7 @@ def test_the_default_database_syncs_equal_to_the_source(delta_spark, tmp_path, f
         assert differences(delta_spark, stream, format, targets) == []
     else:
         assert format not in ("tencent-dts", "datahub-blob", "datastream-avro")
-        assert _text_differences(delta_spark, stream, targets) == []
+        assert text_differences(delta_spark, stream, targets) == []
     if format == "datahub-blob":
         users = cdc_spark.current_rows(delta_spark, targets["shop.users"])
         assert users.schema["account_no"].dataType.simpleString() == "decimal(20,0)"
@@ -449,4 +431,4 @@ def test_command_line_syncs_a_datastream_bucket(delta_spark, tmp_path, fmt):
     if fmt == "datastream-avro":
         assert differences(delta_spark, stream, fmt, targets) == []
     else:
-        assert _text_differences(delta_spark, stream, targets) == []
+        assert text_differences(delta_spark, stream, targets) == []

@@ -46,6 +46,31 @@ def table_rows(spark: Any, target: str, keys: Sequence[str]) -> dict[tuple, dict
     return {tuple(r[c] for c in keys): r.asDict() for r in rows}
 
 
+def text_differences(
+    spark: Any, stream: Stream, targets: Mapping[str, str], limit: int = 10
+) -> list[str]:
+    """What differs between each table of string columns (a format or stream without wire
+    types) and the source's text (``Stream.final_state``), value by value; empty: none.
+    ``targets``: source table -> its target."""
+    out: list[str] = []
+    for name, rows in stream.final_state.items():
+        if name not in targets:
+            out.append(f"{name}: not synced")
+            continue
+        got = table_rows(spark, targets[name], stream.primary_keys[name])
+        if got.keys() != rows.keys():
+            out.append(f"{name}: keys differ ({len(got)} rows, the source has {len(rows)})")
+            continue
+        dropped = stream.dropped.get(name, ())
+        for at, row in rows.items():
+            for column, value in row.items():
+                if column not in dropped and got[at].get(column) != value:
+                    out.append(f"{name} {at}: {column} is {got[at].get(column)!r}, want {value!r}")
+        if len(out) >= limit:
+            break
+    return out[:limit]
+
+
 def want_rows(stream: Stream, table: str, columns: Sequence[str]) -> dict[tuple, dict]:
     """``table``'s final state, every row with exactly ``columns`` (absent ones null)."""
     return {
