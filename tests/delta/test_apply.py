@@ -452,6 +452,22 @@ def test_typed_nulls_overwrite_unless_ignore_null_updates(delta_spark, tmp_path)
     assert _live(delta_spark, str(tmp_path / "b")) == {1: ("a", 2)}
 
 
+def test_a_timestamp_ntz_column_added_to_a_table_made_without_one(delta_spark, tmp_path):
+    """Delta refuses ``ADD COLUMNS`` of a ``timestamp_ntz`` column to a table without the
+    ``timestampNtz`` feature (a MySQL ``datetime`` column added mid-stream); the call turns
+    the feature on first, and the column's values land."""
+    path = str(tmp_path / "t")
+    cdc_spark.apply_changes(_events(delta_spark, [("insert", 1, None, (1, "a", 1))]), path)
+    wider = "id:bigint,name:string,score:int,seen:timestamp_ntz"
+    seen = dt.datetime(2024, 5, 1, 9, 30, 0, 123456)
+    result = cdc_spark.apply_changes(
+        _events(delta_spark, [("insert", 2, None, (2, "b", 2, seen))], wider), path
+    )
+    assert result.added_columns == ["seen"]
+    got = {r["id"]: r["seen"] for r in cdc_spark.current_rows(delta_spark, path).collect()}
+    assert got == {1: None, 2: seen}
+
+
 def test_schema_new_column_added_retyped_and_dropped_are_errors(delta_spark, tmp_path):
     path = str(tmp_path / "t")
     cdc_spark.apply_changes(_events(delta_spark, [("insert", 1, None, (1, "a", 1))]), path)

@@ -31,6 +31,7 @@ MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 """Whether a MERGE copies its source first (``auto``: any source not only of Delta tables);
 ``none`` for a source already held in memory that reads no table (deterministic)."""
 TYPE_WIDENING = "delta.enableTypeWidening"
+NTZ = "timestampNtz"
 DELETION_VECTORS = "delta.enableDeletionVectors"
 DELETION_VECTORS_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
 """The session setting for new tables' deletion vectors: when set, :meth:`DeltaTarget.create`
@@ -188,9 +189,24 @@ class DeltaTarget(Table):
         self.retrying("create", builder.execute)
         self.refresh()
 
+    def add_columns(self, fields: Sequence[StructField]) -> None:
+        self._support_ntz([f.dataType.simpleString() for f in fields])
+        super().add_columns(fields)
+
+    def _support_ntz(self, types: Sequence[str]) -> None:
+        """Turns on the ``timestampNtz`` table feature before a ``timestamp_ntz`` column
+        joins a table made without one: Delta adds the feature itself when a table is
+        created with such a column, but refuses to add the column to a table without it
+        (``DELTA_FEATURES_REQUIRE_MANUAL_ENABLEMENT``)."""
+        if any("timestamp_ntz" in t for t in types):
+            snap = self._snapshot()
+            if snap is not None and not snap.protocol().writerFeatureNames().contains(NTZ):
+                self.set_properties({f"delta.feature.{NTZ}": "supported"})
+
     def widen_columns(self, types: Mapping[str, str]) -> None:
         """Delta's type widening (the ``typeWidening`` table feature, turned on by the
         first widening): ``ALTER TABLE … ALTER COLUMN c TYPE t``, metadata only."""
+        self._support_ntz(list(types.values()))
         if self.properties().get(TYPE_WIDENING) != "true":
             self.set_properties({TYPE_WIDENING: "true"})
         for name, data_type in types.items():
