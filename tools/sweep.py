@@ -193,10 +193,13 @@ def main() -> int:
 
         from cdc_decode.spark import local_session
 
-        # Tables of a few hundred rows: the test suites' settings (tests/support/__init__.py).
+        # Tables of a few hundred rows: the test suites' settings (tests/support/__init__.py,
+        # tests/support/delta.py). One session syncs hundreds of tables and keeps each one's
+        # Delta log: with 1 GB and 64 MB pages a broadcast failed after about 40 seeds.
         spark = local_session("cdc-decode-sweep", master="local[2]", delta=True, jars=args.jars,
                               spark__sql__shuffle__partitions="2",
                               spark__databricks__delta__snapshotPartitions="1",
+                              spark__driver__memory="3g", spark__buffer__pageSize="4m",
                               **INTERPRETED)  # fmt: skip
     cases = found_cases = 0
     started = time.monotonic()
