@@ -105,9 +105,12 @@ def same(expected, got) -> bool:
 
 def _normal(value: Any) -> Any:
     """Spark gives ``timestamp`` values as naive datetimes of the session's zone (UTC in
-    the tests): the aware expectation's UTC wall clock."""
+    the tests): the aware expectation's UTC wall clock. pyspark 3.5 gives ``binary``
+    values as ``bytearray`` (4.x as ``bytes``): bytes."""
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
         return value.astimezone(UTC).replace(tzinfo=None)
+    if isinstance(value, bytearray):
+        return bytes(value)
     return value
 
 

@@ -175,10 +175,12 @@ class Images:
         """A column of an image, of the column's type."""
         from pyspark.sql.types import StringType
 
+        from ._compat import try_cast
+
         raw = self.raw(image, name)
         if not self.generic or isinstance(self.types[name], StringType):
             return raw
-        return raw.try_cast(self.types[name])
+        return try_cast(raw, self.types[name])
 
     @_memo
     def unconverted(self, image: str, name: str) -> Column:

@@ -1059,8 +1059,10 @@ class _Counts:
 
     def _values(self) -> dict[str, Any]:
         if self._row is None and self.observation is not None:
+            from ._compat import observed
+
             try:
-                self._row = self.observation.get
+                self._row = observed(self.observation)
             except Exception:
                 # A plan the optimizer folded away (a batch without row changes, read
                 # from local data) records no metrics: take them by an aggregate.

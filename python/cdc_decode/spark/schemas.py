@@ -152,14 +152,10 @@ def table_schemas(df: DataFrame, format: str, **options: Any) -> TableSchemas:
 
 
 def _to_arrow(rows: DataFrame) -> pa.Table:
-    """The collected rows as Arrow (``toArrow`` where pyspark has it)."""
-    import pyarrow as pa
+    """The collected rows as Arrow."""
+    from ._compat import to_arrow
 
-    to_arrow = getattr(rows, "toArrow", None)
-    if to_arrow is not None:
-        return to_arrow().cast(SCHEMA_PASS_SCHEMA)
-    return pa.Table.from_pylist([r.asDict(recursive=True) for r in rows.collect()],
-                                schema=SCHEMA_PASS_SCHEMA)  # fmt: skip
+    return to_arrow(rows).cast(SCHEMA_PASS_SCHEMA)
 
 
 def _partition_reader(

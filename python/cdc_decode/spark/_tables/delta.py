@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._compat import merge_counts
 from .._plans import detached
 from . import Clause, Commit, Table, merge_statement, quote
 
@@ -56,6 +57,19 @@ NEEDS_COLUMN_MAPPING = set(" ,;{}()\n\t=")
 
 def is_path(target: str) -> bool:
     return "/" in target or "\\" in target or ":" in target
+
+
+_PREVIEW_WIDENS = {"tinyint": ("smallint", "int"), "smallint": ("int",)}
+"""What Delta 3.x's type widening (a preview there) changes: measured on Delta 3.3.2, which
+refuses ``int`` to ``bigint``, ``float`` to ``double``, ``date`` to ``timestamp_ntz`` and
+every decimal change (``DELTA_UNSUPPORTED_ALTER_TABLE_CHANGE_COL_OP``)."""
+
+
+def delta_version(spark: SparkSession) -> tuple[int, int]:
+    """The session's Delta Lake release (``io.delta.VERSION`` of its jar), major and minor."""
+    text = str(spark._jvm.io.delta.package.VERSION())
+    major, minor = text.split(".")[:2]
+    return int(major), int(minor)
 
 
 class DeltaTarget(Table):
@@ -205,7 +219,25 @@ class DeltaTarget(Table):
 
     def widen_columns(self, types: Mapping[str, str]) -> None:
         """Delta's type widening (the ``typeWidening`` table feature, turned on by the
-        first widening): ``ALTER TABLE … ALTER COLUMN c TYPE t``, metadata only."""
+        first widening): ``ALTER TABLE … ALTER COLUMN c TYPE t``, metadata only.
+
+        Raises:
+            ValueError: before any change, for a widening the session's Delta cannot make
+                (Delta 3.x widens only ``tinyint`` to ``smallint`` to ``int``)."""
+        version = delta_version(self.spark)
+        if version < (4, 0):
+            stored = {f.name.lower(): f.dataType.simpleString() for f in self.schema().fields}
+            for name, data_type in types.items():
+                old = stored.get(name.lower())
+                if not (old in _PREVIEW_WIDENS and data_type in _PREVIEW_WIDENS[old]):
+                    raise ValueError(
+                        f"table {self.target}: column {name} is {old}, and its values now "
+                        f"need {data_type}; Delta {'.'.join(map(str, version))} (this "
+                        "session's) widens only tinyint, smallint and int up to int: type "
+                        "widening to other types needs Delta 4.0 or later (Spark 4). Nothing "
+                        "was written: re-create the table with the wider column, or give "
+                        "schemas= the wider type from the start"
+                    )
         self._support_ntz(list(types.values()))
         if self.properties().get(TYPE_WIDENING) != "true":
             self.set_properties({TYPE_WIDENING: "true"})
@@ -287,7 +319,7 @@ class DeltaTarget(Table):
                     builder = builder.whenNotMatchedInsert(
                         condition=clause.condition, values=values
                     )
-            done = builder.execute().first()
+            return self._commit(before, tag, txn, merge_counts(builder.execute()))
         return self._commit(before, tag, txn, None if done is None else done.asDict())
 
     def _commit(

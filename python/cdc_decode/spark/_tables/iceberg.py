@@ -27,6 +27,7 @@ import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._compat import conf_keys
 from .._plans import detached, merge_outcome
 from . import Clause, Commit, Table, literal, merge_statement, quote
 
@@ -98,16 +99,34 @@ def iceberg_catalog(spark: SparkSession, target: str) -> str | None:
     if not wrapper.isInstance(plugin):
         return None
     ident = _identifier(spark, parts, name)
-    if not plugin.tableExists(ident):
+    loaded = _load_table(plugin, ident)
+    if loaded is None:
         return name
     kind = jvm.java.lang.Class.forName(ICEBERG_TABLE_CLASS, False, loader)
-    return name if kind.isInstance(plugin.loadTable(ident)) else None
+    return name if kind.isInstance(loaded) else None
+
+
+def _load_table(plugin: Any, ident: Any) -> Any:
+    """The catalog's table of ``ident``, ``None`` where it has none: ``loadTable`` and its
+    ``NoSuchTableException``, as ``TableCatalog.tableExists`` does (a default method of the
+    interface, which py4j does not find on Spark 3.5's catalogs)."""
+    try:
+        return plugin.loadTable(ident)
+    except Exception as error:  # py4j's, or pyspark's AnalysisException made of it
+        java = getattr(error, "java_exception", None) or getattr(error, "_origin", None)
+        name = "" if java is None else str(java.getClass().getName())
+        # getCondition (pyspark 4) or getErrorClass (3.5; deprecated since 4.0)
+        condition = getattr(error, "getCondition", None) or getattr(error, "getErrorClass", None)
+        error_class = None if condition is None else condition()
+        if "NoSuchTableException" in name or error_class == "TABLE_OR_VIEW_NOT_FOUND":
+            return None
+        raise
 
 
 def _parts(spark: SparkSession, target: str) -> list[str]:
     parser = spark._jsparkSession.sessionState().sqlParser()
-    converters = spark._jvm.scala.jdk.javaapi.CollectionConverters
-    return list(converters.asJava(parser.parseMultipartIdentifier(target)))
+    parts = parser.parseMultipartIdentifier(target)  # a Scala Seq (2.12 or 2.13: by index)
+    return [str(parts.apply(i)) for i in range(parts.length())]
 
 
 def _identifier(spark: SparkSession, parts: Sequence[str], catalog: str) -> Any:
@@ -149,9 +168,10 @@ class IcebergTarget(Table):
         here makes Spark's reads see commits made through other sessions and writers."""
         manager = self.spark._jsparkSession.sessionState().catalogManager()
         plugin = manager.catalog(self.catalog)
-        if not plugin.tableExists(self._ident):
+        loaded = _load_table(plugin, self._ident)
+        if loaded is None:
             return None
-        table = plugin.loadTable(self._ident).table()
+        table = loaded.table()
         table.refresh()
         return table
 
@@ -293,7 +313,7 @@ class IcebergTarget(Table):
         """A clone of the caller's session (its settings, temporary views, the same
         SparkContext) whose commits carry ``properties`` in their snapshot summary."""
         session = self.clone_session()
-        for key in list(dict(session.conf.getAll)):
+        for key in conf_keys(session):
             if key.startswith(SNAPSHOT_PROPERTY + "cdc_decode."):
                 session.conf.unset(key)
         for key, value in properties.items():
