@@ -36,7 +36,7 @@ PYTEST_REPORT := --durations=25
 	jars-autocdc demo-stream demo-formats bench-stream venv-spark42 delta-jars test-delta test-spark42 bench-apply bench-sync \
 	demo-delta bench-datastream bench-apply-check check-targets real-source jars-connect debezium \
 	mariadb connect connect-stop test-long test-real-source \
-	venv-spark41 iceberg-jars test-iceberg bench-iceberg
+	venv-spark41 iceberg-jars test-iceberg bench-iceberg spark35-jars test-spark35-tables
 
 help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -161,6 +161,62 @@ test-spark35: $(VENV35)/.stamp $(WHEEL_X86) ## The Spark decode and accounting t
 		-W "ignore:distutils Version classes are deprecated:DeprecationWarning" \
 		-W "ignore::ResourceWarning" \
 		tests/test_spark.py tests/test_accounting.py
+
+# The table step on pyspark 3.5 (docs/deploy.md, "What runs where"): Delta 3.3.2 and
+# Iceberg 1.10.1 (Scala 2.12 jars, tools/spark35-jars/pom.xml) with Spark 3.5's Kafka
+# source, in .venv-spark35 with the manylinux2014 wheel installed, as test-spark35 has it.
+# The Delta apply rules, whole-database syncs equal to the source, a Kafka sync_stream
+# whose driver is SIGKILLed and restarted, decode_stream's multi-part state across
+# micro-batches, the Iceberg ground truth of two formats and a sync into Iceberg.
+DELTA35_JARS   := .jars-delta35
+ICEBERG35_JARS := .jars-iceberg35
+SPARK35_JARS   := .jars-spark35
+SPARK35_DELTA := tests/delta/test_apply_rules.py \
+	tests/delta/test_sync.py::test_the_default_database_syncs_equal_to_the_source \
+	tests/delta/test_sync.py::test_sync_stream_killed_mid_batch_resumes_exactly \
+	tests/delta/test_sync.py::test_sync_stream_holds_multi_part_sets_cut_by_a_micro_batch \
+	tests/delta/test_sync.py::test_every_way_a_change_misses_its_table_is_counted \
+	tests/delta/test_sync.py::test_schema_changes_across_batches \
+	tests/delta/test_apply.py::test_a_timestamp_ntz_column_added_to_a_table_made_without_one
+SPARK35_ICEBERG := \
+	"tests/iceberg/test_apply.py::test_every_format_applied_equals_the_source[debezium-json-None]" \
+	"tests/iceberg/test_apply.py::test_every_format_applied_equals_the_source[datahub-blob-None]" \
+	tests/iceberg/test_sync.py
+# One pytest per table format: each suite's session is its own SparkContext.
+PYTEST35 = PYSPARK_PYTHON=$(abspath $(PY35)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY35)) \
+	PYTHONPATH=tests $(PY35) -m pytest -p support.spark35 -q -p no:cacheprovider \
+	$(PYTEST_REPORT) -o addopts="-ra --strict-markers --strict-config" \
+	-W "ignore:distutils Version classes are deprecated:DeprecationWarning" \
+	-W "ignore::ResourceWarning"
+
+# check-targets: bench needs no .jars-spark35: tests/support/delta.py and tests/support/iceberg.py pick it on pyspark 3 only
+# check-targets: bench-apply needs no .jars-spark35: tests/support/delta.py and tests/support/iceberg.py pick it on pyspark 3 only
+# check-targets: bench-apply-check needs no .jars-spark35: tests/support/delta.py and tests/support/iceberg.py pick it on pyspark 3 only
+# check-targets: bench-iceberg needs no .jars-spark35: tests/support/delta.py and tests/support/iceberg.py pick it on pyspark 3 only
+# check-targets: bench-stream needs no .jars-spark35: tests/support/delta.py and tests/support/iceberg.py pick it on pyspark 3 only
+# check-targets: bench-sync needs no .jars-spark35: tests/support/delta.py and tests/support/iceberg.py pick it on pyspark 3 only
+# check-targets: test-delta needs no .jars-spark35: tests/support/delta.py and tests/support/iceberg.py pick it on pyspark 3 only
+# check-targets: test-delta-apply needs no .jars-spark35: tests/support/delta.py and tests/support/iceberg.py pick it on pyspark 3 only
+# check-targets: test-delta-services needs no .jars-spark35: tests/support/delta.py and tests/support/iceberg.py pick it on pyspark 3 only
+# check-targets: test-iceberg needs no .jars-spark35: tests/support/delta.py and tests/support/iceberg.py pick it on pyspark 3 only
+# check-targets: test-long needs no .jars-spark35: tests/support/delta.py and tests/support/iceberg.py pick it on pyspark 3 only
+# check-targets: test-real-source needs no .jars-spark35: tests/support/delta.py and tests/support/iceberg.py pick it on pyspark 3 only
+# check-targets: test-spark35-tables needs no .jars, .jars-delta: on pyspark 3 tests/support/delta.py picks .jars-delta35 and .jars-spark35, and tests/conftest.py loads .jars on Spark 4 only
+spark35-jars: $(SPARK35_JARS)/.stamp ## Fetch Delta 3.3.2, Iceberg 1.10.1 and Spark 3.5's Kafka source (Scala 2.12) with Maven
+
+$(SPARK35_JARS)/.stamp: tools/spark35-jars/pom.xml
+	mvn -q -B -f tools/spark35-jars/pom.xml dependency:copy-dependencies -DexcludeTransitive=true \
+		-DincludeGroupIds=io.delta -DoutputDirectory=$(abspath $(DELTA35_JARS))
+	mvn -q -B -f tools/spark35-jars/pom.xml dependency:copy-dependencies -DexcludeTransitive=true \
+		-DincludeGroupIds=org.apache.iceberg -DoutputDirectory=$(abspath $(ICEBERG35_JARS))
+	mvn -q -B -f tools/spark35-jars/pom.xml dependency:copy-dependencies -DexcludeTransitive=true \
+		-DexcludeGroupIds=io.delta,org.apache.iceberg -DoutputDirectory=$(abspath $(SPARK35_JARS))
+	touch $@
+
+test-spark35-tables: $(VENV35)/.stamp $(WHEEL_X86) spark35-jars jars-kafka iceberg-jars ## The table step on pyspark 3.5 with Delta 3.3 and Iceberg 1.10
+	$(PY35) -m pip install --quiet --no-deps --force-reinstall $(WHEEL_X86)
+	$(PYTEST35) $(SPARK35_DELTA)
+	$(PYTEST35) $(SPARK35_ICEBERG)
 
 # Delta Lake runs on Spark 4.2, not on the 4.3 of .venv: a second environment,
 # .venv-spark42 (requirements-spark42.txt), with cdc_decode installed editable from this
@@ -299,7 +355,7 @@ test-spark42: venv-spark42 jars ## The Spark decode and accounting tests on pysp
 # What the test suites download (pip environments, Maven jars, MariaDB from Debian's
 # packages), in one step of `make test` beside the builds.
 test-downloads: $(STAMPS42)/venv $(STAMPS41)/venv $(VENV35)/.stamp jars jars-kafka jars-autocdc \
-	delta-jars iceberg-jars real-source
+	delta-jars iceberg-jars spark35-jars real-source
 
 # The workload users have (docs/apply.md, "Cost"): tables of 2,000,000 and 10,000,000 rows,
 # micro-batches touching 0.1 % and 1 % of the keys, uniform and recent keys; apply_changes
