@@ -168,6 +168,39 @@ def _summary(spark, target: str) -> dict[str, str]:
     ).first()["summary"]
 
 
+def test_on_spark_3_replay_markers_are_refused_and_counts_come_from_the_snapshot(
+    iceberg_spark, catalog
+):
+    """Spark 3.5's Iceberg runtimes take a commit's snapshot properties from write options
+    only, which a SQL MERGE cannot pass: there ``app_id``/``batch_id`` are refused before
+    anything is written, naming Spark 4, and a call without them finds its snapshot as the
+    one after the table's current one, its rows written from ``added-records``. On Spark 4
+    the markers are kept (test_replayed_batch_markers_in_the_snapshot_summary)."""
+    from cdc_decode.spark._tables import open_table
+
+    spark = iceberg_spark
+    target = _target(catalog, "spark3")
+    events = typed_events(spark, [("insert", 1, None, (1, "a", 1)),
+                                  ("insert", 2, None, (2, "b", 2))])  # fmt: skip
+    if int(spark.version.split(".")[0]) >= 4:
+        done = cdc_spark.apply_changes(events, target, app_id="q1", batch_id=0)
+        assert done.created and _summary(spark, target)["cdc_decode.txn.q1"] == "0"
+        return
+    with pytest.raises(ValueError, match=r"replay markers .* Spark 4\.0 or later"):
+        cdc_spark.apply_changes(events, target, app_id="q1", batch_id=0)
+    assert not spark.catalog.tableExists(target)
+    done = cdc_spark.apply_changes(events, target)
+    assert done.created and done.rows_written == 2 and done.stale == 0
+    # The catalog's current snapshot (a REST catalog of Iceberg 1.10 on Spark 3.5 takes
+    # the .snapshots metadata table for a namespace).
+    assert done.version == open_table(spark, target).version()
+    late = typed_events(spark, [("update", 0, (1, "a", 1), (1, "old", 5)),
+                                ("update", 3, (2, "b", 2), (2, "B", 20))])  # fmt: skip
+    second = cdc_spark.apply_changes(late, target)
+    assert (second.keys, second.stale, second.rows_written) == (2, 1, 1)
+    assert live(spark, target) == {1: ("a", 1), 2: ("B", 20)}
+
+
 def test_replayed_batch_markers_in_the_snapshot_summary(iceberg_spark, catalog):
     """The batch id of an app_id is written in the MERGE's own snapshot summary
     (``cdc_decode.txn.<app_id>``); the same batch again is skipped unread (no new

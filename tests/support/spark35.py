@@ -20,6 +20,20 @@ def _to_arrow(self: DataFrame) -> pa.Table:
     return to_arrow_schema(self.schema).empty_table()
 
 
+def _plain(value, arrow_type):
+    """A value of ``to_pylist`` as pyspark 3.5's row check takes it: a map as a dict (not
+    a list of pairs), nested values alike."""
+    if value is None:
+        return None
+    if pa.types.is_map(arrow_type):
+        return {k: _plain(v, arrow_type.item_type) for k, v in value}
+    if pa.types.is_struct(arrow_type):
+        return {f.name: _plain(value[f.name], f.type) for f in arrow_type}
+    if pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type):
+        return [_plain(v, arrow_type.value_type) for v in value]
+    return value
+
+
 _create_data_frame = SparkSession.createDataFrame
 
 
@@ -30,7 +44,11 @@ def _create(self: SparkSession, data, schema=None, *args, **kwargs) -> DataFrame
 
         if schema is None:
             schema = from_arrow_schema(data.schema)
-        data = [tuple(row.values()) for row in data.to_pylist()]
+        fields = data.schema
+        data = [
+            tuple(_plain(v, f.type) for v, f in zip(row.values(), fields, strict=True))
+            for row in data.to_pylist()
+        ]
     return _create_data_frame(self, data, schema, *args, **kwargs)
 
 

@@ -315,6 +315,9 @@ def apply_changes(
     spark = events.sparkSession
     table = open_table(spark, target)
     exists = table.exists()
+    refused = None if app_id is None else table.txn_refused()
+    if refused is not None:
+        raise ValueError(refused)
     if app_id is not None and exists and table.check_txn(app_id, batch_id):
         _drain(events)
         return ApplyResult(skipped=True, version=table.version())

@@ -193,6 +193,11 @@ class Table:
         """A write conflict that a retry of the same write resolves."""
         return False
 
+    def txn_refused(self) -> str | None:
+        """Why this table cannot keep replay markers (``app_id``/``batch_id``) with its
+        commits in this session, or ``None`` where it can."""
+        return None
+
     def check_txn(self, app_id: str, batch_id: int) -> bool:
         """Whether ``(app_id, batch_id)`` is already in the table (a replay: skip it).
 

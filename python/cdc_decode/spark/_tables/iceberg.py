@@ -216,6 +216,17 @@ class IcebergTarget(Table):
     def version(self) -> int | None:
         return self._load()["snapshot"]
 
+    def txn_refused(self) -> str | None:
+        if _session_snapshot_properties(self.spark):
+            return None
+        return (
+            f"replay markers (app_id/batch_id, and so sync_stream) on Iceberg table "
+            f"{self.target} need the commit's snapshot properties taken from the session "
+            "(spark.sql.iceberg.snapshot-property.*), which Iceberg's runtime reads on Spark "
+            f"4.0 or later only; this session runs Spark {self.spark.version}. Nothing was "
+            "written: call without app_id and batch_id, or run Spark 4 with Iceberg 1.10+"
+        )
+
     def txn_version(self, app_id: str) -> int | None:
         key = TXN_PREFIX + app_id
         for _, summary in self._ancestors():
@@ -352,6 +363,7 @@ class IcebergTarget(Table):
         marks = {COMMIT_ID: tag}
         if txn is not None:
             marks[TXN_PREFIX + txn[0]] = str(txn[1])
+        before = self.version()
         session = self._session(marks)
         # The rows as a plain relation of the clone: a checkpoint's plan keeps the
         # constraints of the plan it came from (the clauses' expressions), which the
@@ -361,6 +373,8 @@ class IcebergTarget(Table):
             session.sql(statement)
         finally:
             session.catalog.dropTempView(view)
+        if not _session_snapshot_properties(self.spark):
+            return self._commit_after(before)
         return self._commit(tag)
 
     def _resolve(self, source: DataFrame, on: str, clauses: Sequence[Clause]) -> DataFrame:
@@ -394,6 +408,34 @@ class IcebergTarget(Table):
             return Commit(version=snapshot_id, written=True, metrics=metrics,
                           changed_rows=changed)  # fmt: skip
         return Commit(version=self.version())
+
+    def _commit_after(self, before: int | None) -> Commit:
+        """Without a commit id in the summary (Spark 3.5): the snapshot the MERGE made is
+        the one child of ``before`` (the current snapshot when it started) on the current
+        snapshot's line; none when nothing was committed. With more than one (another
+        writer committed meanwhile) the newest is taken, and the MERGE's counts are not
+        known (``changed_rows`` is ``None``)."""
+        self.refresh()
+        after = []
+        for snapshot_id, summary in self._ancestors():
+            if snapshot_id == before:
+                break
+            after.append((snapshot_id, dict(summary)))
+        if not after:
+            return Commit(version=self.version())
+        snapshot_id, metrics = after[0]
+        # Spark 3.5 puts no MERGE counts in the summary: a merge-on-read MERGE writes each
+        # row it inserts or updates once, as a new record (the old one by a position delete).
+        changed = _int(metrics.get("added-records")) if len(after) == 1 else None
+        return Commit(version=snapshot_id, written=True, metrics=metrics, changed_rows=changed)
+
+
+def _session_snapshot_properties(spark: SparkSession) -> bool:
+    """Whether Iceberg's runtime puts the session's ``spark.sql.iceberg.snapshot-property.*``
+    settings into a SQL ``MERGE``'s snapshot summary: its runtimes for Spark 4 do; those for
+    Spark 3.5 (1.10 to 1.12, checked) take snapshot properties from write options only,
+    which a SQL ``MERGE`` cannot pass."""
+    return int(spark.version.split(".")[0]) >= 4
 
 
 def _promotes(old: DataType, new: DataType) -> bool:
