@@ -468,6 +468,34 @@ def test_a_timestamp_ntz_column_added_to_a_table_made_without_one(delta_spark, t
     assert got == {1: None, 2: seen}
 
 
+def test_int_to_bigint_widens_on_delta_4_and_is_refused_on_delta_3(delta_spark, tmp_path):
+    """``sync`` widens a column whose values outgrew it (docs/sync.md). Delta 4 changes
+    ``int`` to ``bigint`` in place; Delta 3.x's type widening stops at ``int``, so the
+    change is refused before anything is written (no new version), naming the column and
+    Delta 4.0; ``smallint`` to ``int`` works on both."""
+    from cdc_decode.spark._tables import open_table
+    from cdc_decode.spark._tables.delta import delta_version
+
+    path = str(tmp_path / "t")
+    cdc_spark.apply_changes(_events(delta_spark, [("insert", 1, None, (1, "a", 1))]), path)
+    table = open_table(delta_spark, path)
+    before = table.version()
+    if delta_version(delta_spark) >= (4, 0):
+        table.widen_columns({"score": "bigint"})
+        assert table.schema()["score"].dataType.simpleString() == "bigint"
+        return
+    with pytest.raises(ValueError, match=r"column score is int, .* needs Delta 4\.0 or later"):
+        table.widen_columns({"score": "bigint"})
+    assert table.version() == before
+    assert table.schema()["score"].dataType.simpleString() == "int"
+    small = str(tmp_path / "small")
+    rows = [("insert", 1, None, (1, "a", 1))]
+    cdc_spark.apply_changes(_events(delta_spark, rows, "id:bigint,name:string,score:smallint"),
+                            small)  # fmt: skip
+    open_table(delta_spark, small).widen_columns({"score": "int"})
+    assert open_table(delta_spark, small).schema()["score"].dataType.simpleString() == "int"
+
+
 def test_schema_new_column_added_retyped_and_dropped_are_errors(delta_spark, tmp_path):
     path = str(tmp_path / "t")
     cdc_spark.apply_changes(_events(delta_spark, [("insert", 1, None, (1, "a", 1))]), path)
