@@ -134,7 +134,11 @@ def differences(
         if target is None:
             out.append(f"{name}: not synced")
             continue
-        frame = cdc_spark.current_rows(spark, target)
+        try:
+            frame = cdc_spark.current_rows(spark, target)
+        except Exception as error:  # a table its sync failed to make
+            out.append(f"{name}: {type(error).__name__}: {str(error).splitlines()[0]}")
+            continue
         types = {f.name: f.dataType.simpleString() for f in frame.schema.fields}
         key = stream.primary_keys[name]
         got = {}
