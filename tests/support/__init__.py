@@ -1,7 +1,13 @@
 """Test helpers that start real parts (a Kafka broker, ...): one module each, a fixture
 that starts the process and stops it by its PID."""
 
+import pyspark
+
 from cdc_decode.spark._tables.delta import INTERPRETED as _SPARK_INTERPRETED
+
+SPARK3 = pyspark.__version__.startswith("3.")
+"""The pyspark 3.5 run (``make test-spark35-tables``): the table-format sessions take the
+Scala 2.12 jars of ``make spark35-jars`` (support/delta.py, support/iceberg.py)."""
 
 INTERPRETED = {key.replace(".", "__"): value for key, value in _SPARK_INTERPRETED.items()}
 """Session settings for the table-step suites' own sessions (the library's settings for a

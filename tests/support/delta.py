@@ -12,15 +12,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import pyspark
 import pytest
 
-from support import INTERPRETED
+from support import INTERPRETED, SPARK3
 
 ROOT = Path(__file__).resolve().parents[2]
-SPARK3 = pyspark.__version__.startswith("3.")
-"""The pyspark 3.5 run (``make test-spark35-tables``): Delta 3.3 and Spark 3.5's Kafka
-connector, Scala 2.12 jars."""
 JARS = ROOT / (".jars-delta35" if SPARK3 else ".jars-delta")
 SPARK_JARS = ROOT / (".jars-spark35" if SPARK3 else ".jars")
 """Spark's Kafka connector (``make jars``, ``make spark35-jars``), for the streaming tests;

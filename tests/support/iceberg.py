@@ -28,16 +28,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import pyspark
 import pytest
 
 from cdc_decode._kafka_broker import _java, _stop_pid, free_port
-from support import INTERPRETED
+from support import INTERPRETED, SPARK3
 
 ROOT = Path(__file__).resolve().parents[2]
-SPARK3 = pyspark.__version__.startswith("3.")
-"""The pyspark 3.5 run (``make test-spark35-tables``): Iceberg 1.10's runtime for Spark 3.5
-and Spark 3.5's Kafka source (``make spark35-jars``)."""
 JARS = ROOT / (".jars-iceberg35" if SPARK3 else ".jars-iceberg")
 KAFKA_JARS = [ROOT / ".jars-spark35"] if SPARK3 else []
 """Spark's Kafka source where :data:`JARS` lacks it (the 4.1 line's is in .jars-iceberg)."""

@@ -1,7 +1,8 @@
 """A pytest plugin for the pyspark 3.5 run (`make test-spark35`): the two pieces of pyspark
-4's API that the tests use and 3.5 lacks, built from 3.5's own parts. cdc_decode itself
-uses neither; only the tests collect results with ``DataFrame.toArrow`` and make frames
-with ``createDataFrame(pyarrow.Table)`` (both pyspark 4.0+).
+4's API that the tests use and 3.5 lacks, built from 3.5's own parts: the tests collect
+results with ``DataFrame.toArrow`` (the library's own stand-in,
+``cdc_decode.spark._compat.collect_arrow``) and make frames with
+``createDataFrame(pyarrow.Table)`` (both pyspark 4.0+).
 """
 
 from __future__ import annotations
@@ -9,15 +10,7 @@ from __future__ import annotations
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
 
-
-def _to_arrow(self: DataFrame) -> pa.Table:
-    """pyspark 4's ``DataFrame.toArrow``: 3.5's ``_collect_as_arrow`` as one table."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    batches = self._collect_as_arrow()
-    if batches:
-        return pa.Table.from_batches(batches)
-    return to_arrow_schema(self.schema).empty_table()
+from cdc_decode.spark._compat import collect_arrow
 
 
 def _plain(value, arrow_type):
@@ -53,5 +46,5 @@ def _create(self: SparkSession, data, schema=None, *args, **kwargs) -> DataFrame
 
 
 if not hasattr(DataFrame, "toArrow"):
-    DataFrame.toArrow = _to_arrow
+    DataFrame.toArrow = collect_arrow
     SparkSession.createDataFrame = _create

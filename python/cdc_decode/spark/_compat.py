@@ -36,12 +36,18 @@ def try_cast(column: Column, data_type: DataType) -> Column:
 
 
 def to_arrow(frame: DataFrame) -> Any:
-    """``frame.toArrow()`` (pyspark 4): the rows as one ``pyarrow.Table``; on 3.5 from its
-    Arrow batches (``_collect_as_arrow``, which ``toPandas`` uses)."""
+    """``frame.toArrow()`` (pyspark 4): the rows as one ``pyarrow.Table``; on 3.5
+    :func:`collect_arrow`."""
     from pyspark.sql import DataFrame
 
     if hasattr(DataFrame, "toArrow"):
         return frame.toArrow()
+    return collect_arrow(frame)
+
+
+def collect_arrow(frame: DataFrame) -> Any:
+    """The rows as one ``pyarrow.Table`` from pyspark 3.5's Arrow batches
+    (``_collect_as_arrow``, which ``toPandas`` uses)."""
     import pyarrow as pa
     from pyspark.sql.pandas.types import to_arrow_schema
 
