@@ -123,7 +123,7 @@ def test_what_the_fixtures_say():
     table = cdc_decode.table_schemas([avro], "datastream-avro")["user1.numbers"]
     types = {c.name: (c.source_type, c.type) for c in table.latest.columns}
     assert types["decimaler"] == ("bytes decimal(10,2)", "decimal(10,2)")
-    assert types["bigu"] == ("string number", "string")
+    assert types["bigu"] == ("string number", "decimal(20,0)")
     assert table.latest.key == ("id",)
 
 
@@ -241,14 +241,15 @@ def test_the_default_database_decodes_whole_with_the_wire_schemas(format):
     of both engines alone: no message is an error, and every value is the source's.
     DataWorks declares ``shop.users.account_no`` (``bigint unsigned``) as ``LONG``: its
     values widen it to ``decimal(20,0)`` (docs/types.md, "Values wider than the wire's
-    type"). (The default Debezium stream carries no Connect schema: its typed streams are
+    type"); Datastream's Avro ``number`` is a ``decimal(20,0)`` from the start. (The
+    default Debezium stream carries no Connect schema: its typed streams are
     those of ``table_count``, above.)"""
     stream = generate(format, messages=4000, seed=5)
     schemas = _passes(stream.values, format, keys=stream.message_keys)
     assert {t.name for t in schemas} == set(stream.final_values)
     unions = {t.name: _union(t) for t in schemas}
     account = unions["shop.users"]["account_no"]
-    assert account.type == {"datastream-avro": "string"}.get(format, "decimal(20,0)"), account
+    assert account.type == "decimal(20,0)", account
     big = [r["account_no"] for r in stream.final_values["shop.users"][1].values()]
     assert max(big) > 2**63, "the stream has no value past a bigint's"
     tables = {
@@ -316,6 +317,54 @@ def test_values_past_the_wire_type_widen_it_per_value(engine):
     out = cdc_decode.decode(past, "datahub-blob", tables=tables, engine=engine)
     assert [int(v["no"]) for v in out["d.t"].column("after").to_pylist()] == [
         5, -(2**63), 2**64 - 1, 77
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_datastream_numbers_are_decimals_as_wide_as_their_values(engine):
+    """Datastream writes MySQL's ``bigint unsigned`` (and Oracle's ``NUMBER``) as an Avro
+    ``string`` of logical type ``number``: a ``decimal(20,0)`` (the real file's
+    ``18446744073709551615`` lands exact), wider where the values are, ``string`` past 38
+    digits. Both engines alike; the typed decode takes every value."""
+    import io
+
+    import fastavro
+
+    fixture = (FIXTURES / "datastream-avro" / "mysql_numbers_test.avro").read_bytes()
+    reader = fastavro.reader(io.BytesIO(fixture))
+    schema, record = reader.writer_schema, next(iter(reader))
+
+    def file(*numbers: str | None) -> bytes:
+        out = io.BytesIO()
+        records = [
+            {**record, "payload": {**record["payload"], "id": i, "bigu": n}}
+            for i, n in enumerate(numbers)
+        ]
+        fastavro.writer(out, fastavro.parse_schema(schema), records)
+        return out.getvalue()
+
+    def bigu(*numbers: str | None) -> str:
+        schemas = cdc_decode.table_schemas([file(*numbers)], "datastream-avro", engine=engine)
+        (version,) = schemas["user1.numbers"].versions
+        (column,) = [c for c in version.columns if c.name == "bigu"]
+        assert column.source_type == "string number"
+        return column.type
+
+    assert bigu("5", None) == "decimal(20,0)"
+    assert bigu("18446744073709551615", "-3") == "decimal(20,0)"
+    assert bigu("5", "1.25") == "decimal(22,2)"
+    assert bigu("1" * 25) == "decimal(25,0)"
+    assert bigu("1" * 45) == "string"
+    assert bigu("x") == "decimal(20,0)"  # no number: an error of its row, not a reason
+    values = ["18446744073709551615", "1.25", "-0.5"]
+    out = cdc_decode.decode(
+        [file(*values)],
+        "datastream-avro",
+        tables={"user1.numbers": "bigu decimal(22,2)"},
+        engine=engine,
+    )["user1.numbers"]
+    assert [str(a["bigu"]) for a in out.column("after").to_pylist()] == [
+        "18446744073709551615.00", "1.25", "-0.50"
     ]  # fmt: skip
 
 

@@ -400,6 +400,10 @@ fn avro(text: &str) -> Option<&'static str> {
         }
         ("record", "datetime") => "timestamp_ntz",
         ("record", "timestampTz") => "timestamp",
+        // Datastream's `number`: MySQL `bigint unsigned`, Oracle `NUMBER` of no precision.
+        // A decimal of an unsigned 64-bit value's 20 digits, widened by the schema pass to
+        // what the values need (widen.rs), `string` past 38 digits.
+        ("string", "number") => "decimal(20,0)",
         ("int", "time-millis") | ("long", "time-micros" | "time-interval-micros") => "string",
         ("int", _) => "int",
         ("long", _) => "bigint",
@@ -543,7 +547,7 @@ mod tests {
             (Dialect::Connect, "int16", "smallint"),
             (Dialect::Avro, "bytes decimal(10,2)", "decimal(10,2)"),
             (Dialect::Avro, "long timestamp-micros", "timestamp"),
-            (Dialect::Avro, "string number", "string"),
+            (Dialect::Avro, "string number", "decimal(20,0)"),
             (Dialect::Avro, "long", "bigint"),
             (Dialect::Datahub, "DOUBLE", "double"),
             (Dialect::Datahub, "DATE", "timestamp"),

@@ -347,6 +347,9 @@ _AVRO = {
     ),
     ("record", "datetime"): "timestamp_ntz",
     ("record", "timestampTz"): "timestamp",
+    # Datastream's ``number`` (MySQL ``bigint unsigned``, Oracle ``NUMBER``): widened by the
+    # values in _schemas.widen.
+    ("string", "number"): "decimal(20,0)",
     ("int", "time-millis"): "string",
     ("long", "time-micros"): "string",
     ("long", "time-interval-micros"): "string",

@@ -1025,7 +1025,9 @@ class DatastreamAvro:
                     schemas.append(
                         None
                         if image is None or plan.payload_types is None
-                        else _schemas.typed("avro", plan.payload_types, row[12])
+                        else _schemas.widen(
+                            _schemas.typed("avro", plan.payload_types, row[12]), image
+                        )
                     )
                 else:
                     output += bytes_out

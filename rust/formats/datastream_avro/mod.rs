@@ -134,6 +134,7 @@ impl FormatDecoder for DatastreamAvro {
                     record.read(&plan, &mut datum)?;
                     if rows.schema_pass() {
                         rows.observe(wire.of(&plan, record));
+                        rows.observe_values(record.widening_values(&plan));
                     }
                     record.write(&plan, rows);
                     // Checked per record: a block of tiny records under long field names

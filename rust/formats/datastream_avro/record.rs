@@ -1,6 +1,8 @@
 //! One Datastream Avro record: its values read as text into one arena ([`Record::read`]),
 //! then written as an event ([`Record::write`]), its op deciding which image the payload is.
 
+use std::borrow::Cow;
+
 use crate::avro::{array_items, branch, deeper, resolve, Cursor, Logical, Node, Schema};
 use crate::error::{Error, Result};
 use crate::events::EventBuilder;
@@ -224,6 +226,25 @@ impl Record {
     /// Whether the record's payload is there (not null).
     pub(super) fn has_payload(&self) -> bool {
         self.image.is_some()
+    }
+
+    /// The schema pass: the payload's values that may widen their column's type (Datastream's
+    /// `number`, decimals: docs/types.md, "Values wider than the wire's type"), as name and
+    /// text. Avro's `int` and `long` values always fit their types, so are left out.
+    pub(super) fn widening_values<'s>(
+        &'s self,
+        plan: &'s Plan,
+    ) -> impl Iterator<Item = (Cow<'s, str>, Option<Cow<'s, str>>)> + 's {
+        let types = plan.payload_types.as_deref().unwrap_or_default();
+        self.image.iter().flatten().filter_map(move |(j, value)| {
+            let (name, ty) = types.get(*j)?;
+            (ty == "string number" || ty.contains(" decimal(")).then(|| {
+                let value = value
+                    .as_ref()
+                    .map(|s| Cow::Borrowed(text::utf8(&self.text[s.clone()]).unwrap_or_default()));
+                (Cow::Borrowed(name.as_str()), value)
+            })
+        })
     }
 
     /// `source_metadata.primary_keys`, as read.
