@@ -7,6 +7,7 @@
   MERGE (a batch resolved against its stored rows first, as on a large table): the MERGE
   fails on them (writing nothing), the batch is read again and applied, and both writers'
   changes are in the table.
+- The same for an SCD2 history: the key's versions are read again before its MERGE.
 - Tables applied at once from a thread pool in one session, each call with its own
   ``app_id``: every table is right and holds its own replay marker (the markers are
   session settings in Delta; each call sets them in a clone of the session).
@@ -124,6 +125,45 @@ def test_rows_changed_after_they_were_read_are_read_again(delta_spark, tmp_path,
         7: ("batch", 5),
     }
     assert DeltaTarget(delta_spark, path).txn_version("q") == 0
+
+
+def test_scd2_versions_changed_after_they_were_read_are_read_again(
+    delta_spark, tmp_path, monkeypatch
+):
+    """SCD2: another writer adds a version of a key between ``apply_changes``' read of the
+    key's versions and its MERGE: the versions are read again before the MERGE, and the
+    history chains all three versions, one of them current (read once, the batch's
+    version was made current beside the other writer's)."""
+    path = str(tmp_path / "h")
+    first = [("insert", 1, None, (k, "a", 1)) for k in range(3)]
+    cdc_spark.apply_changes(typed_events(delta_spark, first), path, scd_type=2)
+    stored = rules.stored_key_rows
+    calls = []
+
+    def read_then_another_writer(table, keys, wanted):
+        rows = stored(table, keys, wanted)
+        calls.append(1)
+        if len(calls) == 1:
+            rows = rows.localCheckpoint()  # the versions as read now
+            monkeypatch.setattr(rules, "stored_key_rows", stored)
+            try:
+                other = [("update", 9, None, (1, "other", 9))]
+                cdc_spark.apply_changes(typed_events(delta_spark, other), path, scd_type=2)
+            finally:
+                monkeypatch.setattr(rules, "stored_key_rows", read_then_another_writer)
+        return rows
+
+    monkeypatch.setattr(rules, "stored_key_rows", read_then_another_writer)
+    batch = [("update", 5, None, (1, "batch", 5))]
+    result = cdc_spark.apply_changes(typed_events(delta_spark, batch), path, scd_type=2)
+    assert len(calls) == 2, calls
+    assert result.retries >= 1
+    history = delta_spark.read.format("delta").load(path).where("id = 1")
+    got = sorted(
+        (r["name"], r[rules.CURRENT], r[rules.END_SEQUENCE] is None)
+        for r in history.collect()
+    )
+    assert got == [("a", False, False), ("batch", False, False), ("other", True, True)]
 
 
 def test_tables_applied_from_threads(delta_spark, tmp_path):

@@ -647,6 +647,18 @@ class _Call:
         image, table = self.image, self.table
         keys, values = image.keys, image.values
         new = rules.scd2_versions(entries, keys, values).persist(StorageLevel.MEMORY_AND_DISK)
+        held: list[DataFrame] = []
+
+        def hold(frame: DataFrame) -> DataFrame:
+            # Computed once, then read as a leaf over its cached rows: each step below
+            # reads the one before two to four times (the stored versions, each pass of
+            # the key changes), so the MERGE's plan held dozens of copies of the table's
+            # scan, which Delta's copy of the source ran as 200-odd jobs a call.
+            frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
+            frame.count()
+            held.append(frame)
+            return rules.detached(frame)
+
         try:
             touched = new.select(*[col(k) for k in keys]).distinct()
             # The one read of the batch (``new`` is persisted as it counts), which also
@@ -656,39 +668,52 @@ class _Call:
             if not result.keys and not new_cut:
                 result.version = table.version()
                 return result
-            if new_cut:
-                # The versions of every key live at the truncate are read and closed.
-                touched = touched.unionByName(rules.scd2_truncated_keys(table, keys, cut))
-                touched = touched.distinct()
-            p_stored = [~F.coalesce(F.array_contains(col(ABSENT), c), F.lit(False)) for c in values]
-            old = rules.stored_key_rows(table, keys, touched).select(
-                *[col(k) for k in keys],
-                START_SEQUENCE,
-                START_TIME,
-                DELETED,
-                *[col(c) for c in values],
-                *[p.alias(f"_p_{i}") for i, p in enumerate(p_stored)],
-                F.coalesce(col(ABSENT), F.array().cast("array<string>")).alias(ABSENT),
-                F.lit(None).cast(new.schema[rules.FROM].dataType).alias(rules.FROM),
-                F.lit(False).alias("_new"),
-            )
-            at = [*keys, START_SEQUENCE]
-            # A stored version wins over a new one with its start (a replayed change),
-            # unless the stored one is a delete and the new one an upsert (the tie rule).
-            replaced = old.where(col(DELETED)).join(
-                new.where(~col(DELETED)).select(*[col(k) for k in at]), at, "left_semi"
-            )
-            kept = old.join(replaced.select(*[col(k) for k in at]), at, "left_anti")
-            versions = kept.unionByName(
-                new.join(kept.select(*[col(k) for k in at]), at, "left_anti")
-            )
-            if cut is not None:
-                versions = rules.scd2_truncate(versions, touched, keys, values, cut, cut_time)
-            if result.key_changes:
-                for _ in range(rules.move_depth(new, keys, START_SEQUENCE)):
+            depth = rules.move_depth(new, keys, START_SEQUENCE) if result.key_changes else 0
+
+            def chained() -> DataFrame:
+                # Each try of the MERGE reads the table's versions afresh (another writer
+                # may have committed since the try before).
+                while held:
+                    held.pop().unpersist()
+                wanted = touched
+                if new_cut:
+                    # The versions of every key live at the truncate are read and closed.
+                    truncated = rules.scd2_truncated_keys(table, keys, cut)
+                    wanted = wanted.unionByName(truncated).distinct()
+                p_stored = [
+                    ~F.coalesce(F.array_contains(col(ABSENT), c), F.lit(False)) for c in values
+                ]
+                old = rules.stored_key_rows(table, keys, wanted).select(
+                    *[col(k) for k in keys],
+                    START_SEQUENCE,
+                    START_TIME,
+                    DELETED,
+                    *[col(c) for c in values],
+                    *[p.alias(f"_p_{i}") for i, p in enumerate(p_stored)],
+                    F.coalesce(col(ABSENT), F.array().cast("array<string>")).alias(ABSENT),
+                    F.lit(None).cast(new.schema[rules.FROM].dataType).alias(rules.FROM),
+                    F.lit(False).alias("_new"),
+                )
+                old = hold(old)  # one read of the table's versions of the batch's keys
+                at = [*keys, START_SEQUENCE]
+                # A stored version wins over a new one with its start (a replayed change),
+                # unless the stored one is a delete and the new one an upsert (the tie rule).
+                replaced = old.where(col(DELETED)).join(
+                    new.where(~col(DELETED)).select(*[col(k) for k in at]), at, "left_semi"
+                )
+                kept = old.join(replaced.select(*[col(k) for k in at]), at, "left_anti")
+                versions = kept.unionByName(
+                    new.join(kept.select(*[col(k) for k in at]), at, "left_anti")
+                )
+                if cut is not None:
+                    versions = rules.scd2_truncate(versions, wanted, keys, values, cut, cut_time)
+                if depth:
+                    versions = hold(versions)
+                for _ in range(depth):
                     once = rules.scd2_chain(versions, keys, values)
-                    versions = rules.scd2_fill_moves(once, versions, keys, values)
-            chained = rules.scd2_chain(versions, keys, values)
+                    versions = hold(rules.scd2_fill_moves(once, versions, keys, values))
+                return hold(rules.scd2_chain(versions, keys, values))
+
             every = [
                 *keys, START_SEQUENCE, START_TIME, DELETED, *values, END_SEQUENCE, END_TIME,
                 CURRENT, ABSENT,
@@ -702,9 +727,12 @@ class _Call:
                 Clause("update", set_all, F.expr(changed)),
                 Clause("insert", set_all),
             ]
-            commit = table.merge(chained, _on(at), clauses, self.txn)
+            at = [*keys, START_SEQUENCE]
+            commit = table.merge(chained, _on(at), clauses, self.txn, materialized=True)
         finally:
             new.unpersist()
+            for frame in held:
+                frame.unpersist()
         _record(result, commit)
         result.retries = table.retries
         return result

@@ -136,7 +136,7 @@ class Table:
 
     def merge(
         self,
-        source: DataFrame,
+        source: DataFrame | Callable[[], DataFrame],
         on: str,
         clauses: Sequence[Clause],
         txn: tuple[str, int] | None = None,
@@ -147,14 +147,36 @@ class Table:
         SQL condition ``on``, its clauses in order; with ``txn`` (``app_id``,
         ``batch_id``) the replay marker is written with it, and a marker the table
         already holds skips it (:meth:`check_txn`). Retried on conflicts, the marker
-        checked again before each try. ``materialized``: ``source`` is held in memory
+        checked again before each try. ``source`` may be a function that makes the frame
+        from the table's rows (and holds it): called once per try, and again while another
+        writer commits between the start of its read and the ``MERGE``, each such read
+        counted in :attr:`retries`. ``materialized``: ``source`` is held in memory
         (persisted and counted) and reads no table: a format need not copy it first."""
 
         def run() -> Commit:
             self.refresh()
             if txn is not None and self.check_txn(*txn):
                 return Commit(version=self.version(), skipped=True)
-            return self.merge_once(source, on, clauses, txn, materialized=materialized)
+            if not callable(source):
+                return self.merge_once(source, on, clauses, txn, materialized=materialized)
+            for attempt in range(ATTEMPTS):
+                read_at = self.version()
+                frame = source()
+                self.refresh()
+                if self.version() == read_at:
+                    return self.merge_once(frame, on, clauses, txn, materialized=materialized)
+                self.retries += 1
+                LOG.warning(
+                    "MERGE of %s: the table changed while its rows were read, read %d again",
+                    self.target,
+                    attempt + 1,
+                )
+                if txn is not None and self.check_txn(*txn):
+                    return Commit(version=self.version(), skipped=True)
+            raise RuntimeError(
+                f"MERGE of {self.target}: the table changed each of the {ATTEMPTS} times its "
+                "rows were read (another writer commits to it without pause)"
+            )
 
         return self.retrying("MERGE", run)
 
