@@ -160,8 +160,7 @@ def test_scd2_versions_changed_after_they_were_read_are_read_again(
     assert result.retries >= 1
     history = delta_spark.read.format("delta").load(path).where("id = 1")
     got = sorted(
-        (r["name"], r[rules.CURRENT], r[rules.END_SEQUENCE] is None)
-        for r in history.collect()
+        (r["name"], r[rules.CURRENT], r[rules.END_SEQUENCE] is None) for r in history.collect()
     )
     assert got == [("a", False, False), ("batch", False, False), ("other", True, True)]
 
