@@ -594,9 +594,12 @@ bench-spark: build jars ## The Spark race: native vs python vs plain Spark vs pa
 	$(PY) benches/spark_race.py --rounds 5 --out docs/spark-race
 
 # The Datastream tree race (docs/datastream.md): readers of the same generated bucket tree on
-# disk at 5,000 and 50,000 files, Avro and JSON; writes docs/datastream-tree.md.
-bench-datastream: build jars ## Datastream tree race: read_datastream vs spark-avro / spark.read.json, local[1]
+# disk at 5,000 and 50,000 files, Avro and JSON, on pyspark 4.3 (.venv) and 3.5
+# (.venv-spark35); writes docs/datastream-tree.md and docs/datastream-tree-spark35.md.
+bench-datastream: build jars $(VENV35)/.wheel spark35-jars ## Datastream tree race on Spark 4.3 and 3.5: read_datastream vs spark-avro / spark.read.json, local[1]
 	$(PY) benches/datastream_tree.py --out docs/datastream-tree.md
+	PYSPARK_PYTHON=$(abspath $(PY35)) $(PY35) benches/datastream_tree.py \
+		--out docs/datastream-tree-spark35.md
 
 bench-schemas: build ## The schema pass beside a generic and a typed decode of a 100-table stream, per format
 	$(PY) benches/schema_pass.py
