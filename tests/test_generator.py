@@ -18,6 +18,7 @@ import cdc_decode
 from cdc_decode import _proto as pb
 from cdc_decode.cli import main
 from cdc_decode.generate import (
+    FORMATS,
     apply_change,
     apply_events,
     generate,
@@ -96,6 +97,35 @@ def test_same_seed_same_bytes():
     assert a.expected.equals(b.expected)
     assert a.final_state == b.final_state
     assert generate("tencent-dts", messages=400, seed=12).values != a.values
+
+
+@pytest.mark.parametrize("format", FORMATS)
+def test_start_moves_every_change_by_one_distance(format):
+    """``start=``: the first change at that moment, every other one as far from it as
+    without the option; the rows and the final state are the same; decoded, each event's
+    time is the moved one. A naive datetime is refused."""
+    import datetime as dt
+
+    moment = dt.datetime(2026, 12, 5, 9, 30, tzinfo=dt.timezone.utc)
+    a = generate(format, messages=120, seed=4)
+    b = generate(format, messages=120, seed=4, start=moment)
+    assert len(a.values) == len(b.values) and a.final_state == b.final_state
+    moved = {
+        y - x
+        for x, y in zip(
+            a.expected["event_time"].to_pylist(), b.expected["event_time"].to_pylist(),
+            strict=True,
+        )
+        if x is not None and x.year > 1970  # Debezium's heartbeats carry no time
+    }  # fmt: skip
+    assert moved == {moment - dt.datetime(2024, 5, 1, 8, tzinfo=dt.timezone.utc)}
+    decoded = cdc_decode.decode(b.values, format, **(
+        {"columns": b.options["columns"]} if "columns" in b.options else {}
+    ))  # fmt: skip
+    times = [t for t in decoded.column("event_time").to_pylist() if t and t.year > 1970]
+    assert times and min(times) >= moment
+    with pytest.raises(ValueError, match="aware datetime"):
+        generate(format, messages=1, seed=4, start=dt.datetime(2026, 1, 1))
 
 
 @pytest.mark.parametrize("messages", [0, 1, 2, 5, 37, 250])

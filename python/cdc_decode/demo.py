@@ -23,8 +23,9 @@ For each format (Tencent DTS and Debezium JSON by default) it
 5. prints the throughput: messages and tables per second of the whole sync, seconds per
    micro-batch, and the Rust core's decode alone (in process, the same messages).
 
-The generated changes are dated 2023 and 2024, so the progress lines' lag (the wall clock
-minus the newest change's time) is years here; on a live source it is seconds.
+Each stream is generated so that its last change is the moment it is made, as a source
+that changed over the past minutes: the progress lines' lag (the wall clock minus the
+newest change's time) is then what a catching-up sync shows, shrinking batch by batch.
 
 It exits 1 when a table differs from the source.
 """
@@ -40,6 +41,23 @@ from pathlib import Path
 
 FORMATS = ("tencent-dts", "debezium-json")
 SHOWN = 6  # tables listed with their types, per format
+
+
+def _generate_now(fmt: str, **options: object):
+    """``generate(fmt, **options)`` with its last change at about this moment: the same
+    stream, its times moved (``generate(start=...)``)."""
+    import datetime as dt
+
+    import pyarrow.compute as pc
+
+    from .generate import generate
+    from .generate.source import EPOCH
+
+    stream = generate(fmt, **options)
+    last = pc.max(stream.expected["event_time"]).as_py()
+    if last is None:
+        return stream
+    return generate(fmt, start=dt.datetime.now(dt.timezone.utc) - (last - EPOCH), **options)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,7 +81,6 @@ def main(argv: list[str] | None = None) -> int:
     from . import cli
     from . import spark as cdc_spark
     from ._kafka_broker import start_broker
-    from .generate import generate
     from .generate.kafka import create_topic, produce
     from .generate.truth import differences
 
@@ -76,8 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     spark = None
     try:
         for fmt in args.formats:
-            stream = generate(fmt, messages=args.messages, seed=args.seed,
-                              table_count=args.tables)  # fmt: skip
+            stream = _generate_now(fmt, messages=args.messages, seed=args.seed,
+                                   table_count=args.tables)  # fmt: skip
             topic = f"demo-{fmt}"
             create_topic(broker.bootstrap, topic, partitions=3)
             sent = produce(broker.bootstrap, topic, stream, partitions=3)

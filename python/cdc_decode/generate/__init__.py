@@ -15,6 +15,7 @@ maps one) and its ``Stream.values`` is a ``pyarrow.Table`` of records.
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -100,6 +101,7 @@ def generate(
     connector: str | None = None,
     key_changes: float = 0.0,
     table_count: int | None = None,
+    start: dt.datetime | None = None,
 ) -> Stream:
     """Generate a stream of exactly ``messages`` Kafka values.
 
@@ -138,6 +140,10 @@ def generate(
             (``schemas.enable``, decimals as Connect ``Decimal`` bytes) and a Kafka key
             per message (``Stream.message_keys``). ``None`` (the default): the five tables,
             byte for byte as without the option.
+        start: when the first change happens (an aware datetime); the others follow it
+            as they would (the same distances), so a seed's stream differs only in its
+            times. ``None`` (the default): 2024-05-01 08:00 UTC. ``make demo`` starts its
+            streams so that the last change is about the moment they are made.
 
     Returns:
         The :class:`Stream`: values, expected events and final table state.
@@ -157,13 +163,15 @@ def generate(
         if key_changes:
             raise ValueError("key_changes= applies to the five tables, not table_count=")
     if format == datahub_tuple.FORMAT:
-        return _generate_tuple(messages, seed, max_rows, tables, key_changes)
+        return _generate_tuple(messages, seed, max_rows, tables, key_changes, start)
     if table_count is not None:
         source = DatabaseSource(
             seed, table_count=table_count, max_rows=max_rows, drops=format != tdsql_json.FORMAT
         )
     else:
         source = MySQLSource(seed, max_rows=max_rows, tables=tables, key_changes=key_changes)
+    if start is not None:
+        source.start_at(start)
     if format == datahub_blob.FORMAT:
         render = datahub_blob.render
         values, rows = datahub_blob.write_stream(
@@ -271,7 +279,12 @@ def _final_values(source: MySQLSource) -> dict:
 
 
 def _generate_tuple(
-    messages: int, seed: int, max_rows: int, tables: Sequence[str] | None, key_changes: float
+    messages: int,
+    seed: int,
+    max_rows: int,
+    tables: Sequence[str] | None,
+    key_changes: float,
+    start: dt.datetime | None,
 ) -> Stream:
     """``datahub-tuple``: one table's TUPLE topic (docs/formats/datahub-tuple.md)."""
     if isinstance(tables, str):
@@ -283,6 +296,8 @@ def _generate_tuple(
             "name it with tables=[...]"
         )
     source = MySQLSource(seed, max_rows=max_rows, tables=tables, key_changes=key_changes)
+    if start is not None:
+        source.start_at(start)
     writer = datahub_tuple.DatahubTupleWriter(source, seed=seed)
     records, rows, state = datahub_tuple.write_stream(source, writer, messages)
     table = writer.table

@@ -810,6 +810,17 @@ class MySQLSource:
 
     # clock and log position
 
+    def start_at(self, moment: dt.datetime) -> None:
+        """Move the simulated clock, before any change is made, so that the first change
+        happens at ``moment`` (an aware datetime): every change after it keeps its
+        distance from the first, so a seed's stream differs only in its times."""
+        if moment.tzinfo is None:
+            raise ValueError("start must be an aware datetime (datetime.now(timezone.utc))")
+        shift = round(moment.timestamp() * 1_000_000) - self.time_us
+        self.time_us += shift
+        self._next_heartbeat += shift // 1_000_000
+        self._next_checkpoint += shift // 1_000_000
+
     @property
     def now(self) -> int:
         return self.time_us // 1_000_000
