@@ -38,7 +38,8 @@ def test_apply_delta_example_runs_with_delta_from_maven_central(tmp_path):
 def test_demo_syncs_a_database_from_the_broker_through_the_command_line(tmp_path):
     """``make demo`` small: a broker, a generated Debezium database on a topic (message keys
     included, as Debezium sends them), ``cdc-decode sync`` in micro-batches, every table
-    equal to the source in its wire types."""
+    equal to the source in its wire types, the lag of each progress line seconds or
+    minutes (the streams end when they are made)."""
     from support.delta import JARS, SPARK_JARS
     from support.kafka import KAFKA_JARS
 
@@ -54,6 +55,9 @@ def test_demo_syncs_a_database_from_the_broker_through_the_command_line(tmp_path
     progress = [line for line in out.splitlines() if line.startswith("batch ")]
     assert len(progress) == 3, out[-3000:]  # 150 records, 60 a micro-batch
     assert any(", lag " in line for line in progress)  # batches with row changes say it
+    # The streams end when they are made: a lag of seconds or minutes, not years.
+    lags = re.findall(r", lag [\d.,]+ (s|min|h|days)$", "\n".join(progress), re.M)
+    assert lags and set(lags) <= {"s", "min"}, progress
     tables = [line for line in out.splitlines() if line.strip().startswith(str(tmp_path))]
     assert tables and all(line.endswith("equal to the source") for line in tables), out[-3000:]
     assert re.search(r" (bigint|int|date|decimal\(\d+,\d+\))[,\n]", out)  # wire types, no DDL
