@@ -669,6 +669,7 @@ class _Call:
                 result.version = table.version()
                 return result
             depth = rules.move_depth(new, keys, START_SEQUENCE) if result.key_changes else 0
+            at = [*keys, START_SEQUENCE]
 
             def chained() -> DataFrame:
                 # Each try of the MERGE reads the table's versions afresh (another writer
@@ -695,7 +696,6 @@ class _Call:
                     F.lit(False).alias("_new"),
                 )
                 old = hold(old)  # one read of the table's versions of the batch's keys
-                at = [*keys, START_SEQUENCE]
                 # A stored version wins over a new one with its start (a replayed change),
                 # unless the stored one is a delete and the new one an upsert (the tie rule).
                 replaced = old.where(col(DELETED)).join(
@@ -727,7 +727,6 @@ class _Call:
                 Clause("update", set_all, F.expr(changed)),
                 Clause("insert", set_all),
             ]
-            at = [*keys, START_SEQUENCE]
             commit = table.merge(chained, _on(at), clauses, self.txn, materialized=True)
         finally:
             new.unpersist()

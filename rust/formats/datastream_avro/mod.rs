@@ -89,6 +89,9 @@ impl FormatDecoder for DatastreamAvro {
                     let mut plan = Plan::compile(schema)?;
                     if rows.schema_pass() {
                         plan.payload_types = plan::payload_types(json).map(Arc::from);
+                        if let Some(types) = &plan.payload_types {
+                            plan.widening_fields = plan::widening_fields(types);
+                        }
                     }
                     let plan = Arc::new(plan);
                     if plans.len() >= CACHED_SCHEMAS {

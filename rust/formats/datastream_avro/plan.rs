@@ -57,6 +57,9 @@ pub(super) struct Plan {
     /// The schema pass: the payload's fields and their types as the schema spells them
     /// ([`payload_types`]).
     pub(super) payload_types: Option<Arc<[(String, String)]>>,
+    /// The schema pass: the payload fields whose values may widen their column's type
+    /// (Datastream's `number`, decimals), by index ([`widening_fields`]).
+    pub(super) widening_fields: Vec<usize>,
 }
 
 impl Plan {
@@ -126,6 +129,7 @@ impl Plan {
             meta_record,
             payload_record,
             payload_types: None,
+            widening_fields: Vec::new(),
         })
     }
 }
@@ -196,6 +200,18 @@ fn non_null(ty: Value<'_>) -> Option<Value<'_>> {
         (Some(only), None) => Some(only),
         _ => None,
     }
+}
+
+/// The indexes of the payload fields (of [`payload_types`]) whose values may need a wider
+/// type than their own (docs/types.md, "Values wider than the wire's type"): Datastream's
+/// `number` and decimals. Avro's `int` and `long` values always fit their types.
+pub(super) fn widening_fields(types: &[(String, String)]) -> Vec<usize> {
+    types
+        .iter()
+        .enumerate()
+        .filter(|(_, (_, ty))| ty == "string number" || ty.contains(" decimal("))
+        .map(|(j, _)| j)
+        .collect()
 }
 
 /// The spelling of a type (see [`payload_types`]); `field` carries a field-level

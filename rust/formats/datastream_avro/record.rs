@@ -228,22 +228,20 @@ impl Record {
         self.image.is_some()
     }
 
-    /// The schema pass: the payload's values that may widen their column's type (Datastream's
-    /// `number`, decimals: docs/types.md, "Values wider than the wire's type"), as name and
-    /// text. Avro's `int` and `long` values always fit their types, so are left out.
+    /// The schema pass: the payload's values that may widen their column's type
+    /// ([`Plan::widening_fields`]), as name and text.
     pub(super) fn widening_values<'s>(
         &'s self,
         plan: &'s Plan,
     ) -> impl Iterator<Item = (Cow<'s, str>, Option<Cow<'s, str>>)> + 's {
         let types = plan.payload_types.as_deref().unwrap_or_default();
-        self.image.iter().flatten().filter_map(move |(j, value)| {
-            let (name, ty) = types.get(*j)?;
-            (ty == "string number" || ty.contains(" decimal(")).then(|| {
-                let value = value
-                    .as_ref()
-                    .map(|s| Cow::Borrowed(text::utf8(&self.text[s.clone()]).unwrap_or_default()));
-                (Cow::Borrowed(name.as_str()), value)
-            })
+        let image = self.image.as_deref().unwrap_or_default();
+        plan.widening_fields.iter().filter_map(move |&j| {
+            let ((name, _), (_, value)) = (types.get(j)?, image.get(j)?);
+            let value = value
+                .as_ref()
+                .map(|s| Cow::Borrowed(text::utf8(&self.text[s.clone()]).unwrap_or_default()));
+            Some((Cow::Borrowed(name.as_str()), value))
         })
     }
 
