@@ -99,17 +99,19 @@ def test_a_batch_resolved_first_gives_the_table_one_merge_gives(delta_spark, tmp
     assert resolved  # the batches took that way
 
 
-def test_generated_code_gives_the_table_interpretation_gives(delta_spark, tmp_path,
-                                                             monkeypatch):  # fmt: skip
+def test_a_big_tables_merge_gives_the_table_a_small_ones_gives(delta_spark, tmp_path,
+                                                               monkeypatch):  # fmt: skip
     """The suite's session evaluates its expressions interpreted (tests/support, to spare
     compiling on tables of a few hundred rows), and so does the MERGE into any table under
-    ``INTERPRET_BYTES``; users' sessions and big tables run Spark's generated code. With
-    code generation on everywhere, the Tencent DTS stream of the tests above (partial
-    images, key changes, late changes) gives the same table, the source's."""
+    ``INTERPRET_BYTES``, which also rewrites the files it changes (under ``REWRITE_BYTES``);
+    users' sessions and big tables run Spark's generated code and write deletion vectors.
+    Both on everywhere, the Tencent DTS stream of the tests above (partial images, key
+    changes, late changes) gives the same table, the source's."""
     import importlib
 
     delta_module = importlib.import_module("cdc_decode.spark._tables.delta")
     monkeypatch.setattr(delta_module, "INTERPRET_BYTES", 0)
+    monkeypatch.setattr(delta_module, "REWRITE_BYTES", 0)
     held = {key: delta_spark.conf.get(key) for key in delta_module.INTERPRETED}
     delta_spark.conf.set("spark.sql.codegen.wholeStage", "true")
     delta_spark.conf.set("spark.sql.codegen.factoryMode", "CODEGEN_ONLY")
@@ -118,6 +120,28 @@ def test_generated_code_gives_the_table_interpretation_gives(delta_spark, tmp_pa
     finally:
         for key, value in held.items():
             delta_spark.conf.set(key, value)
+    metrics = [
+        row["operationMetrics"]
+        for row in delta_spark.sql(f"DESCRIBE HISTORY delta.`{tmp_path / 'users'}`").collect()
+        if row["operation"] == "MERGE"
+    ]
+    assert sum(int(m["numTargetDeletionVectorsAdded"]) for m in metrics) > 0
+
+
+def test_a_small_tables_merge_rewrites_its_files(delta_spark, tmp_path):
+    """A MERGE into a table under ``REWRITE_BYTES`` writes no deletion vectors: it rewrites
+    the files it changes, which on a table this small costs less (docs/apply.md)."""
+    path = str(tmp_path / "t")
+    first = [("insert", 1, None, (1, "a", 1)), ("insert", 2, None, (2, "b", 2))]
+    second = [("update", 3, (2, "b", 2), (2, "c", 3)), ("insert", 4, None, (3, "d", 4))]
+    for rows in (first, second):
+        cdc_spark.apply_changes(_events(delta_spark, rows), path)
+    history = delta_spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
+    merges = [r["operationMetrics"] for r in history if r["operation"] == "MERGE"]
+    assert len(merges) == 2
+    assert all(int(m["numTargetDeletionVectorsAdded"]) == 0 for m in merges)
+    assert int(next(iter(merges))["numTargetFilesRemoved"]) > 0  # the newest MERGE's
+    assert _live(delta_spark, path) == {1: ("a", 1), 2: ("c", 3), 3: ("d", 4)}
 
 
 def _typed_partial(delta_spark, tmp_path, fmt, connector) -> None:

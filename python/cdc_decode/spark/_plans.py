@@ -17,6 +17,13 @@ if TYPE_CHECKING:  # pragma: no cover
 
 Func = TypeVar("Func", bound=Callable[..., Any])
 
+INTERPRETED = {
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
+"""Spark's settings for interpreted evaluation (``factoryMode`` is internal to Spark, read
+at each expression's evaluator; both are session settings)."""
+
 
 def col(name: str, alias: str | None = None) -> Column:
     """A column by its exact name (dots, backquotes and spaces quoted)."""
@@ -46,6 +53,33 @@ def detached(frame: DataFrame, session: SparkSession | None = None) -> DataFrame
     rows = jdf.queryExecution().toRdd()
     leaf = session._jsparkSession.internalCreateDataFrame(rows, jdf.schema(), False)
     return DataFrame(leaf, session)
+
+
+def estimated_bytes(frame: DataFrame) -> int | None:
+    """The optimizer's estimate of ``frame``'s size (its plan's statistics: exact for rows
+    held in memory or made from local data, the files' size for a scan, Spark's default,
+    which is huge, where a source reports none); ``None`` on Spark Connect. No job."""
+    jdf = getattr(frame, "_jdf", None)
+    if jdf is None:
+        return None
+    return int(str(jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
+
+
+def in_session(frame: DataFrame, session: SparkSession) -> DataFrame:
+    """``frame``'s plan as a frame of ``session`` (a clone of its own: the same
+    SparkContext and cache, so rows ``frame`` holds in memory are read from there), which
+    plans and runs it with its own settings. On Spark Connect ``frame`` as it is."""
+    jdf = getattr(frame, "_jdf", None)
+    if jdf is None:
+        return frame
+    import pyspark
+    from pyspark.sql import DataFrame
+
+    jvm = session.sparkContext._jvm
+    sql = jvm.org.apache.spark.sql
+    classes = sql.classic if int(pyspark.__version__.split(".")[0]) >= 4 else sql
+    plan = jdf.queryExecution().analyzed()
+    return DataFrame(classes.Dataset.ofRows(session._jsparkSession, plan), session)
 
 
 def merge_outcome(

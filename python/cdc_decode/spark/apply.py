@@ -51,7 +51,7 @@ from ._apply_rules import SEQUENCE as SEQUENCE
 from ._apply_rules import START_SEQUENCE as START_SEQUENCE
 from ._apply_rules import START_TIME as START_TIME
 from ._apply_rules import UPSERT_OPS as UPSERT_OPS
-from ._plans import built_without_call_sites
+from ._plans import INTERPRETED, built_without_call_sites, estimated_bytes, in_session
 from ._sql import literal
 from ._tables import Clause, Commit, Table, open_table, quote
 
@@ -85,6 +85,12 @@ RESOLVE_BYTES = 256 * 1024 * 1024
 """A batch is resolved that way (:data:`BROADCAST_KEYS`) only on a table of more than this
 many bytes; on a smaller one, and on a format that does not say its size (Iceberg), the
 rules ride in one ``MERGE``'s clauses (:mod:`._rules_sql`), which reads the table once."""
+
+FOLD_INTERPRET_BYTES = 4 * 1024 * 1024
+"""A batch smaller than this (by the optimizer's estimate of its rows) is read, folded and
+counted interpreted, in a clone of the caller's session: compiling the generated code of
+the fold's plan costs more than it saves on a streaming micro-batch (docs/apply.md,
+"Cost"). 0 turns it off."""
 
 STALE_ATTEMPTS = 5
 """How many times a resolved batch is resolved again when another writer changed its rows
@@ -314,6 +320,7 @@ def apply_changes(
             )
     spark = events.sparkSession
     table = open_table(spark, target)
+    events = _interpreted(events, table)
     exists = table.exists()
     refused = None if app_id is None else table.txn_refused()
     if refused is not None:
@@ -782,6 +789,24 @@ def _drain(events: DataFrame) -> None:
         in_stream = False
     if in_stream:
         events.write.format("noop").mode("overwrite").save()
+
+
+def _interpreted(events: DataFrame, table: Table) -> DataFrame:
+    """``events`` as a frame of an interpreted clone of their session when the batch is
+    smaller than :data:`FOLD_INTERPRET_BYTES` (and the session compiles), else as they
+    are. The rows are the same: a batch held in memory is read from its cache."""
+    if FOLD_INTERPRET_BYTES <= 0:
+        return events
+    conf = events.sparkSession.conf
+    if all(conf.get(key, None) == value for key, value in INTERPRETED.items()):
+        return events
+    size = estimated_bytes(events)
+    if size is None or size >= FOLD_INTERPRET_BYTES:
+        return events
+    session = table.clone_session()
+    for key, value in INTERPRETED.items():
+        session.conf.set(key, value)
+    return in_session(events, session)
 
 
 def _large(table: Table) -> bool:

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._compat import merge_counts
-from .._plans import detached
+from .._plans import INTERPRETED, detached
 from . import Clause, Commit, Table, merge_statement, quote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,12 +42,14 @@ INTERPRET_BYTES = 64 * 1024 * 1024
 expressions interpreted: compiling the generated Java of a MERGE of the rules (about 90
 classes) costs more than it saves on a table this small (docs/apply.md, "Cost"). 0 turns
 it off."""
-INTERPRETED = {
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
-}
-"""Spark's settings for interpreted evaluation (``factoryMode`` is internal to Spark, read
-at each expression's evaluator; both are session settings)."""
+REWRITE_BYTES = 16 * 1024 * 1024
+"""A MERGE into a table smaller than this (by its checksum file's size) rewrites the files
+it changes instead of writing deletion vectors beside them, as a table without them would:
+on a table this small, rewriting a file costs less than writing its deletion vector and
+reading it back on every later scan (docs/apply.md, "Cost"). 0 turns it off."""
+DV_PERSISTENT = "spark.databricks.delta.merge.deletionVectors.persistent"
+"""Delta's session setting (internal, on by default) for whether a MERGE into a table with
+deletion vectors enabled writes them."""
 TAG = "cdc_decode.apply_changes "
 """The start of the ``userMetadata`` of a commit of ours (then a unique id)."""
 
@@ -297,10 +299,12 @@ class DeltaTarget(Table):
         if materialized:
             # Held in memory and reading no table: Delta's copy of it would be a second.
             session.conf.set(MATERIALIZE_SOURCE, "none")
-        size = self.size_bytes() if INTERPRET_BYTES > 0 else None
+        size = self.size_bytes() if max(INTERPRET_BYTES, REWRITE_BYTES) > 0 else None
         if size is not None and size < INTERPRET_BYTES:
             for key, value in INTERPRETED.items():
                 session.conf.set(key, value)
+        if size is not None and size < REWRITE_BYTES:
+            session.conf.set(DV_PERSISTENT, "false")
         if all(c.sql is not None for c in clauses):
             # The clauses' SQL text: one statement, parsed and planned by the JVM alone.
             view = f"_cdc_decode_source_{uuid.uuid4().hex}"
