@@ -128,6 +128,26 @@ def test_a_big_tables_merge_gives_the_table_a_small_ones_gives(delta_spark, tmp_
     assert sum(int(m["numTargetDeletionVectorsAdded"]) for m in metrics) > 0
 
 
+def test_table_properties_of_the_library_or_not_text_are_refused(delta_spark, tmp_path):
+    path = str(tmp_path / "t")
+    events = _events(delta_spark, [("insert", 1, None, (1, "a", 1))])
+    for bad, message in [
+        ({"cdc_decode.keys": "[]"}, "cdc_decode's own"),
+        ({"team": ["a"]}, "must be text or a number"),
+        ("team=lake", "must be a mapping"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            cdc_spark.apply_changes(events, path, properties=bad)
+    assert not (tmp_path / "t").exists()  # nothing written
+    result = cdc_spark.apply_changes(events, path, properties={"team": "lake", "tier": 2})
+    assert result.created
+    props = {
+        r["key"]: r["value"]
+        for r in delta_spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
+    }
+    assert props["team"] == "lake" and props["tier"] == "2"
+
+
 def test_a_small_tables_merge_rewrites_its_files(delta_spark, tmp_path):
     """A MERGE into a table under ``REWRITE_BYTES`` writes no deletion vectors: it rewrites
     the files it changes, which on a table this small costs less (docs/apply.md)."""

@@ -58,13 +58,21 @@ def test_sync_in_batches_equals_the_source(delta_spark, tmp_path, format):
     target = str(tmp_path / "lake" / "{db}" / "{table}")
     half = len(stream.values) // 2
     options = {"app_id": "sync-test", **_options(stream)}
+    exact = sorted(stream.final_values)[0]
+    made = {"*": {"delta.appendOnly": "false", "team": "lake"}, exact: {"team": "orders"}}
     first = cdc_spark.sync(_frame(delta_spark, stream, 0, half), format, target, batch_id=0,
-                           **options)  # fmt: skip
+                           properties=made, **options)  # fmt: skip
+    props = {n: _properties(delta_spark, f"delta.`{t.target}`") for n, t in first.tables.items()}
+    assert all(p["team"] == ("orders" if n == exact else "lake") for n, p in props.items())
+    assert all(p["delta.appendOnly"] == "false" for p in props.values())
     second = cdc_spark.sync(_frame(delta_spark, stream, half), format, target, batch_id=1,
-                            **options)  # fmt: skip
+                            properties={"*": {"team": "lakehouse"}}, **options)  # fmt: skip
     for result in (first, second):
         assert result.messages_with_errors == 0, result.errors
         assert not result.failed, [t.error for t in result.failed]
+    for t in second.tables.values():  # changed: set again; no longer given: left as it was
+        props = _properties(delta_spark, f"delta.`{t.target}`")
+        assert props["team"] == "lakehouse" and props["delta.appendOnly"] == "false"
     _accounted(first, stream, 0, half)
     _accounted(second, stream, half)
     assert {n for n, t in first.tables.items() if t.created} == set(first.tables)
@@ -82,6 +90,10 @@ def test_sync_in_batches_equals_the_source(delta_spark, tmp_path, format):
     assert again.rows_written == 0
     _accounted(again, stream, half)
     assert all(set(t.not_written) <= {"replayed"} for t in again.tables.values())
+
+
+def _properties(spark, table: str) -> dict[str, str]:
+    return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
 
 
 def _accounted(result, stream=None, start: int = 0, stop: int | None = None) -> None:
@@ -422,12 +434,14 @@ def test_command_line_syncs_a_datastream_bucket(delta_spark, tmp_path, fmt):
     try:
         status = cli.main(["sync", "--format", fmt, "--datastream", str(bucket),
                            "--target", str(lake / "{db}" / "{table}"), "--checkpoint",
-                           str(tmp_path / "checkpoint"), "--trigger", "once"])  # fmt: skip
+                           str(tmp_path / "checkpoint"), "--trigger", "once",
+                           "--properties", '{"*": {"team": "lake"}}'])  # fmt: skip
     finally:
         for number, handler in handlers.items():  # the command's Ctrl-C handling
             signals.signal(number, handler)
     assert status == 0
     targets = {n: str(lake / n.replace(".", "/")) for n in stream.final_values}
+    assert all(_properties(delta_spark, f"delta.`{t}`")["team"] == "lake" for t in targets.values())
     if fmt == "datastream-avro":
         assert differences(delta_spark, stream, fmt, targets) == []
     else:

@@ -23,15 +23,32 @@ def _frame(spark, stream, start: int = 0, stop: int | None = None):
     return spark.createDataFrame(rows, "key binary, value binary")
 
 
+def _properties(spark, table: str) -> dict[str, str]:
+    return {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES {table}").collect()}
+
+
 def test_sync_into_iceberg_equals_the_source(iceberg_spark):
     spark = iceberg_spark
     stream = generate("tencent-dts", messages=120, seed=33, table_count=3)
     target = "lake.sync_{db}.{table}"
     half = len(stream.values) // 2
+    exact = sorted(stream.final_values)[0]
+    made = {"*": {"write.metadata.previous-versions-max": "50", "team": "lake"},
+            exact: {"team": "orders"}}  # fmt: skip
     first = cdc_spark.sync(_frame(spark, stream, 0, half), "tencent-dts", target, batch_id=0,
-                           app_id="sync-test", on_error="continue")  # fmt: skip
+                           app_id="sync-test", on_error="continue", properties=made)  # fmt: skip
+    props = {n: _properties(spark, t.target) for n, t in first.tables.items() if not t.error}
+    assert props and all(p["team"] == ("orders" if n == exact else "lake")
+                         for n, p in props.items())  # fmt: skip
+    assert all(p["write.metadata.previous-versions-max"] == "50" for p in props.values())
     second = cdc_spark.sync(_frame(spark, stream, half), "tencent-dts", target, batch_id=1,
-                            app_id="sync-test", on_error="continue")  # fmt: skip
+                            app_id="sync-test", on_error="continue",
+                            properties={"*": {"team": "lakehouse"}})  # fmt: skip
+    for t in second.tables.values():  # changed: set again; no longer given: left as it was
+        if t.apply is not None:
+            props = _properties(spark, t.target)
+            assert props["team"] == "lakehouse", props
+            assert props["write.metadata.previous-versions-max"] == "50"
     for result in (first, second):
         assert result.messages_with_errors == 0, result.errors
     assert {n for n, t in first.tables.items() if t.created} == set(first.tables)

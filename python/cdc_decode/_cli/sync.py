@@ -55,6 +55,9 @@ def add_parser(commands: Any) -> None:
         "--scd2", action="append", metavar="PATTERN", help="tables that also keep a history table"
     )
     sync.add_argument(
+        "--properties", metavar="JSON", help='table properties: \'{"shop.*": {"name": "value"}}\''
+    )
+    sync.add_argument(
         "--parallelism", type=int, default=4, help="tables applied at once (default: %(default)s)"
     )
     sync.add_argument("--on-error", choices=("raise", "continue"), default="raise",
@@ -82,7 +85,7 @@ def run(args: Any, say: Any) -> int:
     if args.kafka and not args.topic:
         say("sync: --kafka needs --topic")
         return 2
-    for name in ("keys", "schemas"):
+    for name in ("keys", "schemas", "properties"):
         text = getattr(args, name)
         try:
             value = json.loads(text) if text else None
@@ -157,6 +160,7 @@ def run(args: Any, say: Any) -> int:
         keys=args.keys,
         schemas=args.schemas,
         scd2=args.scd2,
+        properties=args.properties,
         parallelism=args.parallelism,
         on_error=args.on_error,
         on_invalid=args.on_invalid,

@@ -26,7 +26,7 @@ import re
 import time
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +68,9 @@ HORIZON_PROPERTY = "cdc_decode.purgeHorizon"
 TRUNCATE_PROPERTY = "cdc_decode.truncateHorizon"
 """The table property holding the newest applied ``truncate``'s sequence (hex): no change
 up to it is written (every row of the table was deleted there)."""
+PROPERTIES_PROPERTY = "cdc_decode.properties"
+"""The table property holding the ``properties=`` last set (JSON), so that they are set
+again only when the ones given change (a format may store a value otherwise than given)."""
 TRUNCATE_TIME_PROPERTY = "cdc_decode.truncateTime"
 """That ``truncate``'s event time (microseconds since the epoch; absent when unknown)."""
 
@@ -205,6 +208,7 @@ def apply_changes(
     on_ddl: str = "raise",
     on_stale: str = "warn",
     on_invalid: str = "raise",
+    properties: Mapping[str, str] | None = None,
 ) -> ApplyResult:
     """Apply one table's change events to a Delta table, creating it when absent.
 
@@ -282,6 +286,12 @@ def apply_changes(
             written; ``"count"``: the error rows are not applied and a value that does not
             convert is written as null, each counted (``ApplyResult.errors``,
             ``ApplyResult.unconverted``). ``sync`` takes the same option.
+        properties: table properties (``{"delta.appendOnly": "false"}``,
+            ``{"write.target-file-size-bytes": "134217728"}``) set when the table is made,
+            and again, in one change of the table, whenever the ones given differ from
+            the ones last given (kept with the table as ``cdc_decode.properties``). A
+            property no longer given is left as it is. Names starting ``cdc_decode.`` are
+            the library's own and refused.
 
     Returns:
         An :class:`ApplyResult` with the counts.
@@ -310,6 +320,7 @@ def apply_changes(
             raise ValueError(
                 f"{name} must be one of {', '.join(map(repr, allowed))}, not {value!r}"
             )
+    wanted = _properties(properties)
     if tombstone_retention is not None and scd_type == 2:
         raise ValueError("tombstone_retention is for scd_type=1: a history keeps its rows")
     fields = {f.name: f for f in events.schema.fields}
@@ -355,8 +366,8 @@ def apply_changes(
         "before",
         "after",
     )
-    properties = table.properties() if exists else {}
-    stored_keys = json.loads(properties[KEYS_PROPERTY]) if KEYS_PROPERTY in properties else None
+    stored = table.properties() if exists else {}
+    stored_keys = json.loads(stored[KEYS_PROPERTY]) if KEYS_PROPERTY in stored else None
     check_pk = keys is None and stored_keys is not None and "primary_key" in fields
     if isinstance(keys, str):
         keys = [keys]
@@ -381,7 +392,7 @@ def apply_changes(
         absent=not generic and AFTER_ABSENT in fields,
         ignore_null_updates=ignore_null_updates,
     )
-    plan = _Schema(table, columns, scd_type)  # raises before anything is read or written
+    plan = _Schema(table, columns, scd_type, wanted)  # raises before anything is read or written
 
     if not keys:
         # No row change names a key (none given): count, and write nothing.
@@ -791,6 +802,26 @@ def _drain(events: DataFrame) -> None:
         events.write.format("noop").mode("overwrite").save()
 
 
+def _properties(properties: Mapping[str, str] | None) -> dict[str, str]:
+    """``properties=`` checked: names and values as text, none of the library's own."""
+    if properties is None:
+        return {}
+    if not isinstance(properties, Mapping):
+        raise ValueError(f"properties must be a mapping of names to values, not {properties!r}")
+    out = {}
+    for name, value in properties.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"properties: a property's name must be text, not {name!r}")
+        if name.lower().startswith("cdc_decode."):
+            raise ValueError(f"properties: {name!r} is cdc_decode's own bookkeeping, not to be set")
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        if not isinstance(value, (str, int, float)):
+            raise ValueError(f"properties: {name!r} must be text or a number, not {value!r}")
+        out[name] = str(value)
+    return dict(sorted(out.items()))
+
+
 def _interpreted(events: DataFrame, table: Table) -> DataFrame:
     """``events`` as a frame of an interpreted clone of their session when the batch is
     smaller than :data:`FOLD_INTERPRET_BYTES` (and the session compiles), else as they
@@ -914,7 +945,13 @@ class _Schema:
     events lack, or of another type, is an error: never silent loss), applied by
     :meth:`apply` (create, add columns, bring a table of an older layout up to date)."""
 
-    def __init__(self, table: Table, columns: Sequence[Any], scd_type: int) -> None:
+    def __init__(
+        self,
+        table: Table,
+        columns: Sequence[Any],
+        scd_type: int,
+        properties: dict[str, str] | None = None,
+    ) -> None:
         from pyspark.sql.types import (
             ArrayType,
             BinaryType,
@@ -928,6 +965,7 @@ class _Schema:
         self.table = table
         self.columns = list(columns)
         self.scd_type = scd_type
+        self.properties = dict(properties or {})
         types = {
             SEQUENCE: BinaryType(),
             EVENT_TIME: TimestampType(),
@@ -991,16 +1029,25 @@ class _Schema:
         """Create the table (with its keys as a property), or add the events' new columns
         and the bookkeeping columns an older layout lacks; ``(created, added)``."""
         table = self.table
+        given = {}
+        if self.properties:
+            given = {**self.properties, PROPERTIES_PROPERTY: json.dumps(self.properties)}
         if not self.exists:
             fields = self.columns + self.bookkeeping
             props = {KEYS_PROPERTY: json.dumps(list(keys))} if keys else {}
-            table.create(fields, props)
+            table.create(fields, {**given, **props})
             self.exists = True
             return True, []
         if self.added or self.layout:
             table.add_columns(self.added + self.layout)
-        if keys and KEYS_PROPERTY not in table.properties():
-            table.set_properties({KEYS_PROPERTY: json.dumps(list(keys))})
+        stored = table.properties()
+        update = {}
+        if keys and KEYS_PROPERTY not in stored:
+            update[KEYS_PROPERTY] = json.dumps(list(keys))
+        if given and stored.get(PROPERTIES_PROPERTY) != given[PROPERTIES_PROPERTY]:
+            update.update(given)
+        if update:
+            table.set_properties(update)
         added, self.added, self.layout = [f.name for f in self.added], [], []
         return False, added
 

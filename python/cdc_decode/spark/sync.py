@@ -29,6 +29,7 @@ from .._wire_schemas import WireTable
 from ._apply_rules import INTERNAL
 from ._tables import open_table, quote
 from .apply import KEYS_PROPERTY, QUERY_ID, ApplyResult, apply_changes
+from .apply import _properties as _checked_properties
 from .decoding import _LOCATION
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -252,6 +253,7 @@ def sync(
     tombstone_retention: Any = None,
     on_stale: str = "warn",
     on_invalid: str = "raise",
+    properties: Mapping[str, Mapping[str, str]] | None = None,
     _hold: Callable[[DataFrame | None], None] | None = None,
 ) -> SyncResult:
     """Sync every table of a batch of CDC messages into its own Delta table.
@@ -300,6 +302,12 @@ def sync(
             it written, its error naming the column and a value (then ``on_error`` says
             what the call does); ``"count"`` applies the table's other changes and counts
             those messages (:attr:`TableSync.errors`), as ``apply_changes`` does.
+        properties: ``{"pattern": {"name": "value", …}}``: table properties of the tables
+            whose source name matches (``"*"``, ``"shop.*"``, ``"shop.orders"``), set when
+            a table is made and again when the ones given change (its history table's
+            too), as ``apply_changes(properties=)`` sets them. A table matched by several
+            entries takes all of them, a later entry's value over an earlier one's, an
+            exact name's over any pattern's.
 
     Returns:
         A :class:`SyncResult`.
@@ -328,6 +336,11 @@ def sync(
         )
     if parallelism < 1:
         raise ValueError("parallelism must be at least 1")
+    if properties is not None:
+        if not isinstance(properties, Mapping):
+            raise ValueError(f"properties must map table patterns to properties: {properties!r}")
+        for pattern in properties:
+            _checked_properties(_table_properties(properties, pattern))
     spark = df.sparkSession
     if batch_id is not None and app_id is None:
         app_id = spark.sparkContext.getLocalProperty(QUERY_ID)
@@ -411,6 +424,7 @@ def sync(
                 tombstone_retention=tombstone_retention,
                 on_stale=on_stale,
                 on_invalid="count",  # its error rows: counted here, or the table failed
+                properties=_table_properties(properties, plan.entry.name),
             )
 
         todo = []
@@ -717,6 +731,7 @@ class _Plan:
                     on_ddl="report",
                     on_stale=options.get("on_stale", "warn"),
                     on_invalid=options.get("on_invalid", "raise"),
+                    properties=options.get("properties"),
                     **history_txn,
                 )
         finally:
@@ -793,6 +808,26 @@ def _lookup(options: Mapping[str, Any] | None, name: str) -> Any:
         if fnmatch.fnmatchcase(name.lower(), key.lower()):
             return value
     return None
+
+
+def _table_properties(
+    properties: Mapping[str, Mapping[str, str]] | None, name: str
+) -> dict[str, str] | None:
+    """The ``properties=`` of table ``name``: every matching pattern's, in the order
+    given, then its exact entry's (case-insensitive)."""
+    if not properties:
+        return None
+    out: dict[str, str] = {}
+    exact: Mapping[str, str] = {}
+    for pattern, values in properties.items():
+        if not isinstance(values, Mapping):
+            raise ValueError(f"properties: {pattern!r} must map to {{name: value}}, not {values!r}")
+        if pattern.lower() == name.lower():
+            exact = values
+        elif fnmatch.fnmatchcase(name.lower(), pattern.lower()):
+            out.update(values)
+    out.update(exact)
+    return out or None
 
 
 def _target(target: str | Callable[[WireTable], str | None], table: WireTable) -> str | None:
