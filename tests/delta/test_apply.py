@@ -11,6 +11,7 @@ test_apply_rules.py).
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -146,6 +147,41 @@ def test_table_properties_of_the_library_or_not_text_are_refused(delta_spark, tm
         for r in delta_spark.sql(f"SHOW TBLPROPERTIES delta.`{path}`").collect()
     }
     assert props["team"] == "lake" and props["tier"] == "2"
+
+
+def test_layout_when_the_table_is_made(delta_spark, tmp_path):
+    """``cluster_by=`` makes a liquid-clustered table, ``partition_by=`` a partitioned one
+    (columns named as the table names them); what Delta cannot make is refused, naming
+    what it can, before anything is written."""
+    events = _events(
+        delta_spark, [("insert", 1, None, (1, "a", 1)), ("insert", 2, None, (2, "b", 2))]
+    )
+    for options, message in [
+        ({"partition_by": ["days(score)"]}, "Delta partitions by columns, not by days"),
+        ({"partition_by": "name", "cluster_by": "id"}, "either partitioned or clustered"),
+        ({"cluster_by": ["nope"]}, "'nope' is not a column of the table"),
+        ({"partition_by": ["bucket(id)"]}, "bucket takes a number and a column"),
+        ({"partition_by": ["weeks(id)"]}, "weeks is not a partition transform"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            cdc_spark.apply_changes(events, str(tmp_path / "bad"), **options)
+    assert not (tmp_path / "bad").exists()
+    clustered, parted = str(tmp_path / "clustered"), str(tmp_path / "parted")
+    cdc_spark.apply_changes(events, clustered, cluster_by=["ID"])
+    cdc_spark.apply_changes(events, parted, partition_by="name")
+    detail = {
+        path: delta_spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first().asDict()
+        for path in (clustered, parted)
+    }
+    assert detail[clustered]["clusteringColumns"] == ["id"]
+    assert detail[parted]["partitionColumns"] == ["name"]
+    later = _events(delta_spark, [("update", 3, (1, "a", 1), (1, "c", 3))])
+    for path in (clustered, parted):
+        cdc_spark.apply_changes(later, path, cluster_by=["score"])  # made: kept as it is
+        assert _live(delta_spark, path) == {1: ("c", 3), 2: ("b", 2)}
+    assert delta_spark.sql(f"DESCRIBE DETAIL delta.`{clustered}`").first()["clusteringColumns"] == [
+        "id"
+    ]
 
 
 def test_a_small_tables_merge_rewrites_its_files(delta_spark, tmp_path):

@@ -60,8 +60,12 @@ def test_sync_in_batches_equals_the_source(delta_spark, tmp_path, format):
     options = {"app_id": "sync-test", **_options(stream)}
     exact = sorted(stream.final_values)[0]
     made = {"*": {"delta.appendOnly": "false", "team": "lake"}, exact: {"team": "orders"}}
+    clusters = {n: list(k) for n, k in stream.primary_keys.items()}  # each by its key
     first = cdc_spark.sync(_frame(delta_spark, stream, 0, half), format, target, batch_id=0,
-                           properties=made, **options)  # fmt: skip
+                           properties=made, cluster_by=clusters, **options)  # fmt: skip
+    for n, t in first.tables.items():
+        detail = delta_spark.sql(f"DESCRIBE DETAIL delta.`{t.target}`").first()
+        assert [c.lower() for c in detail["clusteringColumns"]] == [k.lower() for k in clusters[n]]
     props = {n: _properties(delta_spark, f"delta.`{t.target}`") for n, t in first.tables.items()}
     assert all(p["team"] == ("orders" if n == exact else "lake") for n, p in props.items())
     assert all(p["delta.appendOnly"] == "false" for p in props.values())
@@ -435,13 +439,17 @@ def test_command_line_syncs_a_datastream_bucket(delta_spark, tmp_path, fmt):
         status = cli.main(["sync", "--format", fmt, "--datastream", str(bucket),
                            "--target", str(lake / "{db}" / "{table}"), "--checkpoint",
                            str(tmp_path / "checkpoint"), "--trigger", "once",
-                           "--properties", '{"*": {"team": "lake"}}'])  # fmt: skip
+                           "--properties", '{"*": {"team": "lake"}}', "--cluster-by",
+                           json.dumps(stream.primary_keys)])  # fmt: skip
     finally:
         for number, handler in handlers.items():  # the command's Ctrl-C handling
             signals.signal(number, handler)
     assert status == 0
     targets = {n: str(lake / n.replace(".", "/")) for n in stream.final_values}
-    assert all(_properties(delta_spark, f"delta.`{t}`")["team"] == "lake" for t in targets.values())
+    for name, table in targets.items():
+        assert _properties(delta_spark, f"delta.`{table}`")["team"] == "lake"
+        detail = delta_spark.sql(f"DESCRIBE DETAIL delta.`{table}`").first()
+        assert detail["clusteringColumns"] == list(stream.primary_keys[name])
     if fmt == "datastream-avro":
         assert differences(delta_spark, stream, fmt, targets) == []
     else:

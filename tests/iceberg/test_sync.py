@@ -35,8 +35,20 @@ def test_sync_into_iceberg_equals_the_source(iceberg_spark):
     exact = sorted(stream.final_values)[0]
     made = {"*": {"write.metadata.previous-versions-max": "50", "team": "lake"},
             exact: {"team": "orders"}}  # fmt: skip
+    keys = {n: list(k) for n, k in stream.primary_keys.items()}
+    layout = {
+        "cluster_by": keys,
+        "partition_by": {n: [f"bucket(4, {k[0]})"] for n, k in keys.items()},
+    }
     first = cdc_spark.sync(_frame(spark, stream, 0, half), "tencent-dts", target, batch_id=0,
-                           app_id="sync-test", on_error="continue", properties=made)  # fmt: skip
+                           app_id="sync-test", on_error="continue", properties=made,
+                           **layout)  # fmt: skip
+    for n, t in first.tables.items():  # sorted and partitioned by its key
+        if not t.error:
+            assert _properties(spark, t.target)["sort-order"].startswith(keys[n][0]), n
+            rows = spark.sql(f"DESCRIBE TABLE {t.target}").collect()
+            spec = [r["data_type"] for r in rows if r["col_name"].startswith("Part ")]
+            assert f"bucket(4, {keys[n][0]})" in spec, spec
     props = {n: _properties(spark, t.target) for n, t in first.tables.items() if not t.error}
     assert props and all(p["team"] == ("orders" if n == exact else "lake")
                          for n, p in props.items())  # fmt: skip

@@ -58,6 +58,14 @@ def add_parser(commands: Any) -> None:
         "--properties", metavar="JSON", help='table properties: \'{"shop.*": {"name": "value"}}\''
     )
     sync.add_argument(
+        "--cluster-by", metavar="JSON", help='clustering of new tables: \'{"shop.t": ["id"]}\''
+    )
+    sync.add_argument(
+        "--partition-by",
+        metavar="JSON",
+        help='partitions of new tables: \'{"shop.t": ["region"]}\'',
+    )
+    sync.add_argument(
         "--parallelism", type=int, default=4, help="tables applied at once (default: %(default)s)"
     )
     sync.add_argument("--on-error", choices=("raise", "continue"), default="raise",
@@ -85,7 +93,7 @@ def run(args: Any, say: Any) -> int:
     if args.kafka and not args.topic:
         say("sync: --kafka needs --topic")
         return 2
-    for name in ("keys", "schemas", "properties"):
+    for name in ("keys", "schemas", "properties", "cluster_by", "partition_by"):
         text = getattr(args, name)
         try:
             value = json.loads(text) if text else None
@@ -161,6 +169,8 @@ def run(args: Any, say: Any) -> int:
         schemas=args.schemas,
         scd2=args.scd2,
         properties=args.properties,
+        cluster_by=args.cluster_by,
+        partition_by=args.partition_by,
         parallelism=args.parallelism,
         on_error=args.on_error,
         on_invalid=args.on_invalid,

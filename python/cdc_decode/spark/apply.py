@@ -51,6 +51,7 @@ from ._apply_rules import SEQUENCE as SEQUENCE
 from ._apply_rules import START_SEQUENCE as START_SEQUENCE
 from ._apply_rules import START_TIME as START_TIME
 from ._apply_rules import UPSERT_OPS as UPSERT_OPS
+from ._layout import NO_LAYOUT, Layout, layout
 from ._plans import INTERPRETED, built_without_call_sites, estimated_bytes, in_session
 from ._sql import literal
 from ._tables import Clause, Commit, Table, open_table, quote
@@ -209,6 +210,8 @@ def apply_changes(
     on_stale: str = "warn",
     on_invalid: str = "raise",
     properties: Mapping[str, str] | None = None,
+    cluster_by: str | Sequence[str] | None = None,
+    partition_by: str | Sequence[str] | None = None,
 ) -> ApplyResult:
     """Apply one table's change events to a Delta table, creating it when absent.
 
@@ -292,6 +295,12 @@ def apply_changes(
             the ones last given (kept with the table as ``cdc_decode.properties``). A
             property no longer given is left as it is. Names starting ``cdc_decode.`` are
             the library's own and refused.
+        cluster_by: columns the table is clustered by when it is made: Delta's liquid
+            clustering (``CLUSTER BY``), Iceberg's sort order (``WRITE ORDERED BY``). A
+            table that exists keeps its own layout.
+        partition_by: the table's partitions when it is made: columns (``"region"``) or,
+            on Iceberg, partition transforms (``"days(created_at)"``, ``"bucket(16,
+            id)"``). A Delta table takes columns only, and not with ``cluster_by``.
 
     Returns:
         An :class:`ApplyResult` with the counts.
@@ -392,7 +401,10 @@ def apply_changes(
         absent=not generic and AFTER_ABSENT in fields,
         ignore_null_updates=ignore_null_updates,
     )
-    plan = _Schema(table, columns, scd_type, wanted)  # raises before anything is read or written
+    shape = layout(cluster_by, partition_by, names)
+    plan = _Schema(
+        table, columns, scd_type, wanted, shape
+    )  # raises before anything is read or written
 
     if not keys:
         # No row change names a key (none given): count, and write nothing.
@@ -951,6 +963,7 @@ class _Schema:
         columns: Sequence[Any],
         scd_type: int,
         properties: dict[str, str] | None = None,
+        shape: Layout = NO_LAYOUT,
     ) -> None:
         from pyspark.sql.types import (
             ArrayType,
@@ -966,6 +979,7 @@ class _Schema:
         self.columns = list(columns)
         self.scd_type = scd_type
         self.properties = dict(properties or {})
+        self.shape = shape
         types = {
             SEQUENCE: BinaryType(),
             EVENT_TIME: TimestampType(),
@@ -1035,7 +1049,7 @@ class _Schema:
         if not self.exists:
             fields = self.columns + self.bookkeeping
             props = {KEYS_PROPERTY: json.dumps(list(keys))} if keys else {}
-            table.create(fields, {**given, **props})
+            table.create(fields, {**given, **props}, self.shape)
             self.exists = True
             return True, []
         if self.added or self.layout:

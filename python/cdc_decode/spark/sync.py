@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._wire_schemas import WireTable
 from ._apply_rules import INTERNAL
+from ._layout import listed as _patterns
 from ._tables import open_table, quote
 from .apply import KEYS_PROPERTY, QUERY_ID, ApplyResult, apply_changes
 from .apply import _properties as _checked_properties
@@ -254,6 +255,8 @@ def sync(
     on_stale: str = "warn",
     on_invalid: str = "raise",
     properties: Mapping[str, Mapping[str, str]] | None = None,
+    cluster_by: Mapping[str, str | Sequence[str]] | None = None,
+    partition_by: Mapping[str, str | Sequence[str]] | None = None,
     _hold: Callable[[DataFrame | None], None] | None = None,
 ) -> SyncResult:
     """Sync every table of a batch of CDC messages into its own Delta table.
@@ -308,6 +311,9 @@ def sync(
             too), as ``apply_changes(properties=)`` sets them. A table matched by several
             entries takes all of them, a later entry's value over an earlier one's, an
             exact name's over any pattern's.
+        cluster_by, partition_by: ``{"db.table": ["col", …]}`` (a name may be a pattern,
+            as in ``keys``): the layout of the tables made, as ``apply_changes`` takes it
+            (a history table's too).
 
     Returns:
         A :class:`SyncResult`.
@@ -425,6 +431,8 @@ def sync(
                 on_stale=on_stale,
                 on_invalid="count",  # its error rows: counted here, or the table failed
                 properties=_table_properties(properties, plan.entry.name),
+                cluster_by=_lookup(cluster_by, plan.entry.name),
+                partition_by=_lookup(partition_by, plan.entry.name),
             )
 
         todo = []
@@ -732,6 +740,8 @@ class _Plan:
                     on_stale=options.get("on_stale", "warn"),
                     on_invalid=options.get("on_invalid", "raise"),
                     properties=options.get("properties"),
+                    cluster_by=options.get("cluster_by"),
+                    partition_by=options.get("partition_by"),
                     **history_txn,
                 )
         finally:
@@ -781,14 +791,6 @@ def _ddl_types(spark: SparkSession, ddl: str) -> dict[str, str]:
     if not isinstance(parsed, StructType):
         raise ValueError(f"schemas=: not a column list: {ddl!r}")
     return {f.name.lower(): f.dataType.simpleString() for f in parsed.fields}
-
-
-def _patterns(value: str | Sequence[str] | None) -> list[str]:
-    if value is None:
-        return []
-    if isinstance(value, str):
-        return [value]
-    return list(value)
 
 
 def _matches(name: str, patterns: Iterable[str]) -> bool:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
+from .._layout import NO_LAYOUT, Layout
 from .._sql import Clause, literal, merge_statement, quote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -107,7 +108,15 @@ class Table:
 
     # -- writing -----------------------------------------------------------------------
 
-    def create(self, fields: Sequence[StructField], properties: Mapping[str, str]) -> None:
+    def create(
+        self,
+        fields: Sequence[StructField],
+        properties: Mapping[str, str],
+        layout: Layout = NO_LAYOUT,
+    ) -> None:
+        """Make the table of ``fields`` with ``properties`` and ``layout`` (its clustering
+        and partitions, :mod:`.._layout`), or raise before it is made: a layout the
+        format cannot make is a ``ValueError`` naming what it can."""
         raise NotImplementedError
 
     def add_columns(self, fields: Sequence[StructField]) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._compat import merge_counts
+from .._layout import NO_LAYOUT, Layout
 from .._plans import INTERPRETED, detached
 from . import Clause, Commit, Table, merge_statement, quote
 
@@ -185,9 +186,27 @@ class DeltaTarget(Table):
             ),
         )
 
-    def create(self, fields: Sequence[StructField], properties: Mapping[str, str]) -> None:
+    def create(
+        self,
+        fields: Sequence[StructField],
+        properties: Mapping[str, str],
+        layout: Layout = NO_LAYOUT,
+    ) -> None:
         from delta.tables import DeltaTable
 
+        transformed = [p for p in layout.partition_by if p.transform is not None]
+        if transformed:
+            raise ValueError(
+                f"table {self.target}: Delta partitions by columns, not by {transformed[0].sql()} "
+                "(an Iceberg partition transform): give the column itself, or cluster_by= "
+                "(nothing was written)"
+            )
+        if layout.partition_by and layout.cluster_by:
+            raise ValueError(
+                f"table {self.target}: a Delta table is either partitioned or clustered "
+                "(liquid clustering), not both: give partition_by= or cluster_by= "
+                "(nothing was written)"
+            )
         props = dict(properties)
         if self.spark.conf.get(DELETION_VECTORS_DEFAULT, None) is None:
             # A MERGE then marks the replaced rows of a file in a deletion vector instead of
@@ -202,6 +221,10 @@ class DeltaTarget(Table):
             builder = builder.addColumn(f.name, f.dataType, nullable=True)
         for key, value in props.items():
             builder = builder.property(key, value)
+        if layout.partition_by:
+            builder = builder.partitionedBy(*[p.column for p in layout.partition_by])
+        if layout.cluster_by:
+            builder = builder.clusterBy(*layout.cluster_by)
         self.retrying("create", builder.execute)
         self.refresh()
 

@@ -28,6 +28,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._compat import conf_keys
+from .._layout import NO_LAYOUT, Layout
 from .._plans import detached, merge_outcome
 from . import Clause, Commit, Table, literal, merge_statement, quote
 
@@ -257,7 +258,12 @@ class IcebergTarget(Table):
     def column_type(self, data_type: DataType) -> DataType:
         return stored_type(data_type)
 
-    def create(self, fields: Sequence[StructField], properties: Mapping[str, str]) -> None:
+    def create(
+        self,
+        fields: Sequence[StructField],
+        properties: Mapping[str, str],
+        layout: Layout = NO_LAYOUT,
+    ) -> None:
         defaults = {
             key: value
             for key, value in DEFAULT_PROPERTIES.items()
@@ -269,13 +275,21 @@ class IcebergTarget(Table):
         spec = ", ".join(f"{literal(k)} = {literal(v)}" for k, v in props.items())
         namespace = self.sql_name.rsplit(".", 1)[0]
         self.spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {namespace}")
+        parts = ", ".join(p.sql() for p in layout.partition_by)
+        partitioned = f"PARTITIONED BY ({parts}) " if parts else ""
         self.retrying(
             "create",
             lambda: self.spark.sql(
                 f"CREATE TABLE IF NOT EXISTS {self.sql_name} ({columns}) USING iceberg "
-                f"TBLPROPERTIES ({spec})"
+                f"{partitioned}TBLPROPERTIES ({spec})"
             ),
         )
+        if layout.cluster_by:
+            order = ", ".join(quote(c) for c in layout.cluster_by)
+            self.retrying(
+                "sort order",
+                lambda: self.spark.sql(f"ALTER TABLE {self.sql_name} WRITE ORDERED BY {order}"),
+            )
         self.refresh()
 
     def widen_columns(self, types: Mapping[str, str]) -> None:
