@@ -45,9 +45,6 @@ class Layout:
     cluster_by: tuple[str, ...] = ()
     partition_by: tuple[Partition, ...] = ()
 
-    def __bool__(self) -> bool:
-        return bool(self.cluster_by or self.partition_by)
-
 
 NO_LAYOUT = Layout()
 """A table made as the format makes it by default."""

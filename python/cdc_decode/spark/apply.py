@@ -340,7 +340,6 @@ def apply_changes(
             )
     spark = events.sparkSession
     table = open_table(spark, target)
-    events = _interpreted(events, table)
     exists = table.exists()
     refused = None if app_id is None else table.txn_refused()
     if refused is not None:
@@ -348,6 +347,7 @@ def apply_changes(
     if app_id is not None and exists and table.check_txn(app_id, batch_id):
         _drain(events)
         return ApplyResult(skipped=True, version=table.version())
+    events = _interpreted(events, table)  # a replay skipped above needs no clone
 
     image_type = fields["after"].dataType
     generic = isinstance(image_type, MapType)
@@ -402,9 +402,8 @@ def apply_changes(
         ignore_null_updates=ignore_null_updates,
     )
     shape = layout(cluster_by, partition_by, names)
-    plan = _Schema(
-        table, columns, scd_type, wanted, shape
-    )  # raises before anything is read or written
+    # raises before anything is read or written
+    plan = _Schema(table, columns, scd_type, wanted, shape)
 
     if not keys:
         # No row change names a key (none given): count, and write nothing.

@@ -345,8 +345,12 @@ def sync(
     if properties is not None:
         if not isinstance(properties, Mapping):
             raise ValueError(f"properties must map table patterns to properties: {properties!r}")
-        for pattern in properties:
-            _checked_properties(_table_properties(properties, pattern))
+        for pattern, values in properties.items():
+            if not isinstance(values, Mapping):
+                raise ValueError(
+                    f"properties: {pattern!r} must map to {{name: value}}, not {values!r}"
+                )
+            _checked_properties(values)
     spark = df.sparkSession
     if batch_id is not None and app_id is None:
         app_id = spark.sparkContext.getLocalProperty(QUERY_ID)
@@ -815,15 +819,13 @@ def _lookup(options: Mapping[str, Any] | None, name: str) -> Any:
 def _table_properties(
     properties: Mapping[str, Mapping[str, str]] | None, name: str
 ) -> dict[str, str] | None:
-    """The ``properties=`` of table ``name``: every matching pattern's, in the order
-    given, then its exact entry's (case-insensitive)."""
+    """The ``properties=`` of table ``name`` (checked by :func:`sync`): every matching
+    pattern's, in the order given, then its exact entry's (case-insensitive)."""
     if not properties:
         return None
     out: dict[str, str] = {}
     exact: Mapping[str, str] = {}
     for pattern, values in properties.items():
-        if not isinstance(values, Mapping):
-            raise ValueError(f"properties: {pattern!r} must map to {{name: value}}, not {values!r}")
         if pattern.lower() == name.lower():
             exact = values
         elif fnmatch.fnmatchcase(name.lower(), pattern.lower()):
