@@ -66,6 +66,13 @@ def add_parser(commands: Any) -> None:
         help='partitions of new tables: \'{"shop.t": ["region"]}\'',
     )
     sync.add_argument(
+        "--metadata-columns",
+        metavar="NAMES",
+        help="event columns kept in each table as _cdc_meta_<name>: "
+        "'op,event_time,position', 'true' (op, event_time, capture_time, position, tx_id) "
+        'or JSON by table: \'{"shop.*": ["op"]}\'',
+    )
+    sync.add_argument(
         "--parallelism", type=int, default=4, help="tables applied at once (default: %(default)s)"
     )
     sync.add_argument("--on-error", choices=("raise", "continue"), default="raise",
@@ -104,6 +111,15 @@ def run(args: Any, say: Any) -> int:
             say(f'sync: --{name} must be a JSON object ({{"db.table": ...}})')
             return 2
         setattr(args, name, value)
+    try:  # an unknown name, Kafka's without Kafka: said before Spark starts
+        from ..spark.sync import _checked_metadata
+
+        args.metadata_columns = _metadata_columns(args.metadata_columns)
+        kafka = ["topic", "partition", "offset"] if args.kafka else []
+        _checked_metadata(args.metadata_columns, kafka)
+    except ValueError as exc:
+        say(f"sync: --metadata-columns: {exc}")
+        return 2
     from pyspark.sql import SparkSession
 
     from ..spark import sync_stream
@@ -171,6 +187,7 @@ def run(args: Any, say: Any) -> int:
         properties=args.properties,
         cluster_by=args.cluster_by,
         partition_by=args.partition_by,
+        metadata_columns=args.metadata_columns,
         parallelism=args.parallelism,
         on_error=args.on_error,
         on_invalid=args.on_invalid,
@@ -194,6 +211,18 @@ def run(args: Any, say: Any) -> int:
         say(f"sync: the query stopped: {error}")
         return 1
     return 0
+
+
+def _metadata_columns(text: str | None) -> Any:
+    """``--metadata-columns``: names separated by commas, ``true``, or a JSON object of
+    table patterns."""
+    if text is None:
+        return None
+    if text.strip().lower() == "true":
+        return True
+    if text.lstrip().startswith(("{", "[")):
+        return json.loads(text)
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def _duration(seconds: float) -> str:

@@ -128,6 +128,9 @@ class Images:
         generic: images are ``map<string, string>`` (else structs of ``columns``).
         absent: typed events with an ``after_absent`` column (docs/typed.md).
         ignore_null_updates: a null in an ``after`` image counts as absent.
+        metadata: the metadata columns among ``columns`` (``metadata_columns=``): every
+            image carries them, and a delete's (its ``before`` image's) are its history
+            version's values (:mod:`._metadata`).
 
     Generic images: a column's value is the map entry with its exact name, else the one
     entry whose name equals it ignoring case; the text is converted with ``try_cast``
@@ -142,6 +145,7 @@ class Images:
         *,
         absent: bool = False,
         ignore_null_updates: bool = False,
+        metadata: Sequence[str] = (),
     ) -> None:
         self.types = {f.name: f.dataType for f in columns}
         self.names = [f.name for f in columns]
@@ -150,6 +154,7 @@ class Images:
         self.generic = generic
         self.absent = absent
         self.ignore_null_updates = ignore_null_updates
+        self.metadata = frozenset(metadata)
         self._columns: dict[tuple, Column] = {}
 
     def _matches(self, image: str, name: str) -> Column:
@@ -248,7 +253,12 @@ def entries(selected: DataFrame, image: Images) -> DataFrame:
     payload = [get("after", c).alias(c) for c in values]
     presence = [image.present(c).alias(f"_p_{i}") for i, c in enumerate(values)]
     tie = F.xxhash64(*[get("after", c) for c in values], *[image.present(c) for c in values])
-    nothing = [F.lit(None).cast(types[c]).alias(c) for c in values]
+    # A delete carries no values (the folds of type 1 read none of a delete's), but its
+    # metadata: a history's deleted version holds them.
+    nothing = [
+        (get("before", c) if c in image.metadata else F.lit(None).cast(types[c])).alias(c)
+        for c in values
+    ]
     absent = [F.lit(False).alias(f"_p_{i}") for i in range(len(values))]
     common = [F.col("_seq"), F.col("_time")]
     moving = image.moved()

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from .._schema import OPS
 from .._typed import AFTER_ABSENT
 from . import _apply_rules as rules
+from . import _metadata
 from . import _rules_sql as rules_sql
 from ._apply_rules import ABSENT as ABSENT
 from ._apply_rules import BASE_SEQUENCE as BASE_SEQUENCE
@@ -212,6 +213,7 @@ def apply_changes(
     properties: Mapping[str, str] | None = None,
     cluster_by: str | Sequence[str] | None = None,
     partition_by: str | Sequence[str] | None = None,
+    metadata_columns: bool | Sequence[str] | None = None,
 ) -> ApplyResult:
     """Apply one table's change events to a Delta table, creating it when absent.
 
@@ -301,6 +303,15 @@ def apply_changes(
         partition_by: the table's partitions when it is made: columns (``"region"``) or,
             on Iceberg, partition transforms (``"days(created_at)"``, ``"bucket(16,
             id)"``). A Delta table takes columns only, and not with ``cluster_by``.
+        metadata_columns: event columns to keep in the table beside the source's, each as
+            ``_cdc_meta_<name>``: ``op``, ``event_time``, ``capture_time``, ``position``,
+            ``tx_id``, ``source_db``, ``source_schema``, ``source_table``, and
+            ``kafka_topic``, ``kafka_partition``, ``kafka_offset`` (Kafka's columns, kept
+            by ``decode``); ``True`` for ``op``, ``event_time``, ``capture_time``,
+            ``position``, ``tx_id``. A row holds those of the newest change that wrote it
+            (a history version: of its change, a delete's too). A source column starting
+            ``_cdc_meta_`` is then refused; a table's metadata column not asked for is an
+            error, as a table column the events lack is (docs/sync.md, "Metadata columns").
 
     Returns:
         An :class:`ApplyResult` with the counts.
@@ -330,6 +341,7 @@ def apply_changes(
                 f"{name} must be one of {', '.join(map(repr, allowed))}, not {value!r}"
             )
     wanted = _properties(properties)
+    metadata = _metadata.names(metadata_columns)
     if tombstone_retention is not None and scd_type == 2:
         raise ValueError("tombstone_retention is for scd_type=1: a history keeps its rows")
     fields = {f.name: f for f in events.schema.fields}
@@ -352,13 +364,17 @@ def apply_changes(
     image_type = fields["after"].dataType
     generic = isinstance(image_type, MapType)
     if generic:
-        columns = _generic_columns(schema, table, target)
+        columns = _generic_columns(schema, table, target, metadata)
     elif isinstance(image_type, StructType):
         if schema is not None:
             raise ValueError("schema= is for generic events; typed events carry their columns")
         columns = list(image_type.fields)
     else:
         raise ValueError(f"'after' must be a struct or a map, not {image_type.simpleString()}")
+    if metadata:
+        _metadata.check_source([f.name for f in columns], target)
+        events, added = _metadata.with_metadata(events, metadata, generic)
+        columns = [*columns, *added]
     names = [f.name for f in columns]
     _check_names(names)
 
@@ -400,6 +416,7 @@ def apply_changes(
         generic,
         absent=not generic and AFTER_ABSENT in fields,
         ignore_null_updates=ignore_null_updates,
+        metadata=[_metadata.column(n) for n in metadata],
     )
     shape = layout(cluster_by, partition_by, names)
     # raises before anything is read or written
@@ -459,7 +476,8 @@ def current_rows(spark: SparkSession, target: str, *, bookkeeping: bool = False)
     Args:
         spark: the SparkSession.
         target: the table's path or name, as given to :func:`apply_changes`.
-        bookkeeping: keep the ``_cdc_*`` columns.
+        bookkeeping: keep the bookkeeping ``_cdc_*`` columns (the metadata columns,
+            ``_cdc_meta_*``, are kept either way).
 
     Returns:
         Type 1: the rows that are not tombstones. Type 2: the current version of each
@@ -921,8 +939,9 @@ def _column_names(wanted: Sequence[str], names: Sequence[str], what: str) -> lis
     return [by_lower[w.lower()] for w in wanted]
 
 
-def _generic_columns(schema: Any, table: Table, target: str) -> list[Any]:
-    """The table's columns for generic events: ``schema=``, or the existing table's."""
+def _generic_columns(schema: Any, table: Table, target: str, metadata: Sequence[str]) -> list[Any]:
+    """The table's columns for generic events: ``schema=``, or the existing table's (its
+    metadata columns too, unless ``metadata`` adds them again)."""
     if schema is not None:
         from .._typed import as_schema, typed_event_schema
         from .decoding import spark_event_schema
@@ -934,7 +953,11 @@ def _generic_columns(schema: Any, table: Table, target: str) -> list[Any]:
             f"generic events (map images) need schema= to create {target}: the columns and "
             "their types"
         )
-    return [f for f in table.schema().fields if f.name not in INTERNAL]
+    return [
+        f
+        for f in table.schema().fields
+        if f.name not in INTERNAL and not (metadata and _metadata.is_metadata(f.name))
+    ]
 
 
 def _resolve_keys(selected: DataFrame, has_pk: bool) -> list[str]:
@@ -1016,6 +1039,12 @@ class _Schema:
         for name, f in existing.items():
             if f.name in INTERNAL:
                 continue
+            if name not in names and _metadata.is_metadata(f.name):
+                raise ValueError(
+                    f"table {table.target} has the metadata column {f.name!r}, which "
+                    "metadata_columns= does not name (nothing was written): give every "
+                    "metadata column the table has, or drop the column from the table first"
+                )
             if name not in names:
                 raise ValueError(
                     f"column {f.name!r} of table {table.target} is not in the events: dropped "

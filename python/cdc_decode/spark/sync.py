@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._wire_schemas import WireTable
+from . import _metadata
 from ._apply_rules import INTERNAL
 from ._layout import listed as _patterns
 from ._tables import open_table, quote
@@ -257,6 +258,7 @@ def sync(
     properties: Mapping[str, Mapping[str, str]] | None = None,
     cluster_by: Mapping[str, str | Sequence[str]] | None = None,
     partition_by: Mapping[str, str | Sequence[str]] | None = None,
+    metadata_columns: bool | Sequence[str] | Mapping[str, bool | Sequence[str]] | None = None,
     _hold: Callable[[DataFrame | None], None] | None = None,
 ) -> SyncResult:
     """Sync every table of a batch of CDC messages into its own Delta table.
@@ -314,14 +316,23 @@ def sync(
         cluster_by, partition_by: ``{"db.table": ["col", …]}`` (a name may be a pattern,
             as in ``keys``): the layout of the tables made, as ``apply_changes`` takes it
             (a history table's too).
+        metadata_columns: event columns each table keeps beside the source's, as
+            ``_cdc_meta_<name>`` (``op``, ``event_time``, ``capture_time``, ``position``,
+            ``tx_id``, ``source_db``, ``source_schema``, ``source_table``,
+            ``kafka_topic``, ``kafka_partition``, ``kafka_offset``; ``True`` for the first
+            five), as ``apply_changes(metadata_columns=)`` keeps them: a list for every
+            table, or ``{"db.table": [...]}`` by table name or pattern (as ``keys``). A
+            table with a source column starting ``_cdc_meta_`` then fails, nothing of it
+            written.
 
     Returns:
         A :class:`SyncResult`.
 
     Raises:
         SyncError: ``on_error="raise"`` and a table failed.
-        ValueError: an unknown option value, ``batch_id`` without an ``app_id`` outside a
-            streaming query.
+        ValueError: an unknown option value (a metadata column's name among them; the
+            Kafka ones without Kafka's columns), ``batch_id`` without an ``app_id`` outside
+            a streaming query.
     """
     from pyspark import StorageLevel
 
@@ -351,6 +362,7 @@ def sync(
                     f"properties: {pattern!r} must map to {{name: value}}, not {values!r}"
                 )
             _checked_properties(values)
+    _checked_metadata(metadata_columns, df.columns)
     spark = df.sparkSession
     if batch_id is not None and app_id is None:
         app_id = spark.sparkContext.getLocalProperty(QUERY_ID)
@@ -395,7 +407,8 @@ def sync(
                 if _matches(table.name, history):
                     entry.history_target = entry.target + HISTORY_SUFFIX
                 plan = _Plan.make(spark, table, entry, _lookup(keys, table.name),
-                                  _lookup(schemas, table.name))  # fmt: skip
+                                  _lookup(schemas, table.name),
+                                  _table_metadata(metadata_columns, table.name))  # fmt: skip
             except Exception as error:  # one table's plan: the others go on
                 _failed(spark, entry, error, on_error)
                 continue
@@ -437,6 +450,7 @@ def sync(
                 properties=_table_properties(properties, plan.entry.name),
                 cluster_by=_lookup(cluster_by, plan.entry.name),
                 partition_by=_lookup(partition_by, plan.entry.name),
+                metadata_columns=plan.metadata,
             )
 
         todo = []
@@ -618,6 +632,7 @@ class _Plan:
         self.columns: dict[str, _Column] = {}  # lower-case name -> column, in order
         self.widen: dict[str, str] = {}
         self.keys: list[str] | None = None
+        self.metadata: list[str] = []
         self.target = open_table(spark, entry.target)
 
     @classmethod
@@ -628,8 +643,10 @@ class _Plan:
         entry: TableSync,
         keys: Sequence[str] | None,
         schema: str | None,
+        metadata: list[str],
     ) -> _Plan | None:
         plan = cls(spark, table, entry)
+        plan.metadata = metadata
         target = plan.target
         exists = target.exists()
         stored_keys = None
@@ -643,7 +660,8 @@ class _Plan:
             if KEYS_PROPERTY in properties:
                 stored_keys = json.loads(properties[KEYS_PROPERTY])
             for f in target.schema().fields:
-                if f.name not in INTERNAL:
+                # metadata columns: apply_changes adds them to the images itself
+                if f.name not in INTERNAL and not _metadata.is_metadata(f.name):
                     plan.columns[f.name.lower()] = _Column(f.name, f.dataType.simpleString())
         original = {at: c.type for at, c in plan.columns.items()}
         declared = _ddl_types(spark, schema) if schema else {}
@@ -654,6 +672,8 @@ class _Plan:
         for name, spark_type in declared.items():  # declared, not seen in this batch
             if name not in plan.columns:
                 plan._take(name, spark_type)
+        if metadata:  # before anything is decoded or written
+            _metadata.check_source([c.name for c in plan.columns.values()], table.name)
         for at, column in plan.columns.items():
             if at in original and column.type != original[at]:
                 plan.widen[column.name] = column.type
@@ -746,6 +766,7 @@ class _Plan:
                     properties=options.get("properties"),
                     cluster_by=options.get("cluster_by"),
                     partition_by=options.get("partition_by"),
+                    metadata_columns=options.get("metadata_columns"),
                     **history_txn,
                 )
         finally:
@@ -832,6 +853,31 @@ def _table_properties(
             out.update(values)
     out.update(exact)
     return out or None
+
+
+def _checked_metadata(metadata_columns: Any, columns: Sequence[str]) -> None:
+    """``metadata_columns=`` checked before anything is read: every name known, and the
+    Kafka ones only where the messages have Kafka's columns."""
+    given = metadata_columns
+    if isinstance(given, Mapping):
+        listed = [_metadata.names(v) for v in given.values()]
+    else:
+        listed = [_metadata.names(given)]
+    kafka = {n for names in listed for n in names if n.startswith("kafka_")}
+    lacking = sorted(n for n in kafka if _metadata.VOCABULARY[n] not in columns)
+    if lacking:
+        raise ValueError(
+            f"metadata_columns: {', '.join(lacking)} need Kafka's "
+            f"{', '.join(_metadata.VOCABULARY[n] for n in lacking)} column(s), which the "
+            f"messages lack (columns: {', '.join(columns)})"
+        )
+
+
+def _table_metadata(metadata_columns: Any, name: str) -> list[str]:
+    """The metadata columns of table ``name`` (checked by :func:`_checked_metadata`)."""
+    if isinstance(metadata_columns, Mapping):
+        return _metadata.names(_lookup(metadata_columns, name))
+    return _metadata.names(metadata_columns)
 
 
 def _target(target: str | Callable[[WireTable], str | None], table: WireTable) -> str | None:
