@@ -7,6 +7,7 @@ a micro-batch committed resumes from its checkpoint, every table exact."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from support.apply_truth import text_differences
 from support.jobs import kill_when
 from support.kafka import new_topic, produce
+from support.metadata_truth import metadata_differences
 from support.sync_job import run_sync
 
 import cdc_decode
@@ -29,11 +31,28 @@ TYPED = ("tencent-dts", "datahub-blob", "debezium-json", "datastream-avro")
 UNTYPED = ("tdsql-json", "datastream-json")
 
 
-def _frame(spark, stream, start: int = 0, stop: int | None = None):
-    """Kafka-like rows (``key``, ``value``) of the stream's messages ``[start, stop)``."""
+def _frame(spark, stream, start: int = 0, stop: int | None = None, kafka: bool = False):
+    """Kafka-like rows (``key``, ``value``) of the stream's messages ``[start, stop)``;
+    ``kafka``: with Kafka's ``topic``, ``partition`` and ``offset`` too (:func:`_kafka`)."""
     keys = stream.message_keys or [None] * len(stream.values)
-    rows = list(zip(keys, stream.values, strict=True))[start:stop]
-    return spark.createDataFrame(rows, "key binary, value binary")
+    rows = list(zip(keys, stream.values, strict=True))
+    if kafka:
+        where = _kafka(stream)
+        rows = [(*row, *where[i]) for i, row in enumerate(rows)]
+        schema = "key binary, value binary, topic string, partition int, offset bigint"
+        return spark.createDataFrame(rows[start:stop], schema)
+    return spark.createDataFrame(rows[start:stop], "key binary, value binary")
+
+
+def _kafka(stream) -> dict[int, tuple[str, int, int]]:
+    """Each message's Kafka topic, partition and offset, as :func:`_frame` gives them (one
+    partition: a Tencent DTS set's parts are one partition's)."""
+    return {i: ("dts-shop", 0, 1000 + i) for i in range(len(stream.values))}
+
+
+METADATA = ("op", "event_time", "capture_time", "position", "tx_id", "source_db",
+            "source_schema", "source_table", "kafka_topic", "kafka_partition",
+            "kafka_offset")  # fmt: skip
 
 
 def _options(stream) -> dict:
@@ -53,24 +72,29 @@ def test_sync_in_batches_equals_the_source(delta_spark, tmp_path, format):
     """Two batches, then the second again (a replay: every table skips it), no schema
     written by hand where the wire carries types. (Seed 31 changes a column from int to
     bigint unsigned, which DataHub and Datastream Avro type as string: Delta cannot widen
-    bigint to string, so that table fails, as test_a_failing_table_… shows for another.)"""
+    bigint to string, so that table fails, as test_a_failing_table_… shows for another.)
+    Every metadata column is kept, the messages read as from Kafka: each row holds those
+    of its newest change, each version of one table's history those of its own change."""
     stream = generate(format, messages=120, seed=33, table_count=3)
     target = str(tmp_path / "lake" / "{db}" / "{table}")
     half = len(stream.values) // 2
-    options = {"app_id": "sync-test", **_options(stream)}
     exact = sorted(stream.final_values)[0]
+    options = {"app_id": "sync-test", "metadata_columns": METADATA, "scd2": [exact],
+               **_options(stream)}  # fmt: skip
     made = {"*": {"delta.appendOnly": "false", "team": "lake"}, exact: {"team": "orders"}}
     clusters = {n: list(k) for n, k in stream.primary_keys.items()}  # each by its key
-    first = cdc_spark.sync(_frame(delta_spark, stream, 0, half), format, target, batch_id=0,
-                           properties=made, cluster_by=clusters, **options)  # fmt: skip
+    first = cdc_spark.sync(_frame(delta_spark, stream, 0, half, kafka=True), format, target,
+                           batch_id=0, properties=made, cluster_by=clusters,
+                           **options)  # fmt: skip
     for n, t in first.tables.items():
         detail = delta_spark.sql(f"DESCRIBE DETAIL delta.`{t.target}`").first()
         assert [c.lower() for c in detail["clusteringColumns"]] == [k.lower() for k in clusters[n]]
     props = {n: _properties(delta_spark, f"delta.`{t.target}`") for n, t in first.tables.items()}
     assert all(p["team"] == ("orders" if n == exact else "lake") for n, p in props.items())
     assert all(p["delta.appendOnly"] == "false" for p in props.values())
-    second = cdc_spark.sync(_frame(delta_spark, stream, half), format, target, batch_id=1,
-                            properties={"*": {"team": "lakehouse"}}, **options)  # fmt: skip
+    second = cdc_spark.sync(_frame(delta_spark, stream, half, kafka=True), format, target,
+                            batch_id=1, properties={"*": {"team": "lakehouse"}},
+                            **options)  # fmt: skip
     for result in (first, second):
         assert result.messages_with_errors == 0, result.errors
         assert not result.failed, [t.error for t in result.failed]
@@ -88,8 +112,12 @@ def test_sync_in_batches_equals_the_source(delta_spark, tmp_path, format):
     else:
         assert text_differences(delta_spark, stream, targets) == []
         assert all(t.untyped_columns for t in first.tables.values())
-    again = cdc_spark.sync(_frame(delta_spark, stream, half), format, target, batch_id=1,
-                           **options)  # fmt: skip
+    history = {exact: targets[exact] + "_history"}
+    messages = _frame(delta_spark, stream, kafka=True)
+    assert metadata_differences(delta_spark, messages, stream, targets, METADATA,
+                                history=history) == []  # fmt: skip
+    again = cdc_spark.sync(_frame(delta_spark, stream, half, kafka=True), format, target,
+                           batch_id=1, **options)  # fmt: skip
     assert all(t.skipped and t.skipped.startswith("replay") for t in again.tables.values())
     assert again.rows_written == 0
     _accounted(again, stream, half)
@@ -205,9 +233,9 @@ def test_a_failing_table_leaves_the_others_applied(delta_spark, tmp_path):
     assert differences(delta_spark, stream, format, targets) == []
 
 
-def _blob(table: str, seq: int, op: str, image: dict) -> bytes:
+def _blob(table: str, seq: int, op: str, image: dict, names: tuple = ("id", "n")) -> bytes:
     """A DataHub BLOB message of table ``shop.<table>`` (columns ``id``, ``n``: LONG)."""
-    columns = [{"name": "id", "type": "LONG"}, {"name": "n", "type": "LONG"}]
+    columns = [{"name": n, "type": "LONG"} for n in names]
     side = "before" if op == "DELETE" else "after"
     return json.dumps(
         {
@@ -280,6 +308,35 @@ def test_every_way_a_change_misses_its_table_is_counted(delta_spark, tmp_path):
     # A stopped table is not decoded typed: its three messages are events, not written.
     assert later.tables["shop.t"].not_written == {"stopped": 3}
     assert later.tables["shop.t"].errors == 0
+
+
+def test_metadata_columns_refused_before_anything_is_written(delta_spark, tmp_path):
+    """``metadata_columns=``: a name that is none (the error lists them), Kafka's without
+    Kafka's columns: a ``ValueError`` before anything is read. A source column named like
+    a metadata column: its table fails, nothing of it written; the others get theirs. A
+    table's metadata column no longer asked for: the table fails, naming it."""
+    clash = _blob("clash", 1, "INSERT", {"id": 1, "_cdc_meta_op": 5}, ("id", "_cdc_meta_op"))
+    fine = _blob("fine", 2, "INSERT", {"id": 1, "n": 2})
+    df = delta_spark.createDataFrame([(clash,), (fine,)], "value binary")
+    lake = tmp_path / "lake"
+    target = str(lake / "{db}" / "{table}")
+    with pytest.raises(ValueError, match=r"'commit_lsn' is not a metadata column \(they are op, "
+                       r"event_time, .*kafka_offset; True for op, event_time"):  # fmt: skip
+        cdc_spark.sync(df, "datahub-blob", target, metadata_columns=["op", "commit_lsn"])
+    with pytest.raises(ValueError, match="kafka_offset need Kafka's offset column"):
+        cdc_spark.sync(df, "datahub-blob", target, metadata_columns={"shop.*": ["kafka_offset"]})
+    assert not lake.exists()
+    with pytest.raises(cdc_spark.SyncError, match="shop.clash") as raised:
+        cdc_spark.sync(df, "datahub-blob", target, metadata_columns=True)
+    result = raised.value.result
+    assert "column(s) _cdc_meta_op start with _cdc_meta_" in result.tables["shop.clash"].error
+    assert not (lake / "shop" / "clash").exists()
+    _accounted(result)
+    [row] = cdc_spark.current_rows(delta_spark, result.tables["shop.fine"].target).collect()
+    assert (row["n"], row["_cdc_meta_op"], row["_cdc_meta_position"]) == (2, "insert", "2")
+    assert row["_cdc_meta_event_time"] == dt.datetime.fromtimestamp(1_700_000_000.002)
+    with pytest.raises(cdc_spark.SyncError, match="has the metadata column '_cdc_meta_op'"):
+        cdc_spark.sync(df, "datahub-blob", target, include="shop.fine")
 
 
 def _markers(lake: Path) -> dict[str, int]:
@@ -421,7 +478,8 @@ def test_schema_changes_across_batches(delta_spark, tmp_path):
 def test_command_line_syncs_a_datastream_bucket(delta_spark, tmp_path, fmt):
     """``cdc-decode sync --datastream`` on a bucket tree (Avro: each file one message; JSON:
     files of 20 lines), ``--trigger once``, on the session at hand (as on spark-submit):
-    every table equal to the source (Avro in its writer schemas' types)."""
+    every table equal to the source (Avro in its writer schemas' types), each row with the
+    metadata columns asked for, those of its newest change."""
     import signal as signals
 
     from cdc_decode import cli
@@ -440,7 +498,8 @@ def test_command_line_syncs_a_datastream_bucket(delta_spark, tmp_path, fmt):
                            "--target", str(lake / "{db}" / "{table}"), "--checkpoint",
                            str(tmp_path / "checkpoint"), "--trigger", "once",
                            "--properties", '{"*": {"team": "lake"}}', "--cluster-by",
-                           json.dumps(stream.primary_keys)])  # fmt: skip
+                           json.dumps(stream.primary_keys), "--metadata-columns",
+                           "op, event_time,position"])  # fmt: skip
     finally:
         for number, handler in handlers.items():  # the command's Ctrl-C handling
             signals.signal(number, handler)
@@ -454,3 +513,6 @@ def test_command_line_syncs_a_datastream_bucket(delta_spark, tmp_path, fmt):
         assert differences(delta_spark, stream, fmt, targets) == []
     else:
         assert text_differences(delta_spark, stream, targets) == []
+    names = ["op", "event_time", "position"]
+    messages = delta_spark.createDataFrame([(v,) for v in stream.values], "value binary")
+    assert metadata_differences(delta_spark, messages, stream, targets, names) == []
