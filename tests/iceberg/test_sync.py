@@ -2,13 +2,15 @@
 mid-stream: columns added, widened and dropped) synced into one table per source table of
 the Hadoop catalog ``lake`` (``lake.<db>.<table>``), in two batches, each table equal to
 the source in its mapped types; the second batch again is a replay every table skips
-(its marker in the snapshot summary). Iceberg 1.12 / Spark 4.1, local[1]."""
+(its marker in the snapshot summary); the metadata columns asked for by table pattern, each
+row's those of its newest change. Iceberg 1.12 / Spark 4.1, local[1]."""
 
 from __future__ import annotations
 
 import copy
 
 import pytest
+from support.metadata_truth import metadata_differences
 
 from cdc_decode import spark as cdc_spark
 from cdc_decode.generate import generate
@@ -18,9 +20,17 @@ pytestmark = pytest.mark.spark
 
 
 def _frame(spark, stream, start: int = 0, stop: int | None = None):
+    """The messages ``[start, stop)`` as Kafka's rows (one partition, offsets from 1000)."""
     keys = stream.message_keys or [None] * len(stream.values)
-    rows = list(zip(keys, stream.values, strict=True))[start:stop]
-    return spark.createDataFrame(rows, "key binary, value binary")
+    pairs = enumerate(zip(keys, stream.values, strict=True))
+    rows = [(k, v, "dts-shop", 0, 1000 + i) for i, (k, v) in pairs]
+    schema = "key binary, value binary, topic string, partition int, offset bigint"
+    return spark.createDataFrame(rows[start:stop], schema)
+
+
+EVERY = ["op", "event_time", "capture_time", "position", "tx_id", "source_db", "source_schema",
+         "source_table", "kafka_topic", "kafka_partition", "kafka_offset"]  # fmt: skip
+SOME = ["op", "event_time", "position"]
 
 
 def _properties(spark, table: str) -> dict[str, str]:
@@ -39,6 +49,7 @@ def test_sync_into_iceberg_equals_the_source(iceberg_spark):
     layout = {
         "cluster_by": keys,
         "partition_by": {n: [f"bucket(4, {k[0]})"] for n, k in keys.items()},
+        "metadata_columns": {exact: EVERY, "*": SOME},
     }
     first = cdc_spark.sync(_frame(spark, stream, 0, half), "tencent-dts", target, batch_id=0,
                            app_id="sync-test", on_error="continue", properties=made,
@@ -55,7 +66,8 @@ def test_sync_into_iceberg_equals_the_source(iceberg_spark):
     assert all(p["write.metadata.previous-versions-max"] == "50" for p in props.values())
     second = cdc_spark.sync(_frame(spark, stream, half), "tencent-dts", target, batch_id=1,
                             app_id="sync-test", on_error="continue",
-                            properties={"*": {"team": "lakehouse"}})  # fmt: skip
+                            properties={"*": {"team": "lakehouse"}},
+                            metadata_columns=layout["metadata_columns"])  # fmt: skip
     for t in second.tables.values():  # changed: set again; no longer given: left as it was
         if t.apply is not None:
             props = _properties(spark, t.target)
@@ -78,8 +90,15 @@ def test_sync_into_iceberg_equals_the_source(iceberg_spark):
     synced = copy.copy(stream)
     synced.final_values = {n: v for n, v in stream.final_values.items() if n in ok}
     assert differences(spark, synced, "tencent-dts", ok) == []
+    messages = _frame(spark, stream)
+    assert exact in ok  # every metadata column on Iceberg
+    for names, tables in ((EVERY, {n: t for n, t in ok.items() if n == exact}),
+                          (SOME, {n: t for n, t in ok.items() if n != exact})):  # fmt: skip
+        assert metadata_differences(spark, messages, stream, tables, names) == []
+    assert "_cdc_meta_tx_id" not in spark.table(ok[[n for n in ok if n != exact][0]]).columns
     again = cdc_spark.sync(_frame(spark, stream, half), "tencent-dts", target, batch_id=1,
-                           app_id="sync-test", on_error="continue")  # fmt: skip
+                           app_id="sync-test", on_error="continue",
+                           metadata_columns=layout["metadata_columns"])  # fmt: skip
     assert all(
         t.skipped and t.skipped.startswith("replay") for n, t in again.tables.items() if n in ok
     )
