@@ -77,6 +77,60 @@ def test_late_partial_images_column_by_column(delta_spark, tmp_path):
     assert live(delta_spark, path) == {1: ("n3", 50), 2: ("y", None)}
 
 
+@pytest.mark.parametrize(("scd_type", "generic"), [(1, False), (2, False), (1, True)])
+def test_metadata_columns_are_the_newest_change_s(delta_spark, tmp_path, scd_type, generic):
+    """``metadata_columns=``: a partial update (seq 3, its name only) applied before the
+    key's older insert (seq 1) leaves the row the update's op and time, the score the
+    insert's; an insert (seq 2) arriving after its key's delete (seq 5) stays out. SCD2:
+    each version its own change's, the delete's version the delete's. Generic images take
+    them as text that converts back exactly."""
+    path = str(tmp_path / "t")
+    first = [("update", 3, (1, None, None), (1, "b", None), ["score"]),
+             ("delete", 5, (2, None, None), None)]  # fmt: skip
+    later = [("insert", 1, None, (1, "a", 10)), ("insert", 2, None, (2, "x", 7))]
+    names = ("id", "name", "score")
+
+    def image(values, absent=()):
+        if values is None:
+            return None
+        pairs = zip(names, values, strict=True)
+        return {c: None if v is None else str(v) for c, v in pairs if c not in absent}
+
+    def events(rows):
+        if not generic:
+            return typed_events(delta_spark, rows)
+        full = [(op, seq(n), T0 + dt.timedelta(seconds=n), ["id"],
+                 before and {"id": str(before[0])}, image(after, rest[0] if rest else ()))
+                for op, n, before, after, *rest in rows]  # fmt: skip
+        schema = ("op string, sequence binary, event_time timestamp, primary_key array<string>, "
+                  "before map<string,string>, after map<string,string>")  # fmt: skip
+        return delta_spark.createDataFrame(full, schema)
+
+    options = {"scd_type": scd_type, "metadata_columns": ["op", "event_time"]}
+    if generic:
+        options["schema"] = "id bigint, name string, score int"
+    else:
+        with pytest.raises(ValueError, match=r"the events have no 'tx_id' column \(for tx_id\)"):
+            cdc_spark.apply_changes(events(first), path, metadata_columns=["op", "tx_id"])
+    cdc_spark.apply_changes(events(first), path, **options)
+    cdc_spark.apply_changes(events(later), path, **options)
+    assert live(delta_spark, path) == {1: ("b", 10)}
+    at = {n: T0 + dt.timedelta(seconds=n) for n in range(6)}
+    if scd_type == 1:
+        [row] = cdc_spark.current_rows(delta_spark, path).collect()
+        assert (row["_cdc_meta_op"], row["_cdc_meta_event_time"]) == ("update", at[3])
+        return
+    versions = delta_spark.read.format("delta").load(path).collect()
+    got = sorted((r["id"], bytes(r["_cdc_start_sequence"]), r["_cdc_meta_op"],
+                  r["_cdc_meta_event_time"], r["_cdc_deleted"]) for r in versions)  # fmt: skip
+    assert got == [
+        (1, seq(1), "insert", at[1], False),
+        (1, seq(3), "update", at[3], False),
+        (2, seq(2), "insert", at[2], False),
+        (2, seq(5), "delete", at[5], True),
+    ]
+
+
 # --- key changes -----------------------------------------------------------------------------
 
 
