@@ -699,6 +699,10 @@ pub fn block<'a>(cursor: &mut Cursor<'a>, sync: &[u8]) -> Result<Option<(i64, &'
     Ok(Some((count, data)))
 }
 
+/// The largest zstandard context kept for the next block (a context grows to its frames'
+/// window).
+const KEPT_CONTEXT_BYTES: usize = 8 << 20;
+
 /// Decompresses a block's data into `out` (replacing what it held), spending at most `budget`
 /// bytes of output (reduced by what was written); `limits` names the limit when it is
 /// spent.
@@ -747,21 +751,45 @@ pub fn decompress(
             }
         }
         Codec::Zstandard => {
-            let decoder = zstd::stream::read::Decoder::with_buffer(data)
-                .map_err(|e| err(format!("zstandard: {e}")))?;
-            let mut decoder = decoder.single_frame();
-            out.clear();
-            (&mut decoder)
-                .take(*budget as u64 + 1)
-                .read_to_end(out)
-                .map_err(|e| err(format!("zstandard: {e}")))?;
-            if out.len() > *budget {
-                return Err(over(*budget));
+            // The context (some 100 KB, its creation a tenth of decoding a file of small
+            // blocks) is kept per thread; each frame resets its session.
+            thread_local! {
+                static CONTEXT: std::cell::RefCell<Option<zstd::zstd_safe::DCtx<'static>>> =
+                    const { std::cell::RefCell::new(None) };
             }
-            // One frame and nothing after it (the fallback's zstandard refuses the rest).
-            if !decoder.finish().is_empty() {
-                return Err(err("zstandard: bytes after the frame"));
-            }
+            CONTEXT.with(|context| -> Result<()> {
+                let mut held = context.borrow_mut();
+                let context = match &mut *held {
+                    Some(context) => context,
+                    none => none.insert(
+                        zstd::zstd_safe::DCtx::try_create()
+                            .ok_or_else(|| err("zstandard: no memory for a context"))?,
+                    ),
+                };
+                let mut decoder =
+                    zstd::stream::read::Decoder::with_context(data, context).single_frame();
+                out.clear();
+                (&mut decoder)
+                    .take(*budget as u64 + 1)
+                    .read_to_end(out)
+                    .map_err(|e| err(format!("zstandard: {e}")))?;
+                if out.len() > *budget {
+                    return Err(over(*budget));
+                }
+                // One frame and nothing after it (the fallback's zstandard refuses the rest).
+                let rest = decoder.finish().is_empty();
+                // A frame of a wide window leaves the context that big: not kept.
+                if held
+                    .as_ref()
+                    .is_some_and(|c| c.sizeof() > KEPT_CONTEXT_BYTES)
+                {
+                    *held = None;
+                }
+                if !rest {
+                    return Err(err("zstandard: bytes after the frame"));
+                }
+                Ok(())
+            })?;
         }
     }
     *budget -= out.len();
