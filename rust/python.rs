@@ -223,6 +223,49 @@ fn spark_type(dialect: &str, source_type: &str) -> PyResult<Option<String>> {
     Ok(crate::schemas::spark_type(dialect, source_type))
 }
 
+/// Reads local files whole, in order, until `max_bytes` are read (always at least one
+/// file): (a pyarrow `large_binary` array of their bytes, how many files it holds). Each
+/// file is read straight into the array's value buffer, without the GIL; a file that
+/// cannot be read raises `OSError` naming it. `read_datastream` reads Avro trees with it:
+/// it spends about half of what Python's `open().read()` and `pa.array` of the bytes do
+/// on thousands of small files.
+#[pyfunction]
+fn read_local_files(
+    py: Python<'_>,
+    paths: Vec<String>,
+    max_bytes: usize,
+) -> PyResult<(Bound<'_, PyAny>, usize)> {
+    use std::io::Read;
+    let read = py.detach(|| -> Result<(Vec<i64>, Vec<u8>), (usize, std::io::Error)> {
+        let mut offsets = Vec::with_capacity(paths.len() + 1);
+        offsets.push(0i64);
+        let mut values = Vec::new();
+        for (index, path) in paths.iter().enumerate() {
+            if index > 0 && values.len() >= max_bytes {
+                break;
+            }
+            std::fs::File::open(path)
+                .and_then(|mut file| file.read_to_end(&mut values))
+                .map_err(|e| (index, e))?;
+            offsets.push(values.len() as i64);
+        }
+        Ok((offsets, values))
+    });
+    let (offsets, values) = read.map_err(|(index, error)| {
+        PyErr::from(std::io::Error::new(
+            error.kind(),
+            format!("{}: {error}", paths[index]),
+        ))
+    })?;
+    let files = offsets.len() - 1;
+    let array = arrow_array::LargeBinaryArray::new(
+        arrow_buffer::OffsetBuffer::new(offsets.into()),
+        values.into(),
+        None,
+    );
+    Ok((array.into_data().to_pyarrow(py)?, files))
+}
+
 /// The change-event schema, as the Rust core builds it.
 #[pyfunction]
 fn event_schema_native(py: Python<'_>) -> PyResult<Bound<'_, PyAny>> {
@@ -234,6 +277,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeDecoder>()?;
     m.add_function(wrap_pyfunction!(event_schema_native, m)?)?;
     m.add_function(wrap_pyfunction!(spark_type, m)?)?;
+    m.add_function(wrap_pyfunction!(read_local_files, m)?)?;
     m.add("FORMATS", FORMATS.to_vec())?;
     Ok(())
 }

@@ -11,7 +11,14 @@ import pytest
 import cdc_decode
 from cdc_decode import spark as cdc_spark
 from cdc_decode.generate.tree import tree_files, write_files, write_tree
-from cdc_decode.spark.datastream import list_tree, plan_partitions, register, sort_key
+from cdc_decode.spark import datastream
+from cdc_decode.spark.datastream import (
+    list_tree,
+    plan_partitions,
+    read_files,
+    register,
+    sort_key,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -57,10 +64,11 @@ def spark_table(df) -> pa.Table:
     ("fmt", "engine"),
     [("datastream-avro", "native"), ("datastream-avro", "python"), ("datastream-json", "native")],
 )
-def test_a_tree_reads_as_the_decoder_reads_its_files(spark, engine, fmt, tmp_path):
+def test_a_tree_reads_as_the_decoder_reads_its_files(spark, engine, fmt, tmp_path, monkeypatch):
     """Every file of a tree, hidden and foreign files skipped, each event with its file;
     every plan gives the same rows (driver and binaryFile checked on the Rust engine), and
-    the driver plan counts them in accounting=."""
+    the driver plan counts them in accounting=, its file names shipped with the function
+    or, past ``_SHIPPED_NAMES``, as a DataFrame."""
     tree = write_tree(fmt, tmp_path, files=60, files_per_minute=7)
     table_dir = tree.paths[0].parent.parent.parent.parent.parent.parent
     (table_dir / "README.txt").write_text("not a Datastream file")
@@ -79,10 +87,37 @@ def test_a_tree_reads_as_the_decoder_reads_its_files(spark, engine, fmt, tmp_pat
     )  # plan="driver": listed here, decoded in mapInArrow, counted
     assert rows(spark_table(listed)) == want
     assert accounting.value()["events"] + accounting.value()["errors"] == tree.events
+    monkeypatch.setattr(datastream, "_SHIPPED_NAMES", 0)
+    named = cdc_spark.read_datastream(
+        spark, str(tmp_path), format=fmt, engine=engine, plan="driver", min_partitions=2
+    )
+    assert rows(spark_table(named)) == want
     old = cdc_spark.read_datastream(
         spark, str(tmp_path), format=fmt, engine=engine, plan="binaryFile"
     )
     assert rows(spark_table(old)) == want
+
+
+@pytest.mark.parametrize("engine", ["native", "python"])
+def test_local_avro_files_are_read_in_chunks_each_event_with_its_file(
+    engine, tmp_path, monkeypatch
+):
+    """read_files reads local Avro files with the Rust core's reader in chunks of about
+    ``_BATCH_BYTES`` (at least a file each), every event with its own file, on either engine;
+    an unreadable file is an OSError naming it, and the reader stops at its byte budget."""
+    from cdc_decode._native import read_local_files
+
+    tree = write_tree("datastream-avro", tmp_path, files=12)
+    uris = [uri(p) for p in tree.paths]
+    monkeypatch.setattr(datastream, "_BATCH_BYTES", 1)  # a file per chunk
+    batches = list(read_files(uris, "datastream-avro", engine=engine))
+    assert len(batches) == len(uris)
+    assert rows(pa.Table.from_batches(batches)) == rows(expected(tree.paths, "datastream-avro"))
+    sizes = [p.stat().st_size for p in tree.paths]
+    values, files = read_local_files([str(p) for p in tree.paths], sizes[0] + 1)
+    assert files == 2 and values.to_pylist() == [p.read_bytes() for p in tree.paths[:2]]
+    with pytest.raises(FileNotFoundError, match="gone.avro"):
+        list(read_files([*uris[:2], uri(tmp_path / "gone.avro")], "datastream-avro"))
 
 
 def test_typed_columns_and_event_columns(spark, tmp_path):
