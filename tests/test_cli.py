@@ -453,6 +453,13 @@ def test_sync_command_line_checks_before_starting_spark(capsys):
     assert "--keys is not JSON" in capsys.readouterr().err
     assert main([*base, "--kafka", "127.0.0.1:9", "--topic", "t", "--schemas", "[1]"]) == 2
     assert "--schemas must be a JSON object" in capsys.readouterr().err
+    kafka = [*base, "--kafka", "127.0.0.1:9", "--topic", "t"]
+    assert main([*kafka, "--metadata-columns", "op, commit_lsn"]) == 2
+    assert "'commit_lsn' is not a metadata column (they are op, " in capsys.readouterr().err
+    assert main([*kafka, "--metadata-columns", '{"shop.*": ["op"], "*": "nope"}']) == 2
+    assert "'nope' is not a metadata column" in capsys.readouterr().err
+    assert main([*base, "--datastream", "d", "--metadata-columns", "op,kafka_offset"]) == 2
+    assert "kafka_offset need Kafka's offset column" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["sync", "--format", "datahub-tuple", "--kafka", "h:1", "--target", "t",
               "--checkpoint", "c"])  # fmt: skip

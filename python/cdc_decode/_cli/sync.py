@@ -112,11 +112,11 @@ def run(args: Any, say: Any) -> int:
             return 2
         setattr(args, name, value)
     try:  # an unknown name, Kafka's without Kafka: said before Spark starts
-        from ..spark.sync import _checked_metadata
+        from ..spark._metadata import checked
 
         args.metadata_columns = _metadata_columns(args.metadata_columns)
         kafka = ["topic", "partition", "offset"] if args.kafka else []
-        _checked_metadata(args.metadata_columns, kafka)
+        checked(args.metadata_columns, kafka)
     except ValueError as exc:
         say(f"sync: --metadata-columns: {exc}")
         return 2

@@ -13,7 +13,7 @@ SCD type 2 versions alike), and no rule is written twice.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -73,6 +73,23 @@ def names(value: bool | str | Sequence[str] | None) -> list[str]:
         if wanted not in out:
             out.append(wanted)
     return out
+
+
+def checked(value: Any, columns: Sequence[str]) -> None:
+    """``sync``'s ``metadata_columns=`` (names, ``True``, or by table pattern) checked
+    before anything is read: every name known, and the Kafka ones only where the messages
+    have Kafka's ``columns``."""
+    listed = [names(v) for v in value.values()] if isinstance(value, Mapping) else [names(value)]
+    lacking = sorted(
+        {n for given in listed for n in given if n.startswith("kafka_")}
+        - {n for n in VOCABULARY if VOCABULARY[n] in columns}
+    )
+    if lacking:
+        raise ValueError(
+            f"metadata_columns: {', '.join(lacking)} need Kafka's "
+            f"{', '.join(VOCABULARY[n] for n in lacking)} column(s), which the messages lack "
+            f"(columns: {', '.join(columns) or 'none'})"
+        )
 
 
 def column(name: str) -> str:

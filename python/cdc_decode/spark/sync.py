@@ -362,7 +362,7 @@ def sync(
                     f"properties: {pattern!r} must map to {{name: value}}, not {values!r}"
                 )
             _checked_properties(values)
-    _checked_metadata(metadata_columns, df.columns)
+    _metadata.checked(metadata_columns, df.columns)
     spark = df.sparkSession
     if batch_id is not None and app_id is None:
         app_id = spark.sparkContext.getLocalProperty(QUERY_ID)
@@ -855,26 +855,8 @@ def _table_properties(
     return out or None
 
 
-def _checked_metadata(metadata_columns: Any, columns: Sequence[str]) -> None:
-    """``metadata_columns=`` checked before anything is read: every name known, and the
-    Kafka ones only where the messages have Kafka's columns."""
-    given = metadata_columns
-    if isinstance(given, Mapping):
-        listed = [_metadata.names(v) for v in given.values()]
-    else:
-        listed = [_metadata.names(given)]
-    kafka = {n for names in listed for n in names if n.startswith("kafka_")}
-    lacking = sorted(n for n in kafka if _metadata.VOCABULARY[n] not in columns)
-    if lacking:
-        raise ValueError(
-            f"metadata_columns: {', '.join(lacking)} need Kafka's "
-            f"{', '.join(_metadata.VOCABULARY[n] for n in lacking)} column(s), which the "
-            f"messages lack (columns: {', '.join(columns)})"
-        )
-
-
 def _table_metadata(metadata_columns: Any, name: str) -> list[str]:
-    """The metadata columns of table ``name`` (checked by :func:`_checked_metadata`)."""
+    """The metadata columns of table ``name`` (checked by :func:`_metadata.checked`)."""
     if isinstance(metadata_columns, Mapping):
         return _metadata.names(_lookup(metadata_columns, name))
     return _metadata.names(metadata_columns)
