@@ -61,7 +61,8 @@ def expected(events: Sequence[dict], keys: Sequence[str], names: Sequence[str]) 
         if key is not None and (key not in newest or newest[key][0] <= sequence):
             newest[key] = (sequence, event)
 
-    for event in sorted(events, key=lambda e: e["sequence"]):
+    # by sequence, an upsert after a delete of the same sequence (it wins, as in the rules)
+    for event in sorted(events, key=lambda e: (e["sequence"], e["op"] in UPSERT_OPS)):
         before, after = _key(event["before"], keys), _key(event["after"], keys)
         if event["op"] in REMOVE_OPS:
             put(before or after, event["sequence"], None)
@@ -122,19 +123,27 @@ def metadata_differences(
             if got[key] != want[key]:
                 out.append(f"{name} {key}: metadata {got[key]}, want {want[key]}")
     for name, target in (history or {}).items():
-        by_sequence = {e["sequence"]: e for e in by_table.get(name, [])}
+        keys = stream.primary_keys[name]
+        # A version is its key's change at its sequence (one statement may change several
+        # keys at one sequence); an upsert over a delete, as the rules order them.
+        by_version: dict[tuple, dict] = {}
+        for event in sorted(by_table.get(name, []), key=lambda e: e["op"] in UPSERT_OPS):
+            before, after = _key(event["before"], keys), _key(event["after"], keys)
+            for key in {before, after} - {None}:
+                by_version[(key, event["sequence"])] = event
         versions = _read(spark, target, names, history=True)
         if not versions:
             out.append(f"{name}: no history")
         for row in versions:
-            event = by_sequence.get(bytes(row["_cdc_start_sequence"]))
+            at = (tuple(str(row[k]) for k in keys), bytes(row["_cdc_start_sequence"]))
+            event = by_version.get(at)
             if event is None:
-                out.append(f"{name}: a version of no change ({row['_cdc_start_sequence']!r})")
+                out.append(f"{name}: a version of no change ({at!r})")
                 continue
             have = {n: row[f"_cdc_meta_{n}"] for n in names}
             want_version = {n: _value(event, n) for n in names}
             if have != want_version:
-                out.append(f"{name} history: metadata {have}, want {want_version}")
+                out.append(f"{name} history {at}: metadata {have}, want {want_version}")
             deleted = row["_cdc_deleted"]
             if event["op"] not in ((*REMOVE_OPS, "update") if deleted else UPSERT_OPS):
                 out.append(f"{name} history: a {event['op']} gave a version deleted={deleted}")
