@@ -441,6 +441,54 @@ def test_tdsql_columns(streams):
     assert list(rows[0]["after"]) == names
 
 
+def test_sync_type_mapping_flag_parses():
+    """``--type-mapping``: rules separated by commas, or a JSON object of table patterns,
+    read as ``sync(type_mapping=)`` takes them."""
+    from cdc_decode._cli.sync import _type_mapping
+    from cdc_decode.spark._type_mapping import names
+
+    assert _type_mapping(None) is None
+    assert _type_mapping("tinyint1-to-boolean, unsigned-to-signed") == [
+        "tinyint1-to-boolean",
+        "unsigned-to-signed",
+    ]
+    by_table = _type_mapping('{"shop.*": ["to-string"], "*": "tinyint1-to-boolean"}')
+    assert by_table == {"shop.*": ["to-string"], "*": "tinyint1-to-boolean"}
+    assert names(by_table["*"]) == ["tinyint1-to-boolean"]
+    assert names(["TO-STRING", "to-string"]) == ["to-string"]
+
+
+@pytest.mark.parametrize(
+    ("rules", "dialect", "source_type", "default", "want"),
+    [
+        ([], "mysql", "tinyint(1)", "tinyint", "tinyint"),
+        (["tinyint1-to-boolean"], "mysql", "tinyint(1)", "tinyint", "boolean"),
+        (["tinyint1-to-boolean"], "mysql", "TINYINT(1) UNSIGNED", "smallint", "boolean"),
+        (["tinyint1-to-boolean"], "mysql", "bool", "tinyint", "boolean"),
+        (["tinyint1-to-boolean"], "mysql", "tinyint(4)", "tinyint", "tinyint"),
+        (["tinyint1-to-boolean"], "connect", "int16", "smallint", "smallint"),
+        (["unsigned-to-signed"], "mysql", "int(10) unsigned", "bigint", "int"),
+        (["unsigned-to-signed"], "mysql", "int unsigned zerofill", "bigint", "int"),
+        (["unsigned-to-signed"], "mysql", "bigint(20) unsigned", "decimal(20,0)", "bigint"),
+        (["unsigned-to-signed"], "mysql", "serial", "decimal(20,0)", "bigint"),
+        (["unsigned-to-signed"], "mysql", "mediumint(8) unsigned", "int", "int"),
+        (["unsigned-to-signed"], "mysql", "tinyint(3) unsigned", "smallint", "tinyint"),
+        (["unsigned-to-signed"], "mysql", "decimal(10,2) unsigned", "decimal(10,2)",
+         "decimal(10,2)"),
+        (["unsigned-to-signed"], "datahub", "LONG", "decimal(20,0)", "decimal(20,0)"),
+        (["to-string"], "mysql", "datetime(6)", "timestamp_ntz", "string"),
+        (["to-string"], None, None, None, "string"),
+        (["tinyint1-to-boolean", "to-string"], "mysql", "tinyint(1)", "tinyint", "string"),
+    ],
+)  # fmt: skip
+def test_type_mapping_rules(rules, dialect, source_type, default, want):
+    """Each rule of ``sync(type_mapping=)`` on the source types it reads (docs/sync.md,
+    "Type mapping"); other dialects' types are left to ``to-string``."""
+    from cdc_decode.spark._type_mapping import spark_type
+
+    assert spark_type(rules, dialect, source_type, default) == want
+
+
 def test_sync_command_line_checks_before_starting_spark(capsys):
     """``cdc-decode sync``'s usage errors exit 2 with a clear line, before any Spark starts
     (the streaming sync itself runs in tests/delta/test_sync.py)."""
@@ -460,6 +508,14 @@ def test_sync_command_line_checks_before_starting_spark(capsys):
     assert "'nope' is not a metadata column" in capsys.readouterr().err
     assert main([*base, "--datastream", "d", "--metadata-columns", "op,kafka_offset"]) == 2
     assert "kafka_offset need Kafka's offset column" in capsys.readouterr().err
+    assert main([*kafka, "--type-mapping", "tinyint1-to-boolean, char-to-string"]) == 2
+    err = capsys.readouterr().err
+    assert "'char-to-string' is not a rule (they are tinyint1-to-boolean, " in err
+    assert "char and varchar are string already" in err
+    assert main([*kafka, "--type-mapping", '{"shop.*": ["to-string"], "*": ["nope"]}']) == 2
+    assert "'nope' is not a rule" in capsys.readouterr().err
+    assert main([*kafka, "--type-mapping", '{"shop.*": 5}']) == 2
+    assert "type_mapping must be a list of rules" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         main(["sync", "--format", "datahub-tuple", "--kafka", "h:1", "--target", "t",
               "--checkpoint", "c"])  # fmt: skip

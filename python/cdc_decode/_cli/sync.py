@@ -73,6 +73,13 @@ def add_parser(commands: Any) -> None:
         'or JSON by table: \'{"shop.*": ["op"]}\'',
     )
     sync.add_argument(
+        "--type-mapping",
+        metavar="RULES",
+        help="Spark types other than the default mapping's for the columns created: "
+        "'tinyint1-to-boolean,unsigned-to-signed', 'to-string', "
+        'or JSON by table: \'{"shop.*": ["to-string"]}\'',
+    )
+    sync.add_argument(
         "--parallelism", type=int, default=4, help="tables applied at once (default: %(default)s)"
     )
     sync.add_argument("--on-error", choices=("raise", "continue"), default="raise",
@@ -119,6 +126,14 @@ def run(args: Any, say: Any) -> int:
         checked(args.metadata_columns, kafka)
     except ValueError as exc:
         say(f"sync: --metadata-columns: {exc}")
+        return 2
+    try:  # an unknown rule: said before Spark starts
+        from ..spark._type_mapping import checked as checked_rules
+
+        args.type_mapping = _type_mapping(args.type_mapping)
+        checked_rules(args.type_mapping)
+    except ValueError as exc:
+        say(f"sync: --type-mapping: {exc}")
         return 2
     from pyspark.sql import SparkSession
 
@@ -188,6 +203,7 @@ def run(args: Any, say: Any) -> int:
         cluster_by=args.cluster_by,
         partition_by=args.partition_by,
         metadata_columns=args.metadata_columns,
+        type_mapping=args.type_mapping,
         parallelism=args.parallelism,
         on_error=args.on_error,
         on_invalid=args.on_invalid,
@@ -220,6 +236,15 @@ def _metadata_columns(text: str | None) -> Any:
         return None
     if text.strip().lower() == "true":
         return True
+    if text.lstrip().startswith(("{", "[")):
+        return json.loads(text)
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _type_mapping(text: str | None) -> Any:
+    """``--type-mapping``: rules separated by commas, or a JSON object of table patterns."""
+    if text is None:
+        return None
     if text.lstrip().startswith(("{", "[")):
         return json.loads(text)
     return [name.strip() for name in text.split(",") if name.strip()]

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .._wire_schemas import WireTable
-from . import _metadata
+from . import _metadata, _type_mapping
 from ._apply_rules import INTERNAL
 from ._layout import listed as _patterns
 from ._tables import open_table, quote
@@ -259,6 +259,7 @@ def sync(
     cluster_by: Mapping[str, str | Sequence[str]] | None = None,
     partition_by: Mapping[str, str | Sequence[str]] | None = None,
     metadata_columns: bool | Sequence[str] | Mapping[str, bool | Sequence[str]] | None = None,
+    type_mapping: str | Sequence[str] | Mapping[str, str | Sequence[str]] | None = None,
     _hold: Callable[[DataFrame | None], None] | None = None,
 ) -> SyncResult:
     """Sync every table of a batch of CDC messages into its own Delta table.
@@ -324,15 +325,20 @@ def sync(
             table, or ``{"db.table": [...]}`` by table name or pattern (as ``keys``). A
             table with a source column starting ``_cdc_meta_`` then fails, nothing of it
             written.
+        type_mapping: rules that choose other Spark types than docs/types.md's for the
+            columns a call creates (``"tinyint1-to-boolean"``, ``"unsigned-to-signed"``,
+            ``"to-string"``): a list for every table, or ``{"db.table": [...]}`` by table
+            name or pattern (as ``keys``). A column the table has keeps its type, and
+            ``schemas=`` wins over the rules (docs/sync.md, "Type mapping").
 
     Returns:
         A :class:`SyncResult`.
 
     Raises:
         SyncError: ``on_error="raise"`` and a table failed.
-        ValueError: an unknown option value (a metadata column's name among them; the
-            Kafka ones without Kafka's columns), ``batch_id`` without an ``app_id`` outside
-            a streaming query.
+        ValueError: an unknown option value (a metadata column's name or a type mapping
+            rule among them; the Kafka metadata columns without Kafka's columns),
+            ``batch_id`` without an ``app_id`` outside a streaming query.
     """
     from pyspark import StorageLevel
 
@@ -363,6 +369,7 @@ def sync(
                 )
             _checked_properties(values)
     _metadata.checked(metadata_columns, df.columns)
+    _type_mapping.checked(type_mapping)
     spark = df.sparkSession
     if batch_id is not None and app_id is None:
         app_id = spark.sparkContext.getLocalProperty(QUERY_ID)
@@ -408,7 +415,8 @@ def sync(
                     entry.history_target = entry.target + HISTORY_SUFFIX
                 plan = _Plan.make(spark, table, entry, _lookup(keys, table.name),
                                   _lookup(schemas, table.name),
-                                  _table_metadata(metadata_columns, table.name))  # fmt: skip
+                                  _table_metadata(metadata_columns, table.name),
+                                  _table_rules(type_mapping, table.name))  # fmt: skip
             except Exception as error:  # one table's plan: the others go on
                 _failed(spark, entry, error, on_error)
                 continue
@@ -644,6 +652,7 @@ class _Plan:
         keys: Sequence[str] | None,
         schema: str | None,
         metadata: list[str],
+        rules: Sequence[str] = (),
     ) -> _Plan | None:
         plan = cls(spark, table, entry)
         plan.metadata = metadata
@@ -668,7 +677,17 @@ class _Plan:
         latest = {c.name.lower() for c in table.latest.columns}
         for version in table.versions:
             for column in version.columns:
-                plan._take(column.name, declared.get(column.name.lower(), column.type))
+                at = column.name.lower()
+                if at in declared:
+                    plan._take(column.name, declared[at])
+                    continue
+                spark_type = _type_mapping.spark_type(
+                    rules, version.dialect, column.source_type, column.type
+                )
+                # A rule's type is for the columns it creates: one the table has keeps its
+                # type where the rule's cannot widen it (a tinyint stays a tinyint).
+                ruled = spark_type != column.type and at in original
+                plan._take(column.name, spark_type, keep=ruled)
         for name, spark_type in declared.items():  # declared, not seen in this batch
             if name not in plan.columns:
                 plan._take(name, spark_type)
@@ -700,8 +719,9 @@ class _Plan:
             )
         return plan
 
-    def _take(self, name: str, spark_type: str | None) -> None:
-        """Adds a column, or widens the type of one the plan has."""
+    def _take(self, name: str, spark_type: str | None, keep: bool = False) -> None:
+        """Adds a column, or widens the type of one the plan has (``keep``: the type is a
+        type mapping rule's; a column it cannot widen keeps its type)."""
         at = name.lower()
         known = self.columns.get(at)
         if known is None:
@@ -713,6 +733,8 @@ class _Plan:
         if spark_type is None or spark_type == known.type or not known.typed:
             return
         wider = wider_type(known.type, spark_type)
+        if wider is None and keep:
+            return
         if wider is None:
             raise ValueError(
                 f"table {self.entry.target}: column {known.name} changed from {known.type} "
@@ -860,6 +882,13 @@ def _table_metadata(metadata_columns: Any, name: str) -> list[str]:
     if isinstance(metadata_columns, Mapping):
         return _metadata.names(_lookup(metadata_columns, name))
     return _metadata.names(metadata_columns)
+
+
+def _table_rules(type_mapping: Any, name: str) -> list[str]:
+    """The type mapping rules of table ``name`` (checked by :func:`_type_mapping.checked`)."""
+    if isinstance(type_mapping, Mapping):
+        return _type_mapping.names(_lookup(type_mapping, name))
+    return _type_mapping.names(type_mapping)
 
 
 def _target(target: str | Callable[[WireTable], str | None], table: WireTable) -> str | None:
