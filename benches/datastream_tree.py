@@ -14,23 +14,26 @@ same columns to Spark's ``noop`` sink, on ``local[1]`` with Spark's default file
   on Spark 4 the ``cdc-datastream`` Python data source (files listed once, many files per
   task, read and decoded in the Python worker by the Rust core), on Spark 3.5 (no Python
   data sources) the same listing in the driver and the same reads in ``mapInArrow``;
-- ``binaryFile``: the same call with ``plan="binaryFile"`` (with ``path``; Spark reads the files,
-  ``decode`` in ``mapInArrow``), the plan before the data source;
 - ``spark``: what a Spark user writes without us: for Avro the spark-avro reader
   (``spark.read.format("avro")``), for JSON ``spark.read.json`` with the schema given, then
   the format's logic as SQL expressions (op mapping, casts of the payload to the typed
   columns), the same expressions as benches/spark_race.py;
-- ``in-process``: no Spark: Python reads every file and ``cdc_decode.decode`` decodes them
-  (typed) in one call, the ceiling.
+- ``in-process``: no Spark: the files read as ``read_datastream``'s tasks read them (Avro by
+  the Rust core's reader, JSON by Python) and ``cdc_decode.decode`` decoding them (typed)
+  in one call, the ceiling;
+- ``binaryFile``, when named in ``--contenders``: the same call as ours with
+  ``plan="binaryFile"`` (Spark reads the files, ``decode`` in ``mapInArrow``), the plan
+  before the data source. Not raced by default: its thousands of tasks leave the shared
+  JVM slower for the next contender (5,000 Avro files on Spark 3.5: ours 0.32-0.33 s a run
+  without it in the rotation, 0.35-0.58 s with it).
 
-Each contender runs ``--warmups`` times (3) on a format's smallest tree to warm up (a
-plan's code is compiled by the JVM only after a few runs of it: ours read 5,000 files in
-0.56, 0.58 then 0.39 s after one warm-up), then ``--runs`` times per tree (3), the
-contenders taking turns, from a collected heap, and the median run is reported: a read of 5,000 small
-files takes well under a second for ours, so one run is at the mercy of the machine's other
-work. The page cache holds the tree for every contender alike. Writes ``--out``
-(``docs/datastream-tree.md``) with the table. On pyspark 3.5 the spark-avro contender takes
-``spark-avro_2.12`` from ``.jars-spark35/`` (``make spark35-jars``).
+Each contender runs ``--warmups`` times (3) on a format's smallest tree first, then
+``--runs`` times per tree (3), the contenders taking turns, each run from a collected heap
+(the JVM's and the driver's Python's), and the median run is reported: a read of 5,000
+small files takes about a third of a second for ours, so one run is at the mercy of the
+machine's other work. The page cache holds the tree for every contender alike. Writes
+``--out`` (``docs/datastream-tree.md``) with the table. On pyspark 3.5 the spark-avro
+contender takes ``spark-avro_2.12`` from ``.jars-spark35/`` (``make spark35-jars``).
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ from spark_race import (  # noqa: E402
 
 FORMATS = ("datastream-avro", "datastream-json")
 CONTENDERS = ("ours", "binaryFile", "spark", "in-process")
+# binaryFile (the plan before the data source) races only when asked (the docstring says why).
+RACED = ("ours", "spark", "in-process")
 
 
 def ours(spark, path: str, fmt: str, plan: str = "auto"):
@@ -84,20 +89,21 @@ def spark_json(spark, path: str):
 
 
 def in_process(path: str, fmt: str) -> int:
-    """Every file read by Python and decoded in one call; returns the rows."""
+    """Every file read as ``read_datastream``'s tasks read it (Avro by the Rust core's
+    reader, JSON by Python, split into lines) and decoded in one call; returns the rows."""
     import cdc_decode
+    from cdc_decode._native import read_local_files
     from cdc_decode.spark.datastream import list_tree
 
     files = [uri[len("file:") :] for uri, _ in list_tree(path, fmt)]
-    values: list[bytes] = []
+    if fmt == "datastream-avro":
+        values, _ = read_local_files(files, 1 << 62)
+        return cdc_decode.decode(values, fmt, schema=COLUMNS).num_rows
+    lines: list[bytes] = []
     for name in files:
         with open(name, "rb") as f:
-            data = f.read()
-        if fmt == "datastream-avro":
-            values.append(data)
-        else:
-            values.extend(data.splitlines())
-    return cdc_decode.decode(values, fmt, schema=COLUMNS).num_rows
+            lines.extend(f.read().splitlines())
+    return cdc_decode.decode(lines, fmt, schema=COLUMNS).num_rows
 
 
 class CpuMeter:
@@ -241,7 +247,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--formats", nargs="*", default=list(FORMATS), choices=FORMATS)
     parser.add_argument("--files", nargs="*", type=int, default=[5000, 50000])
-    parser.add_argument("--contenders", nargs="*", default=list(CONTENDERS), choices=CONTENDERS)
+    parser.add_argument(
+        "--contenders",
+        nargs="*",
+        default=list(RACED),
+        choices=CONTENDERS,
+        help="default: ours, spark, in-process (binaryFile when named)",
+    )
     parser.add_argument(
         "--binaryfile-max",
         type=int,
