@@ -7,6 +7,7 @@ a micro-batch committed resumes from its checkpoint, every table exact."""
 
 from __future__ import annotations
 
+import copy
 import datetime as dt
 import json
 import subprocess
@@ -159,16 +160,25 @@ def test_the_default_database_syncs_equal_to_the_source(delta_spark, tmp_path, f
     ``blob``, ``enum``, ``set``, ``time`` …) synced in two batches: every table equal to
     the simulated source, value by value, every event accounted for. DataHub declares
     ``shop.users.account_no`` (``bigint unsigned``) as ``LONG``: the table holds it as
-    ``decimal(20,0)``, every value exact."""
+    ``decimal(20,0)``, every value exact. Tencent DTS's (MySQL's own types) is synced with
+    type mapping rules (:data:`RULES`), each table equal to the source in the rule's types:
+    ``tinyint(1)`` as ``boolean``, ``bigint unsigned`` as ``bigint``, every column of one
+    table as its text; rules given the second time for tables that exist change none of
+    their columns."""
     stream = generate(format, messages=600, seed=7)
     target = str(tmp_path / "lake" / "{db}" / "{table}")
     half = len(stream.values) // 2
     options = _options(stream)
     if format in ("debezium-json", "datastream-json"):  # no key on the wire
         options.setdefault("keys", stream.primary_keys)
+    rules = [{}, {}]
+    if format == "tencent-dts":
+        rules = [RULES, {**RULES, **LATE_RULES}]
     results = [
-        cdc_spark.sync(_frame(delta_spark, stream, 0, half), format, target, **options),
-        cdc_spark.sync(_frame(delta_spark, stream, half), format, target, **options),
+        cdc_spark.sync(
+            _frame(delta_spark, stream, start, stop), format, target, **options, type_mapping=given
+        )
+        for (start, stop), given in zip(((0, half), (half, None)), rules, strict=True)
     ]
     for result in results:
         assert result.messages_with_errors == 0, result.errors
@@ -176,6 +186,9 @@ def test_the_default_database_syncs_equal_to_the_source(delta_spark, tmp_path, f
     _accounted(results[0], stream, 0, half)
     _accounted(results[1], stream, half)
     targets = {n: t.target for r in results for n, t in r.tables.items()}
+    if format == "tencent-dts":
+        _check_rules(delta_spark, stream, results, targets)
+        return
     # The default Debezium stream carries no Connect schema: string columns, as TDSQL's.
     if not any(t.untyped_columns for r in results for t in r.tables.values()):
         assert differences(delta_spark, stream, format, targets) == []
@@ -186,6 +199,43 @@ def test_the_default_database_syncs_equal_to_the_source(delta_spark, tmp_path, f
         users = cdc_spark.current_rows(delta_spark, targets["shop.users"])
         assert users.schema["account_no"].dataType.simpleString() == "decimal(20,0)"
         assert users.where("account_no > 9223372036854775807").count() > 0
+
+
+RULES = {
+    "shop.order_items": ["tinyint1-to-boolean"],  # gift_wrap tinyint(1), values 0 and 1
+    "shop.orders": ["unsigned-to-signed"],  # user_id bigint unsigned, values up to 10**6
+    "inventory.warehouses": ["to-string"],
+}
+LATE_RULES = {  # given once the tables exist: their columns keep their types
+    "shop.users": ["unsigned-to-signed"],  # decimal(20,0) cannot hold less: stays
+    "inventory.items": ["to-string"],  # int to string is no widening: stays
+}
+
+
+def _check_rules(spark, stream, results, targets) -> None:
+    """The default database's Tencent DTS tables synced with :data:`RULES`, then
+    :data:`LATE_RULES`: each column of the rule's type, each table equal to the source
+    (typed tables by their types, ``to-string``'s by the source's text)."""
+
+    def types(name: str) -> dict[str, str]:
+        frame = cdc_spark.current_rows(spark, targets[name])
+        return {f.name: f.dataType.simpleString() for f in frame.schema.fields}
+
+    assert all(results[0].tables[n].created for n in LATE_RULES)
+    assert types("shop.order_items")["gift_wrap"] == "boolean"
+    assert types("shop.orders")["user_id"] == "bigint"
+    assert set(types("inventory.warehouses").values()) == {"string"}
+    assert types("shop.users")["account_no"] == "decimal(20,0)"  # made before its rule
+    assert types("shop.users")["age"] == "smallint"
+    assert types("inventory.items")["stock"] == "int"
+    assert not any(t.widened_columns for r in results for t in r.tables.values())
+    texts = copy.copy(stream)
+    texts.final_state = {n: stream.final_state[n] for n in RULES if "to-string" in RULES[n]}
+    assert text_differences(spark, texts, targets) == []
+    typed = copy.copy(stream)
+    typed.final_values = {n: v for n, v in stream.final_values.items()
+                          if n not in texts.final_state}  # fmt: skip
+    assert differences(spark, typed, "tencent-dts", targets) == []
 
 
 def test_a_failing_table_leaves_the_others_applied(delta_spark, tmp_path):
@@ -312,9 +362,10 @@ def test_every_way_a_change_misses_its_table_is_counted(delta_spark, tmp_path):
 
 def test_metadata_columns_refused_before_anything_is_written(delta_spark, tmp_path):
     """``metadata_columns=``: a name that is none (the error lists them), Kafka's without
-    Kafka's columns: a ``ValueError`` before anything is read. A source column named like
-    a metadata column: its table fails, nothing of it written; the others get theirs. A
-    table's metadata column no longer asked for: the table fails, naming it."""
+    Kafka's columns, and a ``type_mapping=`` rule that is none: a ``ValueError`` before
+    anything is read. A source column named like a metadata column: its table fails,
+    nothing of it written; the others get theirs. A table's metadata column no longer asked
+    for: the table fails, naming it."""
     clash = _blob("clash", 1, "INSERT", {"id": 1, "_cdc_meta_op": 5}, ("id", "_cdc_meta_op"))
     fine = _blob("fine", 2, "INSERT", {"id": 1, "n": 2})
     df = delta_spark.createDataFrame([(clash,), (fine,)], "value binary")
@@ -325,6 +376,9 @@ def test_metadata_columns_refused_before_anything_is_written(delta_spark, tmp_pa
         cdc_spark.sync(df, "datahub-blob", target, metadata_columns=["op", "commit_lsn"])
     with pytest.raises(ValueError, match="kafka_offset need Kafka's offset column"):
         cdc_spark.sync(df, "datahub-blob", target, metadata_columns={"shop.*": ["kafka_offset"]})
+    with pytest.raises(ValueError, match=r"'tinyint-to-bool' is not a rule \(they are "
+                       r"tinyint1-to-boolean, unsigned-to-signed, to-string"):  # fmt: skip
+        cdc_spark.sync(df, "datahub-blob", target, type_mapping={"shop.*": ["tinyint-to-bool"]})
     assert not lake.exists()
     with pytest.raises(cdc_spark.SyncError, match="shop.clash") as raised:
         cdc_spark.sync(df, "datahub-blob", target, metadata_columns=True)

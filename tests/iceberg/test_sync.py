@@ -3,13 +3,16 @@ mid-stream: columns added, widened and dropped) synced into one table per source
 the Hadoop catalog ``lake`` (``lake.<db>.<table>``), in two batches, each table equal to
 the source in its mapped types; the second batch again is a replay every table skips
 (its marker in the snapshot summary); the metadata columns asked for by table pattern, each
-row's those of its newest change. Iceberg 1.12 / Spark 4.1, local[1]."""
+row's those of its newest change; type mapping rules by table pattern (``tinyint(1)`` as
+``boolean``, one table's every column as its text), each table equal to the source in the
+rule's types. Iceberg 1.12 / Spark 4.1, local[1]."""
 
 from __future__ import annotations
 
 import copy
 
 import pytest
+from support.apply_truth import text_differences
 from support.metadata_truth import metadata_differences
 
 from cdc_decode import spark as cdc_spark
@@ -51,9 +54,10 @@ def test_sync_into_iceberg_equals_the_source(iceberg_spark):
         "partition_by": {n: [f"bucket(4, {k[0]})"] for n, k in keys.items()},
         "metadata_columns": {exact: EVERY, "*": SOME},
     }
+    rules = {"erp.*": ["tinyint1-to-boolean"], "ops.*": ["to-string"]}
     first = cdc_spark.sync(_frame(spark, stream, 0, half), "tencent-dts", target, batch_id=0,
                            app_id="sync-test", on_error="continue", properties=made,
-                           **layout)  # fmt: skip
+                           type_mapping=rules, **layout)  # fmt: skip
     for n, t in first.tables.items():  # sorted and partitioned by its key
         if not t.error:
             assert _properties(spark, t.target)["sort-order"].startswith(keys[n][0]), n
@@ -66,7 +70,7 @@ def test_sync_into_iceberg_equals_the_source(iceberg_spark):
     assert all(p["write.metadata.previous-versions-max"] == "50" for p in props.values())
     second = cdc_spark.sync(_frame(spark, stream, half), "tencent-dts", target, batch_id=1,
                             app_id="sync-test", on_error="continue",
-                            properties={"*": {"team": "lakehouse"}},
+                            properties={"*": {"team": "lakehouse"}}, type_mapping=rules,
                             metadata_columns=layout["metadata_columns"])  # fmt: skip
     for t in second.tables.values():  # changed: set again; no longer given: left as it was
         if t.apply is not None:
@@ -87,9 +91,21 @@ def test_sync_into_iceberg_equals_the_source(iceberg_spark):
         assert "Iceberg cannot change it to" in error, (name, error)
     ok = {n: t for n, t in targets.items() if n not in failed}
     assert len(ok) >= 2
+    texts = copy.copy(stream)  # to-string: the source's text
+    texts.final_state = {n: v for n, v in stream.final_state.items() if n.startswith("ops.")}
+    assert texts.final_state and set(texts.final_state) <= set(ok)
+    assert text_differences(spark, texts, ok) == []
+    for name in texts.final_state:
+        fields = spark.table(ok[name]).schema.fields
+        assert {f.dataType.simpleString() for f in fields if not f.name.startswith("_cdc_")} == {
+            "string"
+        }
     synced = copy.copy(stream)
-    synced.final_values = {n: v for n, v in stream.final_values.items() if n in ok}
+    synced.final_values = {n: v for n, v in stream.final_values.items()
+                           if n in ok and n not in texts.final_state}  # fmt: skip
     assert differences(spark, synced, "tencent-dts", ok) == []
+    erp = spark.table(ok["erp.orders_000"]).schema
+    assert erp["c14_visi"].dataType.simpleString() == "boolean"  # tinyint(1)
     messages = _frame(spark, stream)
     assert exact in ok  # every metadata column on Iceberg
     for names, tables in ((EVERY, {n: t for n, t in ok.items() if n == exact}),
@@ -97,9 +113,9 @@ def test_sync_into_iceberg_equals_the_source(iceberg_spark):
         assert metadata_differences(spark, messages, stream, tables, names) == []
     assert "_cdc_meta_tx_id" not in spark.table(ok[[n for n in ok if n != exact][0]]).columns
     again = cdc_spark.sync(_frame(spark, stream, half), "tencent-dts", target, batch_id=1,
-                           app_id="sync-test", on_error="continue",
+                           app_id="sync-test", on_error="continue", type_mapping=rules,
                            metadata_columns=layout["metadata_columns"])  # fmt: skip
     assert all(
         t.skipped and t.skipped.startswith("replay") for n, t in again.tables.items() if n in ok
-    )
+    ), {n: (t.skipped, t.error) for n, t in again.tables.items() if n in ok}
     assert again.rows_written == 0
