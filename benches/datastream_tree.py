@@ -212,7 +212,7 @@ def session():
         "cdc-decode-tree-race",
         master="local[1]",
         spark__jars=",".join(jars),
-        spark__driver__memory="4g",
+        spark__driver__memory="8g",  # spark-avro ran out of 4g on 50,000 files after the warm-ups
     )
 
 
