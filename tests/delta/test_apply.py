@@ -157,7 +157,8 @@ def test_layout_when_the_table_is_made(delta_spark, tmp_path):
         delta_spark, [("insert", 1, None, (1, "a", 1)), ("insert", 2, None, (2, "b", 2))]
     )
     for options, message in [
-        ({"partition_by": ["days(score)"]}, "Delta partitions by columns, not by days"),
+        ({"partition_by": ["days(score)"]}, "score is int, and days takes a date or a timestamp"),
+        ({"partition_by": ["truncate(2, score)"], "cluster_by": "id"}, "either partitioned"),
         ({"partition_by": "name", "cluster_by": "id"}, "either partitioned or clustered"),
         ({"cluster_by": ["nope"]}, "'nope' is not a column of the table"),
         ({"partition_by": ["bucket(id)"]}, "bucket takes a number and a column"),
@@ -182,6 +183,46 @@ def test_layout_when_the_table_is_made(delta_spark, tmp_path):
     assert delta_spark.sql(f"DESCRIBE DETAIL delta.`{clustered}`").first()["clusteringColumns"] == [
         "id"
     ]
+
+
+def test_partition_transforms_are_generated_columns(delta_spark, tmp_path):
+    """``partition_by=`` with Iceberg's transforms on Delta: a column Delta generates from
+    the source column (``_cdc_part_<transform>_<column>``), the table partitioned by it; the
+    MERGE leaves it to Delta (a row whose time moves changes partition), and the live rows
+    and the columns sync sees hold only the source's."""
+    orders = "id:bigint,at:timestamp,name:string"
+    day = dt.datetime(2024, 5, 1, 23, 30)
+    first = [("insert", 1, None, (1, day, "alpha")), ("insert", 2, None, (2, day, "beta")),
+             ("insert", 3, None, (3, day + dt.timedelta(hours=1), "gamma"))]  # fmt: skip
+    later = [("update", 4, (1, day, "alpha"), (1, day + dt.timedelta(days=40), "alpha")),
+             ("delete", 5, (2, day, "beta"), None)]  # fmt: skip
+    transforms = {
+        "days(at)": ("_cdc_part_days_at", {"2024-05-02", "2024-06-10"}),
+        "months(at)": ("_cdc_part_months_at", {"2024-05", "2024-06"}),
+        "hours(at)": ("_cdc_part_hours_at", {"2024-05-02-00", "2024-06-10-23"}),
+        "years(at)": ("_cdc_part_years_at", {"2024"}),
+        "bucket(4, id)": ("_cdc_part_bucket_id", None),
+        "truncate(2, name)": ("_cdc_part_truncate_name", {"al", "ga"}),
+    }
+    for transform, (column, values) in transforms.items():
+        path = str(tmp_path / column)
+        for rows in (first, later):
+            cdc_spark.apply_changes(_events(delta_spark, rows, orders), path,
+                                    partition_by=[transform])  # fmt: skip
+        detail = delta_spark.sql(f"DESCRIBE DETAIL delta.`{path}`").first()
+        assert detail["partitionColumns"] == [column], transform
+        live = cdc_spark.current_rows(delta_spark, path)
+        assert live.columns == ["id", "at", "name"]
+        assert {(r["id"], r["at"], r["name"]) for r in live.collect()} == {
+            (1, day + dt.timedelta(days=40), "alpha"),
+            (3, day + dt.timedelta(hours=1), "gamma"),
+        }
+        stored = delta_spark.read.format("delta").load(path).where("not _cdc_deleted")
+        held = {str(r[column]) for r in stored.collect()}
+        if values is not None:  # UTC session: 23:30 plus an hour is the next day
+            assert held == values, transform
+        else:
+            assert held <= {"0", "1", "2", "3"}
 
 
 def test_a_small_tables_merge_rewrites_its_files(delta_spark, tmp_path):

@@ -2,10 +2,11 @@
 partitions (``cluster_by=``, ``partition_by=`` of ``apply_changes`` and ``sync``). A leaf:
 it imports nothing of the package but the SQL text helpers.
 
-A partition is a column (``"region"``) or, on Iceberg, one of its partition transforms:
+A partition is a column (``"region"``) or one of Iceberg's partition transforms:
 ``years(col)``, ``months(col)``, ``days(col)``, ``hours(col)``, ``bucket(n, col)``,
-``truncate(n, col)``. Delta partitions by columns only; its clustering is liquid
-clustering (``CLUSTER BY``), Iceberg's a sort order (``WRITE ORDERED BY``).
+``truncate(n, col)`` (on Delta, a generated column: ``_tables/delta.py``). Delta's
+clustering is liquid clustering (``CLUSTER BY``), Iceberg's a sort order (``WRITE ORDERED
+BY``).
 """
 
 from __future__ import annotations

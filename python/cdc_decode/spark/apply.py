@@ -300,9 +300,10 @@ def apply_changes(
         cluster_by: columns the table is clustered by when it is made: Delta's liquid
             clustering (``CLUSTER BY``), Iceberg's sort order (``WRITE ORDERED BY``). A
             table that exists keeps its own layout.
-        partition_by: the table's partitions when it is made: columns (``"region"``) or,
-            on Iceberg, partition transforms (``"days(created_at)"``, ``"bucket(16,
-            id)"``). A Delta table takes columns only, and not with ``cluster_by``.
+        partition_by: the table's partitions when it is made: columns (``"region"``) or
+            Iceberg's partition transforms (``"days(created_at)"``, ``"bucket(16, id)"``),
+            on Delta as generated columns (``_cdc_part_days_created_at``; docs/sync.md,
+            "Table layout"). A Delta table is partitioned or clustered, not both.
         metadata_columns: event columns to keep in the table beside the source's, each as
             ``_cdc_meta_<name>``: ``op``, ``event_time``, ``capture_time``, ``position``,
             ``tx_id``, ``source_db``, ``source_schema``, ``source_table``, and

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._compat import merge_counts
-from .._layout import NO_LAYOUT, Layout
+from .._layout import NO_LAYOUT, Layout, Partition
 from .._plans import INTERPRETED, detached
 from . import Clause, Commit, Table, merge_statement, quote
 
@@ -56,6 +56,11 @@ TAG = "cdc_decode.apply_changes "
 
 NEEDS_COLUMN_MAPPING = set(" ,;{}()\n\t=")
 """Characters Delta accepts in a column name only with column mapping."""
+PARTITION_PREFIX = "_cdc_part_"
+"""The start of the name of a partition column made for a transform (``partition_by=
+["days(created_at)"]``: ``_cdc_part_days_created_at``), a column Delta generates from the
+source column on every write (a generated column, ``GENERATED ALWAYS AS``)."""
+_TIMES = ("date", "timestamp", "timestamp_ntz")
 
 
 def is_path(target: str) -> bool:
@@ -129,9 +134,12 @@ class DeltaTarget(Table):
         return self._snapshot() is not None
 
     def schema(self) -> StructType:
+        """The table's columns but the partition columns Delta generates
+        (:data:`PARTITION_PREFIX`): Delta computes them on every write."""
         from pyspark.sql.types import StructType
 
-        return StructType.fromJson(json.loads(self._snapshot().schema().json()))
+        struct = StructType.fromJson(json.loads(self._snapshot().schema().json()))
+        return StructType([f for f in struct.fields if not _generated(f.name)])
 
     def properties(self) -> dict[str, str]:
         snap = self._snapshot()
@@ -156,7 +164,9 @@ class DeltaTarget(Table):
         return DeltaTable.forName(session, self.target)
 
     def read(self) -> DataFrame:
-        return self._delta_table(self.spark).toDF()
+        df = self._delta_table(self.spark).toDF()
+        generated = [c for c in df.columns if _generated(c)]
+        return df.drop(*generated) if generated else df
 
     # -- writing -------------------------------------------------------------------------
 
@@ -194,13 +204,12 @@ class DeltaTarget(Table):
     ) -> None:
         from delta.tables import DeltaTable
 
-        transformed = [p for p in layout.partition_by if p.transform is not None]
-        if transformed:
-            raise ValueError(
-                f"table {self.target}: Delta partitions by columns, not by {transformed[0].sql()} "
-                "(an Iceberg partition transform): give the column itself, or cluster_by= "
-                "(nothing was written)"
-            )
+        types = {f.name: f.dataType.simpleString() for f in fields}
+        generated = [
+            (p, partition_column(p), generation(p, types[p.column], self.target))
+            for p in layout.partition_by
+            if p.transform is not None
+        ]
         if layout.partition_by and layout.cluster_by:
             raise ValueError(
                 f"table {self.target}: a Delta table is either partitioned or clustered "
@@ -219,10 +228,16 @@ class DeltaTarget(Table):
         builder = builder.location(self.target) if self.is_path else builder.tableName(self.target)
         for f in fields:
             builder = builder.addColumn(f.name, f.dataType, nullable=True)
+        for _, name, (expression, data_type) in generated:
+            builder = builder.addColumn(name, data_type, nullable=True,
+                                        generatedAlwaysAs=expression)  # fmt: skip
         for key, value in props.items():
             builder = builder.property(key, value)
         if layout.partition_by:
-            builder = builder.partitionedBy(*[p.column for p in layout.partition_by])
+            builder = builder.partitionedBy(
+                *[p.column if p.transform is None else partition_column(p)
+                  for p in layout.partition_by]
+            )  # fmt: skip
         if layout.cluster_by:
             builder = builder.clusterBy(*layout.cluster_by)
         self.retrying("create", builder.execute)
@@ -398,3 +413,48 @@ class DeltaTarget(Table):
 
 def _int(text: str | None) -> int | None:
     return None if text is None else int(text)
+
+
+def partition_column(partition: Partition) -> str:
+    """The name of the column Delta generates for a partition transform."""
+    return f"{PARTITION_PREFIX}{partition.transform}_{partition.column}"
+
+
+def _generated(name: str) -> bool:
+    return name.startswith(PARTITION_PREFIX)
+
+
+def generation(partition: Partition, source_type: str, target: str) -> tuple[str, str]:
+    """The expression and type of the generated column of an Iceberg-style transform on
+    Delta, written as Delta turns filters on the source column into partition filters
+    (``CAST(c AS DATE)``, ``YEAR(c)``, ``DATE_FORMAT(c, 'yyyy-MM')``, ``SUBSTRING``).
+
+    Raises:
+        ValueError: a time transform of a column that is no date or timestamp, a
+            ``truncate`` of one that is no string or integer."""
+    column = quote(partition.column)
+    transform, width = partition.transform, partition.width
+    if transform in ("years", "months", "days", "hours"):
+        if source_type not in _TIMES or (transform == "hours" and source_type == "date"):
+            raise ValueError(
+                f"table {target}: partition_by {partition.sql()}: {partition.column} is "
+                f"{source_type}, and {transform} takes a "
+                + ("timestamp" if transform == "hours" else "date or a timestamp")
+                + " (nothing was written)"
+            )
+        return {
+            "years": (f"YEAR({column})", "int"),
+            "months": (f"DATE_FORMAT({column}, 'yyyy-MM')", "string"),
+            "days": (f"CAST({column} AS DATE)", "date"),
+            "hours": (f"DATE_FORMAT({column}, 'yyyy-MM-dd-HH')", "string"),
+        }[transform]
+    if transform == "bucket":
+        return f"PMOD(HASH({column}), {width})", "int"
+    if source_type == "string":
+        return f"SUBSTRING({column}, 1, {width})", "string"
+    if source_type in ("tinyint", "smallint", "int", "bigint"):
+        return f"{column} - PMOD({column}, {width})", source_type
+    raise ValueError(
+        f"table {target}: partition_by {partition.sql()}: {partition.column} is "
+        f"{source_type}, and truncate takes a string or an integer (nothing was written)"
+    )
