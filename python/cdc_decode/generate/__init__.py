@@ -43,6 +43,7 @@ except ModuleNotFoundError as exc:  # protobuf, fastavro: the python-engine extr
     ) from exc
 from .apply import State, apply_change, apply_events
 from .database import DatabaseSource
+from .shards import ShardedSource
 from .source import MySQLSource
 from .stream import (
     Stream,
@@ -102,6 +103,8 @@ def generate(
     key_changes: float = 0.0,
     table_count: int | None = None,
     start: dt.datetime | None = None,
+    shards: int | None = None,
+    shard_keys: str = "per-table",
 ) -> Stream:
     """Generate a stream of exactly ``messages`` Kafka values.
 
@@ -144,6 +147,13 @@ def generate(
             as they would (the same distances), so a seed's stream differs only in its
             times. ``None`` (the default): 2024-05-01 08:00 UTC. ``make demo`` starts its
             streams so that the last change is about the moment they are made.
+        shards: simulate one table split over this many databases instead of the five
+            (:mod:`.shards`): ``shop_00.orders_00``, ``shop_01.orders_01`` …, the same
+            columns but for one more in every fourth shard and narrower types in some.
+            Every format but ``datahub-tuple``. ``None`` (the default): the five tables.
+        shard_keys: with ``shards``: ``"per-table"`` (the default), each shard numbering
+            its rows from 1 (the shards' keys collide), or ``"unique"``, each shard a key
+            range of its own.
 
     Returns:
         The :class:`Stream`: values, expected events and final table state.
@@ -162,9 +172,19 @@ def generate(
             raise ValueError("table_count= writes debezium-json as the MySQL connector only")
         if key_changes:
             raise ValueError("key_changes= applies to the five tables, not table_count=")
+    if shards is not None:
+        if format == datahub_tuple.FORMAT:
+            raise ValueError("shards= does not apply to datahub-tuple: a topic maps one table")
+        if tables is not None or table_count is not None or key_changes:
+            raise ValueError("shards= simulates its own tables: not with tables=, "
+                             "table_count= or key_changes=")  # fmt: skip
+        if connector not in (None, "mysql"):
+            raise ValueError("shards= writes debezium-json as the MySQL connector only")
     if format == datahub_tuple.FORMAT:
         return _generate_tuple(messages, seed, max_rows, tables, key_changes, start)
-    if table_count is not None:
+    if shards is not None:
+        source = ShardedSource(seed, shards=shards, shard_keys=shard_keys, max_rows=max_rows)
+    elif table_count is not None:
         source = DatabaseSource(
             seed, table_count=table_count, max_rows=max_rows, drops=format != tdsql_json.FORMAT
         )
@@ -228,6 +248,9 @@ def generate(
         options["key_changes"] = key_changes
     if table_count is not None:
         options["table_count"] = table_count
+    if shards is not None:
+        options["shards"] = shards
+        options["shard_keys"] = shard_keys
     if format == tdsql_json.FORMAT:
         # Names for the positional images: decode with ``columns=stream.options["columns"]``.
         options["columns"] = {t.qualified: [c.name for c in t.columns] for t in source.tables}
