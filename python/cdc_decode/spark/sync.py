@@ -10,7 +10,9 @@ carries them), plans each table (create it, add columns, widen types, or stop it
 error), decodes the batch once in typed mode with every touched table's schema
 (``decode(..., tables=...)``), and applies each table's frame with
 :func:`cdc_decode.spark.apply_changes` from a bounded thread pool, each table with its own
-replay marker (``app_id``). docs/sync.md gives every rule.
+replay marker (``app_id``). Tables routed into one target (``routes=``: the shards of a
+sharded database) are planned, decoded and applied together, one ``apply_changes`` call
+and one replay marker per target. docs/sync.md gives every rule.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._wire_schemas import WireTable
 from . import _metadata, _type_mapping
-from ._apply_rules import INTERNAL
+from ._apply_rules import INTERNAL, ROW_OPS
 from ._layout import listed as _patterns
 from ._tables import open_table, quote
 from .apply import KEYS_PROPERTY, QUERY_ID, ApplyResult, apply_changes
@@ -45,6 +47,14 @@ STOPPED_PROPERTY = "cdc_decode.sync.stopped"
 Unset it (``ALTER TABLE … UNSET TBLPROPERTIES``) to sync the table again."""
 HISTORY_SUFFIX = "_history"
 """What ``scd2=`` appends to a table's target for its SCD type 2 history table."""
+ROUTE_KEYS = ("per-table", "unique")
+"""``route_keys=``: what the keys of the tables routed into one table are unique over.
+``"per-table"`` (the default): each source table's own, so the routed table's key adds
+the source database and table (:data:`SHARD_COLUMNS`); ``"unique"``: all of them, so the
+routed table's key is the source key alone."""
+SHARD_COLUMNS = ("source_db", "source_schema", "source_table")
+"""The metadata columns (``_cdc_meta_source_db`` …) a routed table's key adds with
+``route_keys="per-table"`` (``source_schema`` only for sources that have schemas)."""
 _INTEGRAL = {"tinyint": 3, "smallint": 5, "int": 10, "bigint": 19}
 _DECIMAL = re.compile(r"decimal\((\d+),\s*(\d+)\)$")
 
@@ -55,7 +65,14 @@ class TableSync:
 
     Attributes:
         name: the source table (``db.table``, ``db.schema.table``), as the events name it.
-        target: its Delta table (path or catalog name).
+        target: its Delta table (path or catalog name); a routed table's (``routes=``, or
+            a target function giving several tables one target), which its source tables
+            share.
+        routed: the table is applied with the other source tables of its target, in one
+            ``apply_changes`` call (docs/sync.md, "Routes"). Its ``events``, ``written``,
+            ``errors`` and ``not_written`` are its own; what was done to the target
+            (``rows_written``, ``created``, the columns, ``keys``, ``ddl``, ``apply``,
+            ``history``, ``error``, ``seconds``) is the target's, the same in each of them.
         events: the batch's events of the table (row changes, DDL, …, and its error rows).
         written: of those, the row changes the table's MERGE took
             (:attr:`ApplyResult.applied`; some may be older than what the table holds:
@@ -94,6 +111,7 @@ class TableSync:
 
     name: str
     target: str | None = None
+    routed: bool = False
     events: int = 0
     written: int = 0
     errors: int = 0
@@ -181,7 +199,15 @@ class SyncResult:
 
     @property
     def rows_written(self) -> int:
-        return sum(t.rows_written for t in self.tables.values())
+        return sum(t.rows_written for t in self._targets())
+
+    def _targets(self) -> list[TableSync]:
+        """One entry per target: a routed table's source tables share what was done to it
+        (its rows, its creation), counted once."""
+        seen: dict[Any, TableSync] = {}
+        for t in self.tables.values():
+            seen.setdefault(t.target if t.routed else ("", t.name), t)
+        return list(seen.values())
 
     def lag(self) -> float | None:
         """Seconds from the batch's newest source change to now (``None`` without one)."""
@@ -196,20 +222,24 @@ class SyncResult:
         return self.messages == messages and all(t.accounted() for t in self.tables.values())
 
     def summary(self) -> str:
-        """One line: tables applied, created, evolved, failed; events; rows; bad messages,
-        and which tables they were of; Tencent DTS parts held for the next micro-batch
-        (when any); seconds."""
-        created = sum(t.created for t in self.tables.values())
-        evolved = sum(bool(t.added_columns or t.widened_columns) for t in self.tables.values())
+        """One line: tables applied (and into how many targets, when tables are routed),
+        created, evolved, failed; events; rows; bad messages, and which tables they were
+        of; Tencent DTS parts held for the next micro-batch (when any); seconds."""
+        targets = self._targets()
+        created = sum(t.created for t in targets)
+        evolved = sum(bool(t.added_columns or t.widened_columns) for t in targets)
         skipped = sum(t.skipped is not None for t in self.tables.values())
         batch = "" if self.batch_id is None else f"batch {self.batch_id}: "
+        applied = self.applied
+        into = len({t.target for t in applied})
+        routed = "" if into == len(applied) else f" into {into} table{'s' * (into != 1)}"
         bad = [t for t in self.tables.values() if t.errors]
         of = ""
         if bad:
             shown = ", ".join(f"{t.name} {t.errors}" for t in bad[:5])
             of = f" ({shown}{', …' if len(bad) > 5 else ''})"
         return (
-            f"{batch}{len(self.applied)} tables applied ({created} created, {evolved} evolved, "
+            f"{batch}{len(applied)} tables applied{routed} ({created} created, {evolved} evolved, "
             f"{len(self.failed)} failed, {skipped} skipped), {self.events} events, "
             f"{self.rows_written} rows written, {self.messages_with_errors} bad messages{of}, "
             + (f"{self.messages_held} parts held, " if self.messages_held else "")
@@ -260,6 +290,8 @@ def sync(
     partition_by: Mapping[str, str | Sequence[str]] | None = None,
     metadata_columns: bool | Sequence[str] | Mapping[str, bool | Sequence[str]] | None = None,
     type_mapping: str | Sequence[str] | Mapping[str, str | Sequence[str]] | None = None,
+    routes: Mapping[str, str] | None = None,
+    route_keys: str = "per-table",
     _hold: Callable[[DataFrame | None], None] | None = None,
 ) -> SyncResult:
     """Sync every table of a batch of CDC messages into its own Delta table.
@@ -276,7 +308,8 @@ def sync(
         target: a template with ``{db}``, ``{table}`` and ``{schema}``: a path
             (``/lake/{db}/{table}``) or a catalog name (``bronze.{db}__{table}``); or a
             function of the :class:`cdc_decode.WireTable` returning the target (``None``
-            skips the table).
+            skips the table; several tables given one target are routed into it, as by
+            ``routes``).
         batch_id: the ``foreachBatch`` batch id: each table's Delta ``txnVersion``.
         app_id: the replay markers' prefix (each table's ``txnAppId`` is
             ``app_id/<db.table>``); by default, inside ``foreachBatch``, the streaming
@@ -330,14 +363,31 @@ def sync(
             ``"to-string"``): a list for every table, or ``{"db.table": [...]}`` by table
             name or pattern (as ``keys``). A column the table has keeps its type, and
             ``schemas=`` wins over the rules (docs/sync.md, "Type mapping").
+        routes: ``{"shop_*.orders_*": "lake.shop.orders"}``: source table patterns (as
+            ``keys``; an exact name first, else the first pattern that matches) and the
+            one target their tables share, a name or path (``{db}``, ``{table}`` and
+            ``{schema}`` work there too), instead of ``target``'s. The tables routed
+            into one target (a target function giving several tables one target does the
+            same) are applied together, one ``apply_changes`` call per batch: its columns
+            are the union of theirs, each column's type the one all of their types widen
+            to (a pair that cannot widen fails the target, naming both tables), and its
+            replay marker is the target's (docs/sync.md, "Routes").
+        route_keys: what the keys of the tables routed into one target are unique over:
+            ``"per-table"`` (the default): each table's own (shards numbering their rows
+            from 1 each), so the routed table's key adds the source database and table as
+            the metadata columns ``_cdc_meta_source_db`` and ``_cdc_meta_source_table``
+            (``_cdc_meta_source_schema`` too where the source has schemas); ``"unique"``:
+            across the tables (an id from one generator), so the key is the source key
+            alone and those columns are kept only when ``metadata_columns`` names them.
 
     Returns:
         A :class:`SyncResult`.
 
     Raises:
         SyncError: ``on_error="raise"`` and a table failed.
-        ValueError: an unknown option value (a metadata column's name or a type mapping
-            rule among them; the Kafka metadata columns without Kafka's columns),
+        ValueError: an unknown option value (a metadata column's name, a type mapping
+            rule or a ``route_keys`` value among them; the Kafka metadata columns without
+            Kafka's columns; a route that is not a pattern and a target),
             ``batch_id`` without an ``app_id`` outside a streaming query.
     """
     from pyspark import StorageLevel
@@ -370,6 +420,7 @@ def sync(
             _checked_properties(values)
     _metadata.checked(metadata_columns, df.columns)
     _type_mapping.checked(type_mapping)
+    checked_routes(routes, route_keys)
     spark = df.sparkSession
     if batch_id is not None and app_id is None:
         app_id = spark.sparkContext.getLocalProperty(QUERY_ID)
@@ -389,8 +440,9 @@ def sync(
     decoded = None
     try:
         wire = table_schemas(messages, format, key_col=key_col, streamed=streamed, **reading)
-        plans: dict[str, _Plan] = {}
-        targets: dict[str, str] = {}
+        # Each target's source tables, in the wire's order, and how the target was named.
+        members: dict[str, list[WireTable]] = {}
+        named: dict[str, str] = {}
         for table in wire:
             entry = TableSync(table.name)
             result.tables[table.name] = entry
@@ -401,27 +453,50 @@ def sync(
                 entry.skipped = "excluded"
                 continue
             try:
-                entry.target = _target(target, table)
+                route = _lookup(routes, table.name)
+                if route is not None:
+                    how = "route"
+                elif callable(target):
+                    how = "function"
+                else:
+                    how = "template"
+                entry.target = _target(route if route is not None else target, table)
                 if entry.target is None:
                     entry.skipped = "the target function gave None"
                     continue
-                if entry.target in targets:
+                before = named.get(entry.target)
+                if before is not None and "template" in (before, how):
+                    other = members[entry.target][0].name
                     raise ValueError(
-                        f"target {entry.target} is also {targets[entry.target]}'s: give the "
-                        "template {schema} (or a target function) to tell them apart"
+                        f"target {entry.target} is also {other}'s: give the template "
+                        "{schema} (or a target function) to tell them apart, or routes= to "
+                        "apply them into one table"
                     )
-                targets[entry.target] = table.name
+                named[entry.target] = "route" if "route" in (before, how) else how
                 if _matches(table.name, history):
                     entry.history_target = entry.target + HISTORY_SUFFIX
-                plan = _Plan.make(spark, table, entry, _lookup(keys, table.name),
-                                  _lookup(schemas, table.name),
-                                  _table_metadata(metadata_columns, table.name),
-                                  _table_rules(type_mapping, table.name))  # fmt: skip
-            except Exception as error:  # one table's plan: the others go on
+            except Exception as error:  # one table's target: the others go on
                 _failed(spark, entry, error, on_error)
                 continue
+            members.setdefault(entry.target, []).append(table)
+        plans: list[_Plan] = []
+        given = {"keys": keys, "schemas": schemas, "metadata_columns": metadata_columns,
+                 "type_mapping": type_mapping, "properties": properties,
+                 "cluster_by": cluster_by, "partition_by": partition_by}  # fmt: skip
+        for name, group in members.items():
+            entries = [result.tables[t.name] for t in group]
+            routed: bool | None = named[name] == "route" or len(group) > 1
+            if named[name] == "function" and not routed:
+                routed = None  # alone in this batch: its table's stored key says
+            try:  # one target's plan: the others go on
+                plan = _Plan.make(
+                    spark, group, entries, given, routed=routed, unique=route_keys == "unique"
+                )
+            except Exception as error:
+                _failed_all(spark, entries, error, on_error)
+                continue
             if plan is not None:
-                plans[table.name] = plan
+                plans.append(plan)
         result.phases["schemas"] = time.monotonic() - started
         result.messages = messages.count()  # cached by the schema pass: no second read
         rows = messages
@@ -434,39 +509,50 @@ def sync(
         elif _hold is not None:
             _hold(None)
         if plans:
-            tables = {name: plan.ddl() for name, plan in plans.items()}
+            # A routed table's source tables are all decoded with its columns and types.
+            tables = {t.name: plan.ddl() for plan in plans for t in plan.tables}
             frames = decode(
                 rows, format, tables=tables, source_time_zone=source_time_zone, **reading
             )
         else:  # nothing to apply: the events are only counted
+            tables = {}
             frames = {"*": decode(rows, format, **reading)}
         decoded = frames["*"].persist(StorageLevel.MEMORY_AND_DISK)
-        _count(decoded, result, bool(plans))
+        ops = _count(decoded, result, bool(plans))
         # Parse failures the schema pass saw first (the decode's error rows say the same).
         result.errors += [text for _, text in wire.errors][: max(0, 10 - len(result.errors))]
         result.decoded = result.messages - result.messages_with_errors - result.messages_held
         result.phases["decode"] = time.monotonic() - started - result.phases["schemas"]
 
         def run(plan: _Plan) -> None:
+            names = [t.name for t in plan.tables]
+            if plan.routed:
+                plan.frame = _routed_frame(frames, list(tables), names)
+            else:
+                plan.frame = frames[names[0]]
             plan.apply(
-                frames[plan.entry.name],
+                plan.frame,
                 app_id,
                 batch_id,
                 tombstone_retention=tombstone_retention,
                 on_stale=on_stale,
                 on_invalid="count",  # its error rows: counted here, or the table failed
-                properties=_table_properties(properties, plan.entry.name),
-                cluster_by=_lookup(cluster_by, plan.entry.name),
-                partition_by=_lookup(partition_by, plan.entry.name),
+                properties=plan.properties,
+                cluster_by=plan.cluster_by,
+                partition_by=plan.partition_by,
                 metadata_columns=plan.metadata,
             )
 
         todo = []
-        for plan in plans.values():
-            entry = plan.entry
-            if entry.errors and on_invalid == "raise":
-                _failed(spark, entry, _lost(entry), on_error)
-            elif entry.events:
+        for plan in plans:
+            entries = plan.entries
+            bad = next((e for e in entries if e.errors), None)
+            truncated = [e.name for e in entries if ops.get(e.name, {}).get("truncate")]
+            if bad is not None and on_invalid == "raise":
+                _failed_all(spark, entries, _lost(bad), on_error)
+            elif truncated and plan.routed:
+                _failed_all(spark, entries, _truncated(plan, truncated), on_error)
+            elif any(e.events for e in entries):
                 todo.append(plan)
         with ThreadPoolExecutor(max_workers=min(parallelism, max(1, len(todo)))) as pool:
             futures = [(plan, pool.submit(run, plan)) for plan in todo]
@@ -474,10 +560,13 @@ def sync(
                 try:
                     future.result()
                 except Exception as error:
-                    _failed(spark, plan.entry, error, on_error)
+                    _failed_all(spark, plan.entries, error, on_error)
         result.phases["apply"] = time.monotonic() - started - sum(result.phases.values())
         for entry in result.tables.values():
             _account(entry)
+        for plan in plans:  # a routed table's events: each source table its own share
+            if plan.routed:
+                _account_routed(plan, ops)
     finally:
         if decoded is not None:
             decoded.unpersist()
@@ -630,41 +719,61 @@ class _Column:
 
 
 class _Plan:
-    """One table's columns (the table's, the wire's versions', ``schemas=``), the schema
-    changes to make, and its apply."""
+    """One target's columns (the table's, the wire's versions of each of its source
+    tables, ``schemas=``), the schema changes to make, and its apply. A target of one
+    source table, or of several routed into it (docs/sync.md, "Routes")."""
 
-    def __init__(self, spark: SparkSession, table: WireTable, entry: TableSync) -> None:
+    def __init__(
+        self, spark: SparkSession, tables: list[WireTable], entries: list[TableSync]
+    ) -> None:
         self.spark = spark
-        self.table = table
-        self.entry = entry
+        self.tables = tables
+        self.entries = entries
+        self.entry = entries[0]
+        self.routed = False
         self.columns: dict[str, _Column] = {}  # lower-case name -> column, in order
+        self.origin: dict[str, str] = {}  # lower-case name -> the table its type is from
         self.widen: dict[str, str] = {}
         self.keys: list[str] | None = None
         self.metadata: list[str] = []
-        self.target = open_table(spark, entry.target)
+        self.properties: dict[str, str] | None = None
+        self.cluster_by: Any = None
+        self.partition_by: Any = None
+        self.frame: DataFrame | None = None
+        self.target = open_table(spark, entries[0].target)
+
+    @property
+    def name(self) -> str:
+        """The replay marker's name under ``app_id``: the source table's, or a routed
+        target's own."""
+        return self.entry.target if self.routed else self.entry.name
 
     @classmethod
     def make(
         cls,
         spark: SparkSession,
-        table: WireTable,
-        entry: TableSync,
-        keys: Sequence[str] | None,
-        schema: str | None,
-        metadata: list[str],
-        rules: Sequence[str] = (),
+        tables: list[WireTable],
+        entries: list[TableSync],
+        given: Mapping[str, Any],
+        *,
+        routed: bool | None,
+        unique: bool,
     ) -> _Plan | None:
-        plan = cls(spark, table, entry)
-        plan.metadata = metadata
+        """``routed``: the tables are applied together into their target; ``None``: a
+        target function's table alone in the batch, routed when its target is (the
+        target's stored key holds the source table column)."""
+        plan = cls(spark, tables, entries)
         target = plan.target
+        where = entries[0].target
         exists = target.exists()
         stored_keys = None
         if exists:
             properties = target.properties()
             stopped = properties.get(STOPPED_PROPERTY)
             if stopped is not None:
-                entry.stopped = True
-                entry.skipped = f"stopped: {stopped}"
+                for entry in entries:
+                    entry.stopped = True
+                    entry.skipped = f"stopped: {stopped}"
                 return None
             if KEYS_PROPERTY in properties:
                 stored_keys = json.loads(properties[KEYS_PROPERTY])
@@ -672,56 +781,139 @@ class _Plan:
                 # metadata columns: apply_changes adds them to the images itself
                 if f.name not in INTERNAL and not _metadata.is_metadata(f.name):
                     plan.columns[f.name.lower()] = _Column(f.name, f.dataType.simpleString())
+        if routed is None:
+            shard = _metadata.column("source_table").lower()
+            routed = any(k.lower() == shard for k in stored_keys or [])
+        plan.routed = routed
+        for entry in entries:
+            entry.routed = routed
         original = {at: c.type for at, c in plan.columns.items()}
-        declared = _ddl_types(spark, schema) if schema else {}
-        latest = {c.name.lower() for c in table.latest.columns}
-        for version in table.versions:
-            for column in version.columns:
-                at = column.name.lower()
-                if at in declared:
-                    plan._take(column.name, declared[at])
-                    continue
-                spark_type = _type_mapping.spark_type(
-                    rules, version.dialect, column.source_type, column.type
-                )
-                # A rule's type is for the columns it creates: one the table has keeps its
-                # type where the rule's cannot widen it (a tinyint stays a tinyint).
-                ruled = spark_type != column.type and at in original
-                plan._take(column.name, spark_type, keep=ruled)
-        for name, spark_type in declared.items():  # declared, not seen in this batch
-            if name not in plan.columns:
-                plan._take(name, spark_type)
+        latest: set[str] = set()
+        for table in tables:
+            schema = _lookup(given["schemas"], table.name)
+            declared = _ddl_types(spark, schema) if schema else {}
+            rules = _table_rules(given["type_mapping"], table.name)
+            latest |= {c.name.lower() for c in table.latest.columns}
+            for version in table.versions:
+                for column in version.columns:
+                    at = column.name.lower()
+                    if at in declared:
+                        plan._take(column.name, declared[at], table.name)
+                        continue
+                    spark_type = _type_mapping.spark_type(
+                        rules, version.dialect, column.source_type, column.type
+                    )
+                    # A rule's type is for the columns it creates: one the table has keeps
+                    # its type where the rule's cannot widen it (a tinyint stays a tinyint).
+                    ruled = spark_type != column.type and at in original
+                    plan._take(column.name, spark_type, table.name, keep=ruled)
+            for name, spark_type in declared.items():  # declared, not seen in this batch
+                if name not in plan.columns:
+                    plan._take(name, spark_type, table.name)
+        shard = []
+        if routed and not unique:
+            shard = ["source_db", "source_table"]
+            if any(t.source_schema is not None for t in tables):
+                shard.insert(1, "source_schema")
+        metadata = [n for t in tables for n in _table_metadata(given["metadata_columns"], t.name)]
+        if routed:  # the union, in the vocabulary's order
+            wanted = {*metadata, *shard}
+            metadata = [n for n in _metadata.VOCABULARY if n in wanted]
+        plan.metadata = metadata
         if metadata:  # before anything is decoded or written
-            _metadata.check_source([c.name for c in plan.columns.values()], table.name)
+            names = [c.name for c in plan.columns.values()]
+            _metadata.check_source(names, where if routed else tables[0].name)
         for at, column in plan.columns.items():
             if at in original and column.type != original[at]:
                 plan.widen[column.name] = column.type
-                entry.widened_columns[column.name] = (original[at], column.type)
-        entry.dropped_columns = [
-            c.name for n, c in plan.columns.items() if n not in latest and exists
-        ]
-        entry.untyped_columns = [c.name for c in plan.columns.values() if not c.typed]
-        wire_key = list(table.latest.key) if table.latest.key else None
-        # Given to apply_changes: keys=, or the wire's for a new table. A table's stored
-        # keys are apply_changes' own default, and then it checks the events' primary key
-        # against them (a source whose key changed is an error, not a silent re-key).
-        plan.keys = list(keys) if keys else (None if stored_keys else wire_key)
-        entry.keys = list(plan.keys or stored_keys or [])
-        if not entry.keys:
-            raise ValueError(
-                f"no key for table {table.name}: the wire carries none and the table has "
-                f"none stored; give keys={{{table.name!r}: [...]}}"
-            )
-        if keys and stored_keys and [k.lower() for k in keys] != [k.lower() for k in stored_keys]:
-            raise ValueError(
-                f"table {entry.target} is keyed by {', '.join(stored_keys)}, not "
-                f"{', '.join(keys)} (keys=): write to a new table to key it otherwise"
-            )
+        widened = {c: (original[c.lower()], t) for c, t in plan.widen.items()}
+        dropped = [c.name for n, c in plan.columns.items() if n not in latest and exists]
+        untyped = [c.name for c in plan.columns.values() if not c.typed]
+        plan._key(given["keys"], stored_keys, [_metadata.column(n) for n in shard])
+        plan.properties = plan._one(
+            "properties", lambda n: _table_properties(given["properties"], n)
+        )
+        plan.cluster_by = plan._one("cluster_by", lambda n: _lookup(given["cluster_by"], n))
+        plan.partition_by = plan._one("partition_by", lambda n: _lookup(given["partition_by"], n))
+        if routed and where + HISTORY_SUFFIX in {e.history_target for e in entries}:
+            for entry in entries:  # a routed table keeps one history, if any table asks
+                entry.history_target = where + HISTORY_SUFFIX
+        for entry in entries:
+            entry.widened_columns = dict(widened)
+            entry.dropped_columns = list(dropped)
+            entry.untyped_columns = list(untyped)
         return plan
 
-    def _take(self, name: str, spark_type: str | None, keep: bool = False) -> None:
+    def _key(
+        self, keys: Mapping[str, Sequence[str]] | None, stored: list[str] | None, shard: list[str]
+    ) -> None:
+        """The key given to ``apply_changes``: ``keys=``, or the wire's for a new table.
+        A table's stored keys are apply_changes' own default, and then it checks the
+        events' primary key against them (a source whose key changed is an error, not a
+        silent re-key). A routed table's source tables must agree on their key, and its
+        key (with ``shard``, the source table columns) is always given: the events'
+        primary key is the source key alone."""
+        where = self.entry.target
+        chosen: list[str] | None = None
+        given = False
+        of = ""
+        for table in self.tables:
+            mine = _lookup(keys, table.name)
+            key = list(mine) if mine else (list(table.latest.key) if table.latest.key else None)
+            if key is None:
+                continue
+            if chosen is None:
+                chosen, given, of = key, bool(mine), table.name
+            elif [k.lower() for k in key] != [k.lower() for k in chosen]:
+                raise ValueError(
+                    f"target {where}: {of} is keyed by {', '.join(chosen)} and {table.name} "
+                    f"by {', '.join(key)}: the tables routed into one table need one key "
+                    "(give it with keys=)"
+                )
+        if chosen is not None and self.routed:
+            self.keys = [*chosen, *shard]
+        elif self.routed:
+            self.keys = list(stored) if stored else None
+        else:
+            self.keys = chosen if given else (None if stored else chosen)
+        keyed = list(self.keys or stored or [])
+        if not keyed:
+            names = ", ".join(t.name for t in self.tables)
+            raise ValueError(
+                f"no key for table {names}: the wire carries none and the table has none "
+                f"stored; give keys={{{self.tables[0].name!r}: [...]}}"
+            )
+        if stored and (given or self.routed):
+            if [k.lower() for k in keyed] != [k.lower() for k in stored]:
+                hint = ""
+                if self.routed:
+                    hint = (
+                        " (route_keys='per-table' adds the source table columns to a routed "
+                        "table's key, 'unique' does not: give the one the table was made with)"
+                    )
+                raise ValueError(
+                    f"table {where} is keyed by {', '.join(stored)}, not "
+                    f"{', '.join(keyed)}{hint}: write to a new table to key it otherwise"
+                )
+        for entry in self.entries:
+            entry.keys = list(keyed)
+
+    def _one(self, option: str, value_of: Callable[[str], Any]) -> Any:
+        """A table option's value for the target: its source tables' must be one."""
+        values = [(t.name, value_of(t.name)) for t in self.tables]
+        for name, value in values[1:]:
+            if value != values[0][1]:
+                raise ValueError(
+                    f"target {self.entry.target}: {option}= gives {values[0][0]} "
+                    f"{values[0][1]!r} and {name} {value!r}: the tables routed into one "
+                    "table take one (give it by the route's pattern)"
+                )
+        return values[0][1]
+
+    def _take(self, name: str, spark_type: str | None, source: str, keep: bool = False) -> None:
         """Adds a column, or widens the type of one the plan has (``keep``: the type is a
-        type mapping rule's; a column it cannot widen keeps its type)."""
+        type mapping rule's; a column it cannot widen keeps its type). ``source``: the
+        source table whose column it is."""
         at = name.lower()
         known = self.columns.get(at)
         if known is None:
@@ -729,6 +921,7 @@ class _Plan:
                 self.columns[at] = _Column(name, "string", typed=False)
             else:
                 self.columns[at] = _Column(name, spark_type)
+            self.origin[at] = source
             return
         if spark_type is None or spark_type == known.type or not known.typed:
             return
@@ -736,11 +929,21 @@ class _Plan:
         if wider is None and keep:
             return
         if wider is None:
+            other = self.origin.get(at)
+            if self.routed and other is not None and other != source:
+                raise ValueError(
+                    f"target {self.entry.target}: column {known.name} is {known.type} in "
+                    f"{other} and {spark_type} in {source}, which do not widen to one type "
+                    f"(give the column's type for both with schemas=, or route them to "
+                    "different targets)"
+                )
             raise ValueError(
                 f"table {self.entry.target}: column {known.name} changed from {known.type} "
                 f"to {spark_type}, which Delta cannot widen to (re-create the table, or "
                 "change the column yourself and resume)"
             )
+        if wider != known.type:
+            self.origin[at] = source
         known.type = wider
 
     def ddl(self) -> str:
@@ -758,8 +961,8 @@ class _Plan:
         try:
             if self.widen:  # before the apply, which checks the types
                 self.target.widen_columns(self.widen)
-            txn = {} if app_id is None else {"app_id": f"{app_id}/{entry.name}"}
-            entry.apply = apply_changes(
+            txn = {} if app_id is None else {"app_id": f"{app_id}/{self.name}"}
+            applied = apply_changes(
                 frame,
                 entry.target,
                 keys=self.keys,
@@ -768,15 +971,17 @@ class _Plan:
                 **txn,
                 **options,
             )
-            entry.created = entry.apply.created
-            entry.added_columns = list(entry.apply.added_columns)
-            entry.ddl = list(entry.apply.ddl)
-            entry.rows_written = entry.apply.rows_written
-            if entry.apply.skipped:
-                entry.skipped = "replay: the table holds this batch already"
+            for each in self.entries:
+                each.apply = applied
+                each.created = applied.created
+                each.added_columns = list(applied.added_columns)
+                each.ddl = list(applied.ddl)
+                each.rows_written = applied.rows_written
+                if applied.skipped:
+                    each.skipped = "replay: the table holds this batch already"
             if entry.history_target is not None:
-                history_txn = {} if app_id is None else {"app_id": f"{app_id}/{entry.name}/history"}
-                entry.history = apply_changes(
+                history_txn = {} if app_id is None else {"app_id": f"{app_id}/{self.name}/history"}
+                history = apply_changes(
                     frame,
                     entry.history_target,
                     keys=entry.keys,
@@ -791,8 +996,11 @@ class _Plan:
                     metadata_columns=options.get("metadata_columns"),
                     **history_txn,
                 )
+                for each in self.entries:
+                    each.history = history
         finally:
-            entry.seconds = time.monotonic() - started
+            for each in self.entries:
+                each.seconds = time.monotonic() - started
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -903,10 +1111,11 @@ def _target(target: str | Callable[[WireTable], str | None], table: WireTable) -
     return target.format(**names)
 
 
-def _count(decoded: DataFrame, result: SyncResult, multi: bool) -> None:
+def _count(decoded: DataFrame, result: SyncResult, multi: bool) -> dict[str, dict[str, int]]:
     """Per table and op, the decoded rows, and an error of each table's error rows (one
     action: it fills the cache). An error row of a table (a value of it that did not
-    convert: typed mode names the table) counts for the table and as a bad message."""
+    convert: typed mode names the table) counts for the table and as a bad message.
+    Returns each table's events by op."""
     from pyspark.sql import functions as F
 
     by = ["table", "op"] if multi else [F.lit(None).alias("table"), "op"]
@@ -924,10 +1133,14 @@ def _count(decoded: DataFrame, result: SyncResult, multi: bool) -> None:
         .collect()
     )
     samples = []
+    ops: dict[str, dict[str, int]] = {}
     for row in rows:
         result.events += row["count"]
         name = row["table"] or row["named"]
         entry = result.tables.get(name) if name else None
+        if entry is not None:
+            mine = ops.setdefault(entry.name, {})
+            mine[row["op"]] = mine.get(row["op"], 0) + row["count"]
         if row["op"] == "error":
             result.messages_with_errors += row["count"]
             if entry is not None:
@@ -941,6 +1154,7 @@ def _count(decoded: DataFrame, result: SyncResult, multi: bool) -> None:
         elif row["op"] != "error":
             result.unclaimed[row["op"]] = result.unclaimed.get(row["op"], 0) + row["count"]
     result.errors = [s for s in samples if s][:10]
+    return ops
 
 
 def _lost(entry: TableSync) -> ValueError:
@@ -974,6 +1188,112 @@ def _account(entry: TableSync) -> None:
         return
     if rest:
         entry.not_written[reason] = rest
+
+
+def _account_routed(plan: _Plan, ops: Mapping[str, Mapping[str, int]]) -> None:
+    """The events of a routed table's source tables, each table's own share of the one
+    apply: its row changes written but those unkeyed or unsequenced (counted per table
+    by one more aggregate, only when the apply had any), the rest by op."""
+    from pyspark.sql import functions as F
+
+    applied = plan.entry.apply
+    if any(e.error is not None or e.apply is None or e.apply.skipped for e in plan.entries):
+        return  # failed or replayed: _account's reasons stand
+    shares: dict[str, tuple[int, int]] = {}
+    if applied is not None and (applied.unkeyed or applied.unsequenced) and plan.frame is not None:
+        row = F.col("op").isin(*ROW_OPS)
+        sequenced = F.col("sequence").isNotNull()
+        source_keys = [k for k in plan.keys or [] if not _metadata.is_metadata(k)]
+
+        def keyed(image: str) -> Any:
+            out = F.lit(True)
+            for k in source_keys:
+                out = out & F.col(image)[k].isNotNull()
+            return out
+
+        unkeyed = row & sequenced & ~(keyed("after") | keyed("before"))
+        for r in (
+            plan.frame.groupBy("table")
+            .agg(
+                F.count(F.when(unkeyed, 1)).alias("unkeyed"),
+                F.count(F.when(row & ~sequenced, 1)).alias("unsequenced"),
+            )
+            .collect()
+        ):
+            shares[r["table"]] = (r["unkeyed"], r["unsequenced"])
+    for entry in plan.entries:
+        mine = ops.get(entry.name, {})
+        unkeyed_n, unsequenced_n = shares.get(entry.name, (0, 0))
+        changes = sum(n for op, n in mine.items() if op in ROW_OPS)
+        entry.written = changes - unkeyed_n - unsequenced_n
+        counts = {"unkeyed": unkeyed_n, "unsequenced": unsequenced_n}
+        counts.update({op: n for op, n in mine.items() if op not in ROW_OPS and op != "error"})
+        entry.not_written = {reason: n for reason, n in counts.items() if n}
+
+
+def _routed_frame(frames: Mapping[Any, DataFrame], order: list[str], names: list[str]) -> Any:
+    """The events of a routed table's source tables as one frame, in one read of the
+    decoded batch (a union of their frames would read it once per table). Each was
+    decoded with the routed table's columns, so their images (the decode's ``before_<i>``
+    and ``after_<i>``, null on other tables' rows) are of one type; ``table`` says whose
+    each row is."""
+    from pyspark.sql import functions as F
+
+    first = frames[names[0]]
+    if len(names) == 1:
+        return first.withColumn("table", F.lit(names[0]))
+    at = [order.index(n) for n in names]
+    images = {c: F.coalesce(*[F.col(f"{c}_{i}") for i in at]).alias(c) for c in ("before", "after")}
+    columns = [images.get(c, F.col(c)) for c in first.columns if c != "table"]
+    return frames["*"].where(F.col("table").isin(names)).select(*columns, "table")
+
+
+def _truncated(plan: _Plan, names: list[str]) -> ValueError:
+    """The error of a routed table one of whose source tables was truncated."""
+    return ValueError(
+        f"table {', '.join(names)} was truncated in this batch, and {plan.entry.target} "
+        "holds the rows of other tables routed into it too, which a truncate applied to "
+        "it would delete: nothing of it was written in this batch. Delete the table's "
+        "rows from it yourself, then sync it with on_error='continue' past this batch, or "
+        "re-sync it from the start"
+    )
+
+
+def _failed_all(
+    spark: SparkSession, entries: Sequence[TableSync], error: BaseException, on_error: str
+) -> None:
+    """Records the error of a target's tables (one, or the tables routed into it); with
+    ``on_error="continue"`` stops the target once."""
+    for i, entry in enumerate(entries):
+        _failed(spark, entry, error, on_error if i == 0 else "raise")
+        if i and on_error == "continue":
+            entry.stopped = True
+            entry.error = entries[0].error
+
+
+def checked_routes(routes: Any, route_keys: Any = "per-table") -> None:
+    """``routes=`` and ``route_keys=`` checked before anything is read: a mapping of table
+    patterns to targets (names or paths, ``{db}``, ``{schema}`` and ``{table}`` fields
+    only), and one of :data:`ROUTE_KEYS`."""
+    if route_keys not in ROUTE_KEYS:
+        raise ValueError(
+            f"route_keys must be one of {', '.join(map(repr, ROUTE_KEYS))}, not {route_keys!r}"
+        )
+    if routes is None:
+        return
+    if not isinstance(routes, Mapping):
+        raise ValueError(f"routes must map table patterns to targets, not {routes!r}")
+    for pattern, to in routes.items():
+        if not isinstance(pattern, str) or not pattern.strip():
+            raise ValueError(f"routes: {pattern!r} is not a table pattern")
+        if not isinstance(to, str) or not to.strip():
+            raise ValueError(f"routes: {pattern!r} must map to a target name or path, not {to!r}")
+        for name in re.findall(r"\{(\w*)\}", to):
+            if name not in ("db", "schema", "table"):
+                raise ValueError(
+                    f"routes: {pattern!r}: target {to!r} has the unknown field {{{name}}} "
+                    "(db, schema, table)"
+                )
 
 
 def _failed(spark: SparkSession, entry: TableSync, error: BaseException, on_error: str) -> None:
