@@ -458,6 +458,36 @@ def test_sync_type_mapping_flag_parses():
     assert names(["TO-STRING", "to-string"]) == ["to-string"]
 
 
+def test_sync_route_flag_parses_and_is_checked_before_spark(capsys):
+    """``--route PATTERN=TARGET`` (repeatable) reads as ``sync(routes=)`` takes it, and
+    ``--route-keys`` as ``route_keys=``; a route that is not PATTERN=TARGET, a pattern
+    routed twice, an unknown field in a target and an unknown ``--route-keys`` exit 2
+    before any Spark starts (the routed sync itself runs in
+    tests/delta/test_sync_routes.py)."""
+    from cdc_decode._cli.sync import _routes
+    from cdc_decode.cli import main
+
+    assert _routes(None) is None
+    assert _routes(["shop_*.orders_*=lake.shop.orders", " shop_*.users = /lake/{db}/users"]) == {
+        "shop_*.orders_*": "lake.shop.orders",
+        "shop_*.users": "/lake/{db}/users",
+    }
+    assert _routes(["a.b=s3://lake/t?x=1"]) == {"a.b": "s3://lake/t?x=1"}  # the first '='
+    base = ["sync", "--format", "tencent-dts", "--target", "/l/{db}/{table}", "--checkpoint", "c",
+            "--kafka", "127.0.0.1:9", "--topic", "t"]  # fmt: skip
+    assert main([*base, "--route", "shop_*.orders_*"]) == 2
+    assert "'shop_*.orders_*' is not PATTERN=TARGET" in capsys.readouterr().err
+    assert main([*base, "--route", "=lake.shop.orders"]) == 2
+    assert "is not PATTERN=TARGET" in capsys.readouterr().err
+    assert main([*base, "--route", "s.*=a", "--route", "S.*=b"]) == 2
+    assert "'S.*' is routed twice" in capsys.readouterr().err
+    assert main([*base, "--route", "shop_*.orders_*=/lake/{shard}/orders"]) == 2
+    assert "unknown field {shard}" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main([*base, "--route", "s.*=a", "--route-keys", "global"])
+    assert "invalid choice: 'global'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("rules", "dialect", "source_type", "default", "want"),
     [

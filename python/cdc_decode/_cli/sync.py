@@ -80,6 +80,17 @@ def add_parser(commands: Any) -> None:
         'or JSON by table: \'{"shop.*": ["to-string"]}\'',
     )
     sync.add_argument(
+        "--route",
+        action="append",
+        metavar="PATTERN=TARGET",
+        help="tables applied into one table instead of --target's: "
+        "'shop_*.orders_*=lake.shop.orders', repeatable",
+    )
+    sync.add_argument("--route-keys", choices=("per-table", "unique"), default="per-table",
+                      help="the routed tables' keys are unique per table (the routed table's "
+                      "key adds the source database and table) or across them (unique) "
+                      "(default: %(default)s)")  # fmt: skip
+    sync.add_argument(
         "--parallelism", type=int, default=4, help="tables applied at once (default: %(default)s)"
     )
     sync.add_argument("--on-error", choices=("raise", "continue"), default="raise",
@@ -134,6 +145,14 @@ def run(args: Any, say: Any) -> int:
         checked_rules(args.type_mapping)
     except ValueError as exc:
         say(f"sync: --type-mapping: {exc}")
+        return 2
+    try:  # a route that is not PATTERN=TARGET: said before Spark starts
+        from ..spark.sync import checked_routes
+
+        args.route = _routes(args.route)
+        checked_routes(args.route, args.route_keys)
+    except ValueError as exc:
+        say(f"sync: --route: {exc}")
         return 2
     from pyspark.sql import SparkSession
 
@@ -204,6 +223,8 @@ def run(args: Any, say: Any) -> int:
         partition_by=args.partition_by,
         metadata_columns=args.metadata_columns,
         type_mapping=args.type_mapping,
+        routes=args.route,
+        route_keys=args.route_keys,
         parallelism=args.parallelism,
         on_error=args.on_error,
         on_invalid=args.on_invalid,
@@ -248,6 +269,22 @@ def _type_mapping(text: str | None) -> Any:
     if text.lstrip().startswith(("{", "[")):
         return json.loads(text)
     return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def _routes(given: list[str] | None) -> dict[str, str] | None:
+    """``--route PATTERN=TARGET`` (repeatable) as ``sync(routes=)`` takes them."""
+    if not given:
+        return None
+    out: dict[str, str] = {}
+    for item in given:
+        pattern, equals, target = item.partition("=")
+        pattern, target = pattern.strip(), target.strip()
+        if not equals or not pattern or not target:
+            raise ValueError(f"{item!r} is not PATTERN=TARGET ('shop_*.orders_*=lake.shop.orders')")
+        if pattern.lower() in {p.lower() for p in out}:
+            raise ValueError(f"{pattern!r} is routed twice")
+        out[pattern] = target
+    return out
 
 
 def _duration(seconds: float) -> str:
