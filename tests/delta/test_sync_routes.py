@@ -71,6 +71,8 @@ def test_sixteen_shards_route_into_one_table_equal_to_their_union(delta_spark, t
     _accounted(first, stream, 0, half)
     written = sum(t.written for t in first.tables.values())
     assert written == first.tables["shop_00.orders_00"].apply.applied
+    ddl = {n: t.ddl for n, t in first.tables.items() if t.ddl}  # each table its own
+    assert ddl and all(f"`{n.split('.')[1]}`" in text for n, ts in ddl.items() for text in ts)
 
     second = cdc_spark.sync(_frame(delta_spark, stream, half), "tencent-dts", "/unused/{table}",
                             batch_id=1, **options)  # fmt: skip

@@ -70,8 +70,8 @@ class TableSync:
             share.
         routed: the table is applied with the other source tables of its target, in one
             ``apply_changes`` call (docs/sync.md, "Routes"). Its ``events``, ``written``,
-            ``errors`` and ``not_written`` are its own; what was done to the target
-            (``rows_written``, ``created``, the columns, ``keys``, ``ddl``, ``apply``,
+            ``errors``, ``not_written`` and ``ddl`` are its own; what was done to the
+            target (``rows_written``, ``created``, the columns, ``keys``, ``apply``,
             ``history``, ``error``, ``seconds``) is the target's, the same in each of them.
         events: the batch's events of the table (row changes, DDL, …, and its error rows).
         written: of those, the row changes the table's MERGE took
@@ -1193,7 +1193,8 @@ def _account(entry: TableSync) -> None:
 def _account_routed(plan: _Plan, ops: Mapping[str, Mapping[str, int]]) -> None:
     """The events of a routed table's source tables, each table's own share of the one
     apply: its row changes written but those unkeyed or unsequenced (counted per table
-    by one more aggregate, only when the apply had any), the rest by op."""
+    by one more aggregate, only when the apply had any), the rest by op; and its own DDL
+    statements (read from the batch only when the apply saw any)."""
     from pyspark.sql import functions as F
 
     applied = plan.entry.apply
@@ -1221,7 +1222,14 @@ def _account_routed(plan: _Plan, ops: Mapping[str, Mapping[str, int]]) -> None:
             .collect()
         ):
             shares[r["table"]] = (r["unkeyed"], r["unsequenced"])
+    ddl: dict[str, list[tuple[bytes, str]]] = {}
+    if applied is not None and applied.ddl and plan.frame is not None:
+        # Each table's own statements (the apply's are all of its tables'), in sequence order.
+        statements = plan.frame.where(F.col("op") == "ddl").select("table", "sequence", "ddl")
+        for r in statements.collect():
+            ddl.setdefault(r["table"], []).append((bytes(r["sequence"] or b""), r["ddl"]))
     for entry in plan.entries:
+        entry.ddl = [text for _, text in sorted(ddl.get(entry.name, []))]
         mine = ops.get(entry.name, {})
         unkeyed_n, unsequenced_n = shares.get(entry.name, (0, 0))
         changes = sum(n for op, n in mine.items() if op in ROW_OPS)
