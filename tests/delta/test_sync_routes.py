@@ -11,6 +11,7 @@ local[1]."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -155,6 +156,46 @@ def test_a_group_that_cannot_widen_fails_naming_both_shards(delta_spark, tmp_pat
     ):
         with pytest.raises(ValueError, match=match):
             cdc_spark.sync(_Unread(frame), "tencent-dts", "/unused/{table}", **bad)
+
+
+def test_a_truncate_of_one_routed_table_fails_its_target(delta_spark, tmp_path):
+    """A ``truncate`` of one shard (Debezium's ``op: "t"``) in a batch with its row changes:
+    the routed table holds the other shards' rows too, so the target fails, naming the
+    shard, and nothing of the batch is written into it."""
+    target = str(tmp_path / "orders")
+    options = {"keys": {"shop_*.orders": ["id"]}, "routes": {"shop_*.orders": target}}
+
+    def messages(*changes):
+        return delta_spark.createDataFrame(
+            [(None, _debezium(*change)) for change in changes], "key binary, value binary"
+        )
+
+    first = cdc_spark.sync(messages(("shop_00", "c", {"id": 1, "v": "a"}, 100),
+                                    ("shop_01", "c", {"id": 1, "v": "b"}, 200)),
+                           "debezium-json", "/unused/{db}", **options)  # fmt: skip
+    assert not first.failed and first.rows_written == 2
+    second = cdc_spark.sync(messages(("shop_00", "t", None, 300),
+                                     ("shop_00", "c", {"id": 3, "v": "d"}, 350),
+                                     ("shop_01", "c", {"id": 2, "v": "c"}, 400)),
+                            "debezium-json", "/unused/{db}", on_error="continue",
+                            **options)  # fmt: skip
+    assert len(second.failed) == 2 and second.accounted()
+    assert "table shop_00.orders was truncated in this batch" in second.failed[0].error
+    rows = cdc_spark.current_rows(delta_spark, target).collect()
+    assert sorted((r[DB], r["id"], r["v"]) for r in rows) == [
+        ("shop_00", "1", "a"),
+        ("shop_01", "1", "b"),
+    ]
+
+
+def _debezium(db: str, op: str, after: dict | None, position: int) -> bytes:
+    """A schemaless Debezium MySQL change of ``<db>.orders`` at binlog ``position``."""
+    source = {"version": "2.7.0", "connector": "mysql", "name": "dbz", "db": db,
+              "table": "orders", "server_id": 1, "file": "mysql-bin.000003",
+              "pos": position, "row": 0, "ts_ms": 1_700_000_000_000 + position}  # fmt: skip
+    change = {"before": None, "after": after, "source": source, "op": op,
+              "ts_ms": 1_700_000_000_000 + position}  # fmt: skip
+    return json.dumps(change).encode()
 
 
 class _Unread:

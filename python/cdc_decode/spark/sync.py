@@ -1261,9 +1261,9 @@ def _truncated(plan: _Plan, names: list[str]) -> ValueError:
     return ValueError(
         f"table {', '.join(names)} was truncated in this batch, and {plan.entry.target} "
         "holds the rows of other tables routed into it too, which a truncate applied to "
-        "it would delete: nothing of it was written in this batch. Delete the table's "
-        "rows from it yourself, then sync it with on_error='continue' past this batch, or "
-        "re-sync it from the start"
+        "it would delete: nothing of it was written in this batch. Re-sync the routed "
+        "table from a snapshot of its tables (with on_error='continue' the other targets "
+        "go on meanwhile)"
     )
 
 
