@@ -104,13 +104,14 @@ def test_sixteen_shards_route_into_one_table_equal_to_their_union(delta_spark, t
 def test_shards_with_unique_keys_route_by_a_target_function(delta_spark, tmp_path):
     """``route_keys="unique"``: the key is the source key alone; ``metadata_columns``
     still keeps the source table where asked. A target function giving every shard one
-    target routes them as ``routes=`` does."""
-    stream = generate("tencent-dts", messages=120, seed=6, shards=4, shard_keys="unique")
+    target routes them as ``routes=`` does; ``scd2=`` naming one shard gives the routed
+    table one history, every shard's versions in it."""
+    stream = generate("tencent-dts", messages=80, seed=6, shards=4, shard_keys="unique")
     target = str(tmp_path / "orders")
     result = cdc_spark.sync(_frame(delta_spark, stream), "tencent-dts",
                             lambda t: target if t.source_table.startswith("orders_") else None,
                             route_keys="unique", metadata_columns=["source_table"],
-                            batch_id=0, app_id="routes-unique")  # fmt: skip
+                            scd2=["shop_01.*"], batch_id=0, app_id="routes-unique")  # fmt: skip
     assert not result.failed, [t.error for t in result.failed]
     assert len(result.tables) == 4
     assert all(t.routed and t.keys == ["id"] for t in result.tables.values())
@@ -118,6 +119,11 @@ def test_shards_with_unique_keys_route_by_a_target_function(delta_spark, tmp_pat
     assert routed_differences(delta_spark, stream, target, by_shard=False) == []
     columns = cdc_spark.current_rows(delta_spark, target).columns
     assert TABLE in columns and DB not in columns
+    assert {t.history_target for t in result.tables.values()} == {target + "_history"}
+    history = delta_spark.read.format("delta").load(target + "_history")
+    current = history.where("_cdc_current").groupBy(TABLE).count().collect()
+    want = {name.split(".")[1]: len(rows) for name, (_, rows) in stream.final_values.items()}
+    assert {r[TABLE]: r["count"] for r in current} == want
 
 
 def test_a_group_that_cannot_widen_fails_naming_both_shards(delta_spark, tmp_path):
