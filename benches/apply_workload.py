@@ -426,7 +426,13 @@ class ApplyChanges(Contender):
     every batch written by the MERGE of the rules' clauses, not broadcast (these two are
     the apply path before either);
     ``dv``: deletion vectors enabled after the load, ``nomat``: with
-    ``merge.materializeSource=none`` around the call."""
+    ``merge.materializeSource=none`` around the call; ``cluster``: the table liquid
+    clustered by the key after the load (``cluster_by=["id"]`` of a table made by
+    ``apply_changes``), ``optimize``: ``OPTIMIZE`` after every :data:`OPTIMIZE_EVERY`
+    batches, timed with the batch (a clustered table is clustered by it, the other
+    compacted)."""
+
+    OPTIMIZE_EVERY = 4
 
     live_filter = "NOT _cdc_deleted"
     LOAD_WHOLE = 1_000_000
@@ -457,6 +463,10 @@ class ApplyChanges(Contender):
             spark.sql(
                 f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES (delta.enableDeletionVectors = true)"
             )
+        if "cluster" in self.options:
+            spark.sql(f"ALTER TABLE delta.`{path}` CLUSTER BY (id)")
+            spark.sql(f"OPTIMIZE delta.`{path}`")
+        self.calls = 0
 
     def _load(self, spark, snapshot, path):
         from cdc_decode import spark as cdc_spark
@@ -487,6 +497,9 @@ class ApplyChanges(Contender):
             apply_module.BROADCAST_KEYS = broadcast
             if "nomat" in self.options:
                 spark.conf.unset(conf)
+        self.calls += 1
+        if "optimize" in self.options and self.calls % self.OPTIMIZE_EVERY == 0:
+            spark.sql(f"OPTIMIZE delta.`{path}`")
 
 
 def _load_like(spark, snapshot, path: str, sample: int) -> None:
@@ -608,7 +621,8 @@ def key_ranges(column: str, keys: list[int], cap: int = 64) -> str:
 
 def contender(spec: str) -> Contender:
     parts = spec.split("+")
-    if parts[0] == "apply_changes" and set(parts[1:]) <= {"dv", "nomat", "cow", "nobroadcast"}:
+    options = {"dv", "nomat", "cow", "nobroadcast", "cluster", "optimize"}
+    if parts[0] == "apply_changes" and set(parts[1:]) <= options:
         return ApplyChanges(set(parts[1:]))
     if parts[0] != "merge" or not set(parts[1:]) <= {"dv", "broadcast", "ranges", "split", "nomat"}:
         raise SystemExit(f"unknown contender {spec!r}")
