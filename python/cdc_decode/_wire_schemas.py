@@ -156,7 +156,9 @@ class WireTable:
             ``source_db``, ``source_schema``, ``source_table``.
         versions: each distinct schema (columns, types and key) seen, ordered by its first
             ``sequence`` (then its first ordinal): more than one when a column was added,
-            dropped or retyped mid-stream, or the key changed.
+            dropped or retyped mid-stream, or the key changed. Empty for a table whose
+            events carried no schema (``sync`` gives a ``target`` function such a table
+            when its only events in a batch are a ``truncate``).
     """
 
     source_db: str | None
@@ -173,6 +175,8 @@ class WireTable:
     @property
     def latest(self) -> SchemaVersion:
         """The schema seen first the latest in the stream."""
+        if not self.versions:
+            raise ValueError(f"table {self.name}: its events carried no schema")
         return self.versions[-1]
 
     @property

@@ -82,8 +82,11 @@ class TableSync:
         not_written: of those, the events neither written nor errors, by reason:
             ``replayed`` (the table holds the batch), ``excluded`` (``include``/``exclude``,
             or the target function gave ``None``), ``stopped``, ``failed`` (the table
-            failed in this call: nothing written), ``unkeyed``, ``unsequenced``, and each
-            op that is not a row change (``begin``, ``commit``, ``ddl``, ``truncate`` …).
+            failed in this call: nothing written), ``unkeyed``, ``unsequenced``,
+            ``truncate of no table`` (a table whose only events in the batch are a
+            ``truncate``, and whose target does not exist), and each op that is not a row
+            change (``begin``, ``commit``, ``ddl``, ``truncate`` …: an applied truncate
+            too; ``apply.truncated`` says it emptied the table).
             ``events == written + errors + sum(not_written.values())``: every event is
             accounted for (docs/sync.md, "Every change accounted for").
         error_sample: one error of the table's messages that did not decode (it names the
@@ -105,7 +108,8 @@ class TableSync:
         error: why the table failed in this call (``None``: it did not).
         stopped: the table is stopped (``on_error="continue"``): later calls skip it
             until its stop property is removed.
-        skipped: why the table was not applied (excluded, stopped, a replay, no key …).
+        skipped: why the table was not applied (excluded, stopped, a replay, no key, a
+            truncate of a table that does not exist …).
         seconds: wall time of the table's apply.
     """
 
@@ -309,7 +313,9 @@ def sync(
             (``/lake/{db}/{table}``) or a catalog name (``bronze.{db}__{table}``); or a
             function of the :class:`cdc_decode.WireTable` returning the target (``None``
             skips the table; several tables given one target are routed into it, as by
-            ``routes``).
+            ``routes``). A table whose only events in the batch are a ``truncate`` is
+            given to it too, as a ``WireTable`` of its names with no ``versions`` (the wire
+            carried no schema of it).
         batch_id: the ``foreachBatch`` batch id: each table's Delta ``txnVersion``.
         app_id: the replay markers' prefix (each table's ``txnAppId`` is
             ``app_id/<db.table>``); by default, inside ``foreachBatch``, the streaming
@@ -466,12 +472,7 @@ def sync(
                     continue
                 before = named.get(entry.target)
                 if before is not None and "template" in (before, how):
-                    other = members[entry.target][0].name
-                    raise ValueError(
-                        f"target {entry.target} is also {other}'s: give the template "
-                        "{schema} (or a target function) to tell them apart, or routes= to "
-                        "apply them into one table"
-                    )
+                    raise _collision(entry.target, members[entry.target][0].name)
                 named[entry.target] = "route" if "route" in (before, how) else how
                 if _matches(table.name, history):
                     entry.history_target = entry.target + HISTORY_SUFFIX
@@ -518,18 +519,37 @@ def sync(
             tables = {}
             frames = {"*": decode(rows, format, **reading)}
         decoded = frames["*"].persist(StorageLevel.MEMORY_AND_DISK)
-        ops = _count(decoded, result, bool(plans))
+        ops, truncating = _count(decoded, result, bool(plans))
         # Parse failures the schema pass saw first (the decode's error rows say the same).
         result.errors += [text for _, text in wire.errors][: max(0, 10 - len(result.errors))]
         result.decoded = result.messages - result.messages_with_errors - result.messages_held
         result.phases["decode"] = time.monotonic() - started - result.phases["schemas"]
 
+        # The tables whose only events are a truncate: applied on their tables as they are.
+        joined, emptied = _truncate_plans(
+            spark,
+            truncating,
+            result,
+            frames[None] if plans else frames["*"],
+            target,
+            routes=routes,
+            include=include,
+            exclude=exclude,
+            history=history,
+            given=given,
+            named=named,
+            members=members,
+            planned={plan.entry.target for plan in plans},
+            on_error=on_error,
+        )
+
         def run(plan: _Plan) -> None:
             names = [t.name for t in plan.tables]
-            if plan.routed:
-                plan.frame = _routed_frame(frames, list(tables), names)
-            else:
-                plan.frame = frames[names[0]]
+            if plan.frame is None:  # (a table seen only through its truncate has its events)
+                if plan.routed:
+                    plan.frame = _routed_frame(frames, list(tables), names)
+                else:
+                    plan.frame = frames[names[0]]
             plan.apply(
                 plan.frame,
                 app_id,
@@ -545,15 +565,17 @@ def sync(
 
         todo = []
         for plan in plans:
-            entries = plan.entries
+            # with the tables routed into its target whose only events are a truncate
+            entries = [*plan.entries, *joined.get(plan.entry.target, [])]
             bad = next((e for e in entries if e.errors), None)
             truncated = [e.name for e in entries if ops.get(e.name, {}).get("truncate")]
             if bad is not None and on_invalid == "raise":
                 _failed_all(spark, entries, _lost(bad), on_error)
-            elif truncated and plan.routed:
+            elif truncated and (plan.routed or len(entries) > len(plan.entries)):
                 _failed_all(spark, entries, _truncated(plan, truncated), on_error)
             elif any(e.events for e in entries):
                 todo.append(plan)
+        todo += emptied
         with ThreadPoolExecutor(max_workers=min(parallelism, max(1, len(todo)))) as pool:
             futures = [(plan, pool.submit(run, plan)) for plan in todo]
             for plan, future in futures:
@@ -1111,18 +1133,23 @@ def _target(target: str | Callable[[WireTable], str | None], table: WireTable) -
     return target.format(**names)
 
 
-def _count(decoded: DataFrame, result: SyncResult, multi: bool) -> dict[str, dict[str, int]]:
+def _count(
+    decoded: DataFrame, result: SyncResult, multi: bool
+) -> tuple[dict[str, dict[str, int]], dict[str, WireTable]]:
     """Per table and op, the decoded rows, and an error of each table's error rows (one
     action: it fills the cache). An error row of a table (a value of it that did not
     convert: typed mode names the table) counts for the table and as a bad message.
-    Returns each table's events by op."""
+    A table the schema pass did not list (no row change in the batch) but whose events
+    hold a ``truncate`` gets its :class:`TableSync` here, its events counted as its own
+    (docs/sync.md, "Truncates"). Returns each table's events by op, and those tables (a
+    :class:`WireTable` of their names, no schema version: the wire carried none)."""
     from pyspark.sql import functions as F
 
     by = ["table", "op"] if multi else [F.lit(None).alias("table"), "op"]
-    # A table no plan decoded (excluded, stopped, failed) by its source names.
-    names = F.concat_ws(".", "source_db", "source_schema", "source_table")
+    # A table no plan decoded (excluded, stopped, failed, no row change) by its source names.
     unrouted = F.col("table").isNull() if multi else F.lit(True)
-    by.append(F.when(unrouted, F.nullif(names, F.lit(""))).alias("named"))
+    parts = ("source_db", "source_schema", "source_table")
+    by += [F.when(unrouted, F.col(c)).alias(f"named_{c}") for c in parts]
     rows = (
         decoded.groupBy(*by)
         .agg(
@@ -1132,11 +1159,18 @@ def _count(decoded: DataFrame, result: SyncResult, multi: bool) -> dict[str, dic
         )
         .collect()
     )
+    truncated: dict[str, WireTable] = {}
+    for row in rows:
+        names = tuple(row[f"named_{c}"] for c in parts)
+        name = ".".join(p for p in names if p)
+        if row["op"] == "truncate" and name and not row["table"] and name not in result.tables:
+            truncated[name] = WireTable(*names, versions=())
+            result.tables[name] = TableSync(name)
     samples = []
     ops: dict[str, dict[str, int]] = {}
     for row in rows:
         result.events += row["count"]
-        name = row["table"] or row["named"]
+        name = row["table"] or ".".join(p for p in (row[f"named_{c}"] for c in parts) if p)
         entry = result.tables.get(name) if name else None
         if entry is not None:
             mine = ops.setdefault(entry.name, {})
@@ -1154,7 +1188,7 @@ def _count(decoded: DataFrame, result: SyncResult, multi: bool) -> dict[str, dic
         elif row["op"] != "error":
             result.unclaimed[row["op"]] = result.unclaimed.get(row["op"], 0) + row["count"]
     result.errors = [s for s in samples if s][:10]
-    return ops
+    return ops, truncated
 
 
 def _lost(entry: TableSync) -> ValueError:
@@ -1179,6 +1213,8 @@ def _account(entry: TableSync) -> None:
         reason = "replayed"
     elif entry.stopped:
         reason = "stopped"
+    elif apply is None and (entry.skipped or "").startswith(NO_TABLE):
+        reason = NO_TABLE
     elif apply is None:
         reason = "excluded"
     else:
@@ -1254,6 +1290,145 @@ def _routed_frame(frames: Mapping[Any, DataFrame], order: list[str], names: list
     images = {c: F.coalesce(*[F.col(f"{c}_{i}") for i in at]).alias(c) for c in ("before", "after")}
     columns = [images.get(c, F.col(c)) for c in first.columns if c != "table"]
     return frames["*"].where(F.col("table").isin(names)).select(*columns, "table")
+
+
+NO_TABLE = "truncate of no table"
+"""The reason (:attr:`TableSync.not_written`) of the events of a table whose only events
+in a batch are a ``truncate`` and whose target does not exist: nothing to empty."""
+
+
+def _collision(target: str, other: str) -> ValueError:
+    """The error of a second table a ``target`` template gives the target of another."""
+    return ValueError(
+        f"target {target} is also {other}'s: give the template {{schema}} (or a target "
+        "function) to tell them apart, or routes= to apply them into one table"
+    )
+
+
+def _truncate_plans(
+    spark: SparkSession,
+    tables: Mapping[str, WireTable],
+    result: SyncResult,
+    events: DataFrame,
+    target: str | Callable[[WireTable], str | None],
+    *,
+    routes: Mapping[str, str] | None,
+    include: list[str],
+    exclude: list[str],
+    history: list[str],
+    given: Mapping[str, Any],
+    named: Mapping[str, str],
+    members: Mapping[str, list[WireTable]],
+    planned: set[str],
+    on_error: str,
+) -> tuple[dict[str, list[TableSync]], list[_Plan]]:
+    """The tables whose only events in the batch are a ``truncate`` (and DDL): the schema
+    pass lists no such table, :func:`_count` names them (``tables``), and their events
+    are ``events``' (the generic events no plan claims). Each is taken as a table of the
+    batch (``include``/``exclude``, its target, ``scd2=``) and:
+
+    - its target is one the batch's other tables go to (routed): returned by target, to
+      fail with them, as a truncate of a routed table does (:func:`_truncated`);
+    - its target does not exist: not written, :data:`NO_TABLE` (nothing to empty);
+    - its target exists, stopped: stopped; routed (several such tables, a route, a target
+      function's table keyed by its source table): fails (:func:`_truncated`);
+    - else a plan of the table as it is (its columns, its stored key): ``apply_changes``
+      of its events, generic ones (docs/sync.md, "Truncates").
+
+    Returns the routed ones by target, and the plans."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    groups: dict[str, list[tuple[WireTable, TableSync]]] = {}
+    hows: dict[str, str] = dict(named)
+    for name, table in tables.items():
+        entry = result.tables[name]
+        if include and not _matches(name, include):
+            entry.skipped = "not included"
+            continue
+        if _matches(name, exclude):
+            entry.skipped = "excluded"
+            continue
+        try:
+            route = _lookup(routes, name)
+            how = "route" if route is not None else "function" if callable(target) else "template"
+            entry.target = _target(route if route is not None else target, table)
+            if entry.target is None:
+                entry.skipped = "the target function gave None"
+                continue
+            before = hows.get(entry.target)
+            if before is not None and "template" in (before, how):
+                other = members[entry.target] if entry.target in members else []
+                first = other[0].name if other else groups[entry.target][0][0].name
+                raise _collision(entry.target, first)
+        except Exception as error:  # one table's target: the others go on
+            _failed(spark, entry, error, on_error)
+            continue
+        hows[entry.target] = "route" if "route" in (before, how) else how
+        groups.setdefault(entry.target, []).append((table, entry))
+    joined: dict[str, list[TableSync]] = {}
+    plans: list[_Plan] = []
+    for to, group in groups.items():
+        entries = [entry for _, entry in group]
+        if to in planned:  # routed with tables of the batch: fails with them
+            for entry in entries:
+                entry.routed = True
+            joined[to] = entries
+            continue
+        if to in members:  # the target of tables of the batch that failed or are stopped
+            first = result.tables[members[to][0].name]
+            for entry in entries:
+                entry.routed = True
+                entry.stopped, entry.skipped = first.stopped, first.skipped
+                entry.error = first.error
+            continue
+        try:  # one target's: the others go on
+            plan = _Plan(spark, [table for table, _ in group], entries)
+            if not plan.target.exists():
+                for entry in entries:
+                    entry.skipped = f"{NO_TABLE}: {to} does not exist, nothing to empty"
+                continue
+            properties = plan.target.properties()
+            stopped = properties.get(STOPPED_PROPERTY)
+            if stopped is not None:
+                for entry in entries:
+                    entry.stopped = True
+                    entry.skipped = f"stopped: {stopped}"
+                continue
+            stored = json.loads(properties[KEYS_PROPERTY]) if KEYS_PROPERTY in properties else None
+            shard = _metadata.column("source_table").lower()
+            routed = hows[to] == "route" or len(group) > 1
+            if hows[to] == "function" and any(k.lower() == shard for k in stored or []):
+                routed = True  # a table made routed (route_keys="per-table")
+            if routed:
+                for entry in entries:
+                    entry.routed = True
+                raise _truncated(plan, [entry.name for entry in entries])
+            ((table, entry),) = group
+            mine = _lookup(given["keys"], entry.name)
+            keyed = list(mine) if mine else list(stored or [])
+            if not keyed:
+                raise ValueError(
+                    f"no key for table {entry.name}: its table {to} has none stored; give "
+                    f"keys={{{entry.name!r}: [...]}}"
+                )
+            plan.keys = list(mine) if mine else None  # else the stored ones
+            entry.keys = keyed
+            plan.metadata = _table_metadata(given["metadata_columns"], entry.name)
+            plan.properties = _table_properties(given["properties"], entry.name)
+            if _matches(entry.name, history):
+                kept = to + HISTORY_SUFFIX
+                if open_table(spark, kept).exists():  # else no version to close
+                    entry.history_target = kept
+            names = {"source_db": table.source_db, "source_schema": table.source_schema,
+                     "source_table": table.source_table}  # fmt: skip
+            same = [F.col(c).eqNullSafe(F.lit(v).cast("string")) for c, v in names.items()]
+            plan.frame = events.where(reduce(lambda a, b: a & b, same))
+            plans.append(plan)
+        except Exception as error:
+            _failed_all(spark, entries, error, on_error)
+    return joined, plans
 
 
 def _truncated(plan: _Plan, names: list[str]) -> ValueError:
