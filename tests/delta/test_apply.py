@@ -11,6 +11,7 @@ test_apply_rules.py).
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 
 import pyarrow as pa
@@ -183,6 +184,38 @@ def test_layout_when_the_table_is_made(delta_spark, tmp_path):
     assert delta_spark.sql(f"DESCRIBE DETAIL delta.`{clustered}`").first()["clusteringColumns"] == [
         "id"
     ]
+
+
+def test_a_table_of_key_columns_only(delta_spark, tmp_path):
+    """A table whose columns are all its key (a link table: ``user_roles(user_id,
+    role_id)``): inserts, duplicates, deletes, a key change and a late re-insert, equal to
+    the source; then the same through ``sync``."""
+    path = str(tmp_path / "t")
+    first = [("insert", 1, None, (1,)), ("insert", 1, None, (1,)), ("insert", 2, None, (2,)),
+             ("delete", 3, (2,), None), ("insert", 4, None, (3,)), ("update", 5, (3,), (4,)),
+             ("insert", 6, None, (5,))]  # fmt: skip
+    later = [("insert", 7, None, (2,)), ("delete", 8, (5,), None), ("insert", 2, None, (9,))]
+    result = cdc_spark.apply_changes(_events(delta_spark, first, "id:bigint"), path)
+    assert result.created
+    cdc_spark.apply_changes(_events(delta_spark, later, "id:bigint"), path)
+    live = cdc_spark.current_rows(delta_spark, path)
+    assert sorted(r["id"] for r in live.collect()) == [1, 2, 4, 9]
+    messages = [
+        json.dumps({"payload": {"op": op, "ts_ms": ts, "before": b, "after": a, "source": {
+            "connector": "mysql", "db": "shop", "table": t, "file": "mysql-bin.000003",
+            "pos": 100 * ts, "row": 0, "ts_ms": ts}}}).encode()
+        for op, ts, t, b, a in [
+            ("c", 1, "user_roles", None, {"user_id": 1, "role_id": 7}),
+            ("c", 2, "user_roles", None, {"user_id": 2, "role_id": 7}),
+            ("d", 3, "user_roles", {"user_id": 2, "role_id": 7}, None),
+        ]
+    ]  # fmt: skip
+    frame = delta_spark.createDataFrame([(m,) for m in messages], "value binary")
+    synced = cdc_spark.sync(frame, "debezium-json", str(tmp_path / "{db}" / "{table}"),
+                            keys={"shop.user_roles": ["user_id", "role_id"]})  # fmt: skip
+    assert synced.tables["shop.user_roles"].error is None, synced.tables["shop.user_roles"].error
+    rows = cdc_spark.current_rows(delta_spark, str(tmp_path / "shop" / "user_roles")).collect()
+    assert [(r["user_id"], r["role_id"]) for r in rows] == [("1", "7")]  # no Connect schema
 
 
 def test_partition_transforms_are_generated_columns(delta_spark, tmp_path):

@@ -252,7 +252,11 @@ def entries(selected: DataFrame, image: Images) -> DataFrame:
     ]
     payload = [get("after", c).alias(c) for c in values]
     presence = [image.present(c).alias(f"_p_{i}") for i, c in enumerate(values)]
-    tie = F.xxhash64(*[get("after", c) for c in values], *[image.present(c) for c in values])
+    tie = (
+        F.xxhash64(*[get("after", c) for c in values], *[image.present(c) for c in values])
+        if values
+        else F.lit(0).cast("long")  # a table of key columns only: its upserts are alike
+    )
     # A delete carries no values (the folds of type 1 read none of a delete's), but its
     # metadata: a history's deleted version holds them.
     nothing = [
