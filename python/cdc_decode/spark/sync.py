@@ -961,7 +961,7 @@ class _Plan:
                 )
             raise ValueError(
                 f"table {self.entry.target}: column {known.name} changed from {known.type} "
-                f"to {spark_type}, which Delta cannot widen to (re-create the table, or "
+                f"to {spark_type}, which it cannot be widened to (re-create the table, or "
                 "change the column yourself and resume)"
             )
         if wider != known.type:
