@@ -128,8 +128,9 @@ def test_shards_with_unique_keys_route_by_a_target_function(delta_spark, tmp_pat
 
 def test_a_group_that_cannot_widen_fails_naming_both_shards(delta_spark, tmp_path):
     """One shard's ``qty`` declared ``string`` (``schemas=``), the others' ``int``: the
-    target fails before anything is written, each shard's entry with the error; unknown
-    option values are ``ValueError``s before anything is read."""
+    target fails before anything is written, each shard's entry with the error; a
+    template that gives two tables one target fails the second; unknown option values are
+    ``ValueError``s before anything is read."""
     stream = generate("tencent-dts", messages=60, seed=7, shards=4)
     target = str(tmp_path / "orders")
     frame = _frame(delta_spark, stream)
@@ -154,6 +155,13 @@ def test_a_group_that_cannot_widen_fails_naming_both_shards(delta_spark, tmp_pat
         cdc_spark.sync(frame, "tencent-dts", "/unused/{table}",
                        routes={"shop_*.orders_*": target},
                        schemas={"shop_02.orders_02": "qty string"})  # fmt: skip
+    # A template that gives two tables one target: the second fails, naming the first.
+    collided = cdc_spark.sync(frame, "tencent-dts", str(tmp_path / "one"), on_error="continue",
+                              include=["shop_00.*", "shop_01.*"])  # fmt: skip
+    assert collided.tables["shop_00.orders_00"].error is None
+    assert "is also shop_00.orders_00's: give the template {schema}" in (
+        collided.tables["shop_01.orders_01"].error
+    )
     for bad, match in (
         ({"route_keys": "global"}, "route_keys must be one of 'per-table', 'unique'"),
         ({"routes": {"shop_*.orders_*": 5}}, "must map to a target name or path"),

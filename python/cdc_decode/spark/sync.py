@@ -452,28 +452,11 @@ def sync(
         for table in wire:
             entry = TableSync(table.name)
             result.tables[table.name] = entry
-            if include and not _matches(table.name, include):
-                entry.skipped = "not included"
-                continue
-            if _matches(table.name, exclude):
-                entry.skipped = "excluded"
-                continue
             try:
-                route = _lookup(routes, table.name)
-                if route is not None:
-                    how = "route"
-                elif callable(target):
-                    how = "function"
-                else:
-                    how = "template"
-                entry.target = _target(route if route is not None else target, table)
-                if entry.target is None:
-                    entry.skipped = "the target function gave None"
+                placed = _place(table, entry, include, exclude, routes, target, named,
+                                lambda to: members[to][0].name)  # fmt: skip
+                if not placed:
                     continue
-                before = named.get(entry.target)
-                if before is not None and "template" in (before, how):
-                    raise _collision(entry.target, members[entry.target][0].name)
-                named[entry.target] = "route" if "route" in (before, how) else how
                 if _matches(table.name, history):
                     entry.history_target = entry.target + HISTORY_SUFFIX
             except Exception as error:  # one table's target: the others go on
@@ -1344,28 +1327,16 @@ def _truncate_plans(
     hows: dict[str, str] = dict(named)
     for name, table in tables.items():
         entry = result.tables[name]
-        if include and not _matches(name, include):
-            entry.skipped = "not included"
-            continue
-        if _matches(name, exclude):
-            entry.skipped = "excluded"
-            continue
+
+        def first(to: str) -> str:
+            return members[to][0].name if to in members else groups[to][0][0].name
+
         try:
-            route = _lookup(routes, name)
-            how = "route" if route is not None else "function" if callable(target) else "template"
-            entry.target = _target(route if route is not None else target, table)
-            if entry.target is None:
-                entry.skipped = "the target function gave None"
+            if not _place(table, entry, include, exclude, routes, target, hows, first):
                 continue
-            before = hows.get(entry.target)
-            if before is not None and "template" in (before, how):
-                other = members[entry.target] if entry.target in members else []
-                first = other[0].name if other else groups[entry.target][0][0].name
-                raise _collision(entry.target, first)
         except Exception as error:  # one table's target: the others go on
             _failed(spark, entry, error, on_error)
             continue
-        hows[entry.target] = "route" if "route" in (before, how) else how
         groups.setdefault(entry.target, []).append((table, entry))
     joined: dict[str, list[TableSync]] = {}
     plans: list[_Plan] = []
@@ -1429,6 +1400,43 @@ def _truncate_plans(
         except Exception as error:
             _failed_all(spark, entries, error, on_error)
     return joined, plans
+
+
+def _place(
+    table: WireTable,
+    entry: TableSync,
+    include: list[str],
+    exclude: list[str],
+    routes: Any,
+    target: Any,
+    hows: dict[str, str],
+    first: Callable[[str], str],
+) -> bool:
+    """Gives a table of the batch its target (``entry.target``), or the reason it has none
+    (``entry.skipped``: not included, excluded, the target function gave None; then
+    ``False``). ``hows``: how each target so far was named (``route``, ``function``,
+    ``template``), this table's added; ``first``: the first table of a target.
+
+    Raises:
+        ValueError: a template gives the target of another table (:func:`_collision`), or
+            the target cannot be made of the table's names."""
+    if include and not _matches(table.name, include):
+        entry.skipped = "not included"
+        return False
+    if _matches(table.name, exclude):
+        entry.skipped = "excluded"
+        return False
+    route = _lookup(routes, table.name)
+    how = "route" if route is not None else "function" if callable(target) else "template"
+    entry.target = _target(route if route is not None else target, table)
+    if entry.target is None:
+        entry.skipped = "the target function gave None"
+        return False
+    before = hows.get(entry.target)
+    if before is not None and "template" in (before, how):
+        raise _collision(entry.target, first(entry.target))
+    hows[entry.target] = "route" if "route" in (before, how) else how
+    return True
 
 
 def _truncated(plan: _Plan, names: list[str]) -> ValueError:
