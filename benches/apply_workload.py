@@ -425,6 +425,9 @@ class ApplyChanges(Contender):
     ``cow``: on a table made without deletion vectors (copy-on-write), ``nobroadcast``:
     every batch written by the MERGE of the rules' clauses, not broadcast (these two are
     the apply path before either);
+    ``compiled``: every MERGE and fold compiled (``INTERPRET_BYTES`` and
+    ``FOLD_INTERPRET_BYTES`` 0), ``interpreted``: a small table's MERGE and fold always
+    interpreted (never compiled by what the code cache kept, ``_codegen``);
     ``dv``: deletion vectors enabled after the load, ``nomat``: with
     ``merge.materializeSource=none`` around the call; ``cluster``: the table liquid
     clustered by the key after the load (``cluster_by=["id"]`` of a table made by
@@ -488,13 +491,23 @@ class ApplyChanges(Contender):
         conf = "spark.databricks.delta.merge.materializeSource"
         if "nomat" in self.options:
             spark.conf.set(conf, "none")
+        from cdc_decode.spark._tables import delta as delta_module
+
         broadcast = apply_module.BROADCAST_KEYS
+        interpret = apply_module.FOLD_INTERPRET_BYTES, delta_module.INTERPRET_BYTES
         if "nobroadcast" in self.options:
             apply_module.BROADCAST_KEYS = -1
+        if "compiled" in self.options:
+            apply_module.FOLD_INTERPRET_BYTES = delta_module.INTERPRET_BYTES = 0
+        compiles = apply_module._codegen.compiles
+        if "interpreted" in self.options:
+            apply_module._codegen.compiles = lambda shape: False
         try:
             cdc_spark.apply_changes(events, path, **_apply_kwargs())
         finally:
             apply_module.BROADCAST_KEYS = broadcast
+            apply_module.FOLD_INTERPRET_BYTES, delta_module.INTERPRET_BYTES = interpret
+            apply_module._codegen.compiles = compiles
             if "nomat" in self.options:
                 spark.conf.unset(conf)
         self.calls += 1
@@ -621,7 +634,8 @@ def key_ranges(column: str, keys: list[int], cap: int = 64) -> str:
 
 def contender(spec: str) -> Contender:
     parts = spec.split("+")
-    options = {"dv", "nomat", "cow", "nobroadcast", "cluster", "optimize"}
+    options = {"dv", "nomat", "cow", "nobroadcast", "cluster", "optimize", "compiled"}
+    options.add("interpreted")
     if parts[0] == "apply_changes" and set(parts[1:]) <= options:
         return ApplyChanges(set(parts[1:]))
     if parts[0] != "merge" or not set(parts[1:]) <= {"dv", "broadcast", "ranges", "split", "nomat"}:
@@ -741,6 +755,13 @@ def differences(spark, df, live_filter: str | None, table: pa.Table, show: int =
     )
 
 
+def compilations(spark) -> int:
+    """Classes the driver's JVM has compiled from generated code: the misses of Spark's
+    cache of compiled code (the executors of ``local`` mode share the JVM)."""
+    metrics = spark._jvm.org.apache.spark.metrics.source.CodegenMetrics
+    return metrics.METRIC_COMPILATION_TIME().getCount()
+
+
 @dataclass
 class Outcome:
     name: str
@@ -753,6 +774,7 @@ class Outcome:
     ok: bool = False
     note: str = ""
     queries: dict[str, float] = field(default_factory=dict)  # SQL query seconds by kind
+    compiled: int = 0  # classes Spark compiled (its code cache's misses) in measured batches
 
 
 def run(spark, w: Workload, specs: list[str], work: Path, rounds: int = 1, log=print) -> dict:
@@ -793,12 +815,14 @@ def run(spark, w: Workload, specs: list[str], work: Path, rounds: int = 1, log=p
                 if measured and c.name not in start_version:
                     start_version[c.name] = version(spark, paths[c.name])
                 scans.files_read()
+                classes = compilations(spark)
                 t = time.perf_counter()
                 c.apply(spark, spark.read.parquet(batch), paths[c.name])
                 took[c.name] = time.perf_counter() - t
                 read = scans.files_read()
                 if measured:
                     outcomes[c.name].seconds.append(took[c.name])
+                    outcomes[c.name].compiled += compilations(spark) - classes
                     outcomes[c.name].files_read += read
                     for what, secs in scans.queries:
                         q = outcomes[c.name].queries
@@ -874,7 +898,10 @@ def profile(result: dict, top: int = 8) -> list[str]:
     lines = []
     for name, o in result["outcomes"].items():
         n = len(o.seconds)
-        lines.append(f"{name}: {sum(o.seconds) / n:.2f} s a batch; SQL queries, s a batch:")
+        lines.append(
+            f"{name}: {sum(o.seconds) / n:.2f} s a batch, {o.compiled / n:.0f} classes "
+            "compiled a batch; SQL queries, s a batch:"
+        )
         for what, secs in sorted(o.queries.items(), key=lambda kv: -kv[1])[:top]:
             lines.append(f"    {secs / n:6.2f}  {what}")
     return lines
