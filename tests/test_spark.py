@@ -121,6 +121,13 @@ DELETE = dml(3, "DELETE", "users", [({"id": 7, "name": "cy"}, None)])
 BAD = b"\x0a\xff\xff\xff"  # a field whose length runs past the end
 
 
+def test_the_local_session_keeps_a_micro_batchs_compiled_code(spark):
+    # Spark's 100 entries are fewer than one apply_changes call compiles (docs/apply.md).
+    from cdc_decode.spark.session import CODE_CACHE, CODE_CACHE_ENTRIES
+
+    assert spark.conf.get(CODE_CACHE) == str(CODE_CACHE_ENTRIES) == "2000"
+
+
 def test_schema_is_kept_columns_then_events(spark):
     df = kafka_df(spark, [envelope(INSERT)])
     events = cdc_spark.decode(df, "tencent-dts", engine="python")

@@ -60,6 +60,10 @@ _DELTA_SQL = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
+CODE_CACHE = "spark.sql.codegen.cache.maxEntries"
+CODE_CACHE_ENTRIES = 2000
+"""The classes :func:`local_session`'s cache of compiled code keeps (Spark's default is
+100; a class is about 6 KB of bytecode on average)."""
 ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 ICEBERG_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
 
@@ -88,7 +92,9 @@ def local_session(
     time zone and the UI off, for demos, tests and notebooks on one machine. One machine
     has few cores, so the shuffles default to 4 partitions (Spark's 200 are for clusters)
     and Delta's snapshot of a table's log to 2 (its 50 cost a new small table seconds of
-    tasks); ``**config`` sets others.
+    tasks); Spark's cache of compiled code keeps :data:`CODE_CACHE_ENTRIES` classes (its
+    100 are fewer than one micro-batch's ``apply_changes`` and decoding compile, so each
+    batch would compile them again: docs/apply.md, "Cost"); ``**config`` sets others.
 
     The connectors come from ``jars`` when a given jar is the connector (by its file name:
     ``delta-spark_*``, ``iceberg-spark-runtime-*``, ``spark-sql-kafka-0-10_*``,
@@ -166,6 +172,7 @@ def local_session(
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
+        .config(CODE_CACHE, str(CODE_CACHE_ENTRIES))
     )
     if delta:
         builder = builder.config("spark.databricks.delta.snapshotPartitions", "2")
