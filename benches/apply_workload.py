@@ -426,9 +426,8 @@ class ApplyChanges(Contender):
     every batch written by the MERGE of the rules' clauses, not broadcast (these two are
     the apply path before either);
     ``compiled``: every MERGE and fold compiled (``INTERPRET_BYTES`` and
-    ``FOLD_INTERPRET_BYTES`` 0), ``interpreted``: a small table's MERGE and fold always
-    interpreted (never compiled by what the code cache kept, ``_codegen``);
-    ``dv``: deletion vectors enabled after the load, ``nomat``: with
+    ``FOLD_INTERPRET_BYTES`` 0); ``dv``: deletion vectors enabled after the load,
+    ``nomat``: with
     ``merge.materializeSource=none`` around the call; ``cluster``: the table liquid
     clustered by the key after the load (``cluster_by=["id"]`` of a table made by
     ``apply_changes``), ``optimize``: ``OPTIMIZE`` after every :data:`OPTIMIZE_EVERY`
@@ -499,15 +498,11 @@ class ApplyChanges(Contender):
             apply_module.BROADCAST_KEYS = -1
         if "compiled" in self.options:
             apply_module.FOLD_INTERPRET_BYTES = delta_module.INTERPRET_BYTES = 0
-        compiles = apply_module._codegen.compiles
-        if "interpreted" in self.options:
-            apply_module._codegen.compiles = lambda shape: False
         try:
             cdc_spark.apply_changes(events, path, **_apply_kwargs())
         finally:
             apply_module.BROADCAST_KEYS = broadcast
             apply_module.FOLD_INTERPRET_BYTES, delta_module.INTERPRET_BYTES = interpret
-            apply_module._codegen.compiles = compiles
             if "nomat" in self.options:
                 spark.conf.unset(conf)
         self.calls += 1
@@ -635,7 +630,6 @@ def key_ranges(column: str, keys: list[int], cap: int = 64) -> str:
 def contender(spec: str) -> Contender:
     parts = spec.split("+")
     options = {"dv", "nomat", "cow", "nobroadcast", "cluster", "optimize", "compiled"}
-    options.add("interpreted")
     if parts[0] == "apply_changes" and set(parts[1:]) <= options:
         return ApplyChanges(set(parts[1:]))
     if parts[0] != "merge" or not set(parts[1:]) <= {"dv", "broadcast", "ranges", "split", "nomat"}:

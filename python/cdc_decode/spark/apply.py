@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from .._schema import OPS
 from .._typed import AFTER_ABSENT
 from . import _apply_rules as rules
-from . import _codegen, _metadata
+from . import _metadata
 from . import _rules_sql as rules_sql
 from ._apply_rules import ABSENT as ABSENT
 from ._apply_rules import BASE_SEQUENCE as BASE_SEQUENCE
@@ -360,13 +360,7 @@ def apply_changes(
     if app_id is not None and exists and table.check_txn(app_id, batch_id):
         _drain(events)
         return ApplyResult(skipped=True, version=table.version())
-    # A small table's call compiles when Spark's code cache kept the code of the last call
-    # of its shape (_codegen: the code holds no paths or values, so tables of one schema
-    # share it); a replay skipped above needs no clone.
-    code = (type(table).__name__, scd_type, events.schema.simpleString())
-    table.compile_small = _codegen.compiles(code)
-    classes = _codegen.compilations(spark)
-    events = _interpreted(events, table)
+    events = _interpreted(events, table)  # a replay skipped above needs no clone
 
     image_type = fields["after"].dataType
     generic = isinstance(image_type, MapType)
@@ -474,8 +468,6 @@ def apply_changes(
         if on_stale == "raise":
             raise ValueError(message)
         warnings.warn(message, StaleChangesWarning, stacklevel=3)  # over the wrapper
-    after = None if classes is None else _codegen.compilations(spark)
-    _codegen.ran(code, table.compile_small, None if after is None else after - classes)
     return result
 
 
@@ -863,9 +855,8 @@ def _properties(properties: Mapping[str, str] | None) -> dict[str, str]:
 def _interpreted(events: DataFrame, table: Table) -> DataFrame:
     """``events`` as a frame of an interpreted clone of their session when the batch is
     smaller than :data:`FOLD_INTERPRET_BYTES` (and the session compiles), else as they
-    are (and when the call compiles: :mod:`._codegen`). The rows are the same: a batch held
-    in memory is read from its cache."""
-    if FOLD_INTERPRET_BYTES <= 0 or table.compile_small:
+    are. The rows are the same: a batch held in memory is read from its cache."""
+    if FOLD_INTERPRET_BYTES <= 0:
         return events
     conf = events.sparkSession.conf
     if all(conf.get(key, None) == value for key, value in INTERPRETED.items()):

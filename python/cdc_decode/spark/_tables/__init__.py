@@ -69,8 +69,6 @@ class Table:
         target: the path or name as given.
         sql_name: the table as SQL names it.
         retries: write conflicts retried so far by this object.
-        compile_small: whether a call on a small table compiles its plans (the caller
-            decides: :mod:`.._codegen`).
     """
 
     def __init__(self, spark: SparkSession, target: str) -> None:
@@ -78,7 +76,6 @@ class Table:
         self.target = target
         self.sql_name = target
         self.retries = 0
-        self.compile_small = False
 
     # -- reading -----------------------------------------------------------------------
 

@@ -338,7 +338,7 @@ class DeltaTarget(Table):
             # Held in memory and reading no table: Delta's copy of it would be a second.
             session.conf.set(MATERIALIZE_SOURCE, "none")
         size = self.size_bytes() if max(INTERPRET_BYTES, REWRITE_BYTES) > 0 else None
-        if size is not None and size < INTERPRET_BYTES and not self.compile_small:
+        if size is not None and size < INTERPRET_BYTES:
             for key, value in INTERPRETED.items():
                 session.conf.set(key, value)
         if size is not None and size < REWRITE_BYTES:
