@@ -774,11 +774,7 @@ class _Plan:
         stored_keys = None
         if exists:
             properties = target.properties()
-            stopped = properties.get(STOPPED_PROPERTY)
-            if stopped is not None:
-                for entry in entries:
-                    entry.stopped = True
-                    entry.skipped = f"stopped: {stopped}"
+            if _stopped(entries, properties):
                 return None
             if KEYS_PROPERTY in properties:
                 stored_keys = json.loads(properties[KEYS_PROPERTY])
@@ -787,8 +783,7 @@ class _Plan:
                 if f.name not in INTERNAL and not _metadata.is_metadata(f.name):
                     plan.columns[f.name.lower()] = _Column(f.name, f.dataType.simpleString())
         if routed is None:
-            shard = _metadata.column("source_table").lower()
-            routed = any(k.lower() == shard for k in stored_keys or [])
+            routed = _made_routed(stored_keys)
         plan.routed = routed
         for entry in entries:
             entry.routed = routed
@@ -1142,18 +1137,20 @@ def _count(
         )
         .collect()
     )
-    truncated: dict[str, WireTable] = {}
+    # Each row's table: the plan's, else the one its source names make (their parts kept).
+    tabled = []
     for row in rows:
         names = tuple(row[f"named_{c}"] for c in parts)
-        name = ".".join(p for p in names if p)
+        tabled.append((row, names, row["table"] or ".".join(p for p in names if p)))
+    truncated: dict[str, WireTable] = {}
+    for row, names, name in tabled:
         if row["op"] == "truncate" and name and not row["table"] and name not in result.tables:
             truncated[name] = WireTable(*names, versions=())
             result.tables[name] = TableSync(name)
     samples = []
     ops: dict[str, dict[str, int]] = {}
-    for row in rows:
+    for row, _, name in tabled:
         result.events += row["count"]
-        name = row["table"] or ".".join(p for p in (row[f"named_{c}"] for c in parts) if p)
         entry = result.tables.get(name) if name else None
         if entry is not None:
             mine = ops.setdefault(entry.name, {})
@@ -1361,18 +1358,11 @@ def _truncate_plans(
                     entry.skipped = f"{NO_TABLE}: {to} does not exist, nothing to empty"
                 continue
             properties = plan.target.properties()
-            stopped = properties.get(STOPPED_PROPERTY)
-            if stopped is not None:
-                for entry in entries:
-                    entry.stopped = True
-                    entry.skipped = f"stopped: {stopped}"
+            if _stopped(entries, properties):
                 continue
             stored = json.loads(properties[KEYS_PROPERTY]) if KEYS_PROPERTY in properties else None
-            shard = _metadata.column("source_table").lower()
-            routed = hows[to] == "route" or len(group) > 1
-            if hows[to] == "function" and any(k.lower() == shard for k in stored or []):
-                routed = True  # a table made routed (route_keys="per-table")
-            if routed:
+            function_routed = hows[to] == "function" and _made_routed(stored)
+            if hows[to] == "route" or len(group) > 1 or function_routed:
                 for entry in entries:
                     entry.routed = True
                 raise _truncated(plan, [entry.name for entry in entries])
@@ -1437,6 +1427,26 @@ def _place(
         raise _collision(entry.target, first(entry.target))
     hows[entry.target] = "route" if "route" in (before, how) else how
     return True
+
+
+def _stopped(entries: Sequence[TableSync], properties: Mapping[str, str]) -> bool:
+    """Whether the target (its ``properties``) is stopped (:data:`STOPPED_PROPERTY`): then
+    its tables, ``entries``, are marked so and skipped."""
+    stopped = properties.get(STOPPED_PROPERTY)
+    if stopped is None:
+        return False
+    for entry in entries:
+        entry.stopped = True
+        entry.skipped = f"stopped: {stopped}"
+    return True
+
+
+def _made_routed(stored_keys: Sequence[str] | None) -> bool:
+    """Whether a table was made routed with ``route_keys="per-table"``: its stored key
+    holds the source table column (how a target function's table alone in a batch is
+    known to be routed)."""
+    shard = _metadata.column("source_table").lower()
+    return any(k.lower() == shard for k in stored_keys or [])
 
 
 def _truncated(plan: _Plan, names: list[str]) -> ValueError:
