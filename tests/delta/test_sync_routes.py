@@ -11,10 +11,10 @@ local[1]."""
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
+from support.debezium_changes import change_messages
 from support.route_truth import DB, TABLE, routed_columns, routed_differences
 
 import cdc_decode
@@ -179,10 +179,8 @@ def test_a_truncate_of_one_routed_table_fails_its_target(delta_spark, tmp_path):
     target = str(tmp_path / "orders")
     options = {"keys": {"shop_*.orders": ["id"]}, "routes": {"shop_*.orders": target}}
 
-    def messages(*changes):
-        return delta_spark.createDataFrame(
-            [(None, _debezium(*change)) for change in changes], "key binary, value binary"
-        )
+    def messages(*changes):  # (db, op, after, position) of table orders
+        return change_messages(delta_spark, *[(db, "orders", *rest) for db, *rest in changes])
 
     first = cdc_spark.sync(messages(("shop_00", "c", {"id": 1, "v": "a"}, 100),
                                     ("shop_01", "c", {"id": 1, "v": "b"}, 200)),
@@ -200,16 +198,6 @@ def test_a_truncate_of_one_routed_table_fails_its_target(delta_spark, tmp_path):
         ("shop_00", "1", "a"),
         ("shop_01", "1", "b"),
     ]
-
-
-def _debezium(db: str, op: str, after: dict | None, position: int) -> bytes:
-    """A schemaless Debezium MySQL change of ``<db>.orders`` at binlog ``position``."""
-    source = {"version": "2.7.0", "connector": "mysql", "name": "dbz", "db": db,
-              "table": "orders", "server_id": 1, "file": "mysql-bin.000003",
-              "pos": position, "row": 0, "ts_ms": 1_700_000_000_000 + position}  # fmt: skip
-    change = {"before": None, "after": after, "source": source, "op": op,
-              "ts_ms": 1_700_000_000_000 + position}  # fmt: skip
-    return json.dumps(change).encode()
 
 
 class _Unread:

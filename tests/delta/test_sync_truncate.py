@@ -7,30 +7,13 @@ shard's truncate alone in a batch fails its target as one with row changes does
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from support.debezium_changes import change_messages as _messages
 
 from cdc_decode import spark as cdc_spark
 from cdc_decode.spark.sync import NO_TABLE
 
 KEYS = {"keys": {"shop*.*": ["id"]}}  # schemaless Debezium: no key on the wire
-
-
-def _debezium(db: str, table: str, op: str, after: dict | None, position: int) -> bytes:
-    """A schemaless Debezium MySQL change of ``<db>.<table>`` at binlog ``position``."""
-    source = {"version": "2.7.0", "connector": "mysql", "name": "dbz", "db": db,
-              "table": table, "server_id": 1, "file": "mysql-bin.000003",
-              "pos": position, "row": 0, "ts_ms": 1_700_000_000_000 + position}  # fmt: skip
-    change = {"before": None, "after": after, "source": source, "op": op,
-              "ts_ms": 1_700_000_000_000 + position}  # fmt: skip
-    return json.dumps(change).encode()
-
-
-def _messages(spark, *changes):
-    return spark.createDataFrame(
-        [(None, _debezium(*change)) for change in changes], "key binary, value binary"
-    )
 
 
 def _ids(spark, target: str) -> list[str]:

@@ -5,32 +5,20 @@ table's row changes, and the batch again is a replay the table skips (docs/sync.
 
 from __future__ import annotations
 
-import json
-
 import pytest
+from support.debezium_changes import change_messages
 
 from cdc_decode import spark as cdc_spark
 
 pytestmark = pytest.mark.spark
 
 
-def _debezium(table: str, op: str, after: dict | None, position: int) -> bytes:
-    """A schemaless Debezium MySQL change of ``truncshop.<table>`` at binlog ``position``."""
-    source = {"version": "2.7.0", "connector": "mysql", "name": "dbz", "db": "truncshop",
-              "table": table, "server_id": 1, "file": "mysql-bin.000003",
-              "pos": position, "row": 0, "ts_ms": 1_700_000_000_000 + position}  # fmt: skip
-    change = {"before": None, "after": after, "source": source, "op": op,
-              "ts_ms": 1_700_000_000_000 + position}  # fmt: skip
-    return json.dumps(change).encode()
-
-
 def test_a_truncate_alone_in_a_batch_empties_its_iceberg_table(iceberg_spark):
     spark = iceberg_spark
     options = {"app_id": "truncates-iceberg", "keys": {"truncshop.*": ["id"]}}
 
-    def messages(*changes):
-        rows = [(None, _debezium(*change)) for change in changes]
-        return spark.createDataFrame(rows, "key binary, value binary")
+    def messages(*changes):  # (table, op, after, position) of database truncshop
+        return change_messages(spark, *[("truncshop", *change) for change in changes])
 
     first = cdc_spark.sync(messages(("orders", "c", {"id": 1, "v": "x"}, 100),
                                     ("orders", "c", {"id": 2, "v": "x"}, 110),
