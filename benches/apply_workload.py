@@ -427,8 +427,7 @@ class ApplyChanges(Contender):
     the apply path before either);
     ``compiled``: every MERGE and fold compiled (``INTERPRET_BYTES`` and
     ``FOLD_INTERPRET_BYTES`` 0); ``dv``: deletion vectors enabled after the load,
-    ``nomat``: with
-    ``merge.materializeSource=none`` around the call; ``cluster``: the table liquid
+    ``nomat``: with ``merge.materializeSource=none`` around the call; ``cluster``: the table liquid
     clustered by the key after the load (``cluster_by=["id"]`` of a table made by
     ``apply_changes``), ``optimize``: ``OPTIMIZE`` after every :data:`OPTIMIZE_EVERY`
     batches, timed with the batch (a clustered table is clustered by it, the other
