@@ -128,6 +128,23 @@ def test_the_local_session_keeps_a_micro_batchs_compiled_code(spark):
     assert spark.conf.get(CODE_CACHE) == str(CODE_CACHE_ENTRIES) == "2000"
 
 
+def test_a_delta_merge_is_compiled_from_a_smaller_table_where_its_code_is_kept(spark, monkeypatch):
+    # A cache this big keeps a table's compiled MERGE between calls: interpreted only under
+    # 1 MiB; with Spark's 100 entries, under 4 MiB (docs/apply.md, "Where interpreting stops
+    # paying").
+    from cdc_decode.spark._plans import code_cache_entries
+    from cdc_decode.spark._tables import delta
+
+    table = delta.DeltaTarget(spark, "/nowhere/t")
+    assert code_cache_entries(spark) == 2000
+    assert table._interpret_below() == delta.KEPT_INTERPRET_BYTES == 1024 * 1024
+    monkeypatch.setattr(delta, "code_cache_entries", lambda _: 100)
+    assert table._interpret_below() == delta.INTERPRET_BYTES == 4 * 1024 * 1024
+    monkeypatch.setattr(delta, "INTERPRET_BYTES", 0)  # off: every MERGE compiled
+    monkeypatch.setattr(delta, "code_cache_entries", lambda _: 2000)
+    assert table._interpret_below() == 0
+
+
 def test_schema_is_kept_columns_then_events(spark):
     df = kafka_df(spark, [envelope(INSERT)])
     events = cdc_spark.decode(df, "tencent-dts", engine="python")

@@ -23,6 +23,18 @@ INTERPRETED = {
 }
 """Spark's settings for interpreted evaluation (``factoryMode`` is internal to Spark, read
 at each expression's evaluator; both are session settings)."""
+CODE_CACHE = "spark.sql.codegen.cache.maxEntries"
+"""How many compiled classes Spark keeps (keyed by the generated code's text; 100 by
+default; a static setting, read once per JVM)."""
+
+
+def code_cache_entries(spark: SparkSession) -> int:
+    """The classes ``spark``'s cache of compiled code keeps (Spark's 100 when unset or
+    unreadable)."""
+    try:
+        return int(spark.conf.get(CODE_CACHE, "100"))
+    except Exception:  # noqa: BLE001 - Spark Connect may refuse a static setting
+        return 100
 
 
 def col(name: str, alias: str | None = None) -> Column:

@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from ._plans import CODE_CACHE
+
 __all__ = [
     "ICEBERG_RUNTIMES",
     "IVY_SETTINGS",
@@ -60,7 +62,6 @@ _DELTA_SQL = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
-CODE_CACHE = "spark.sql.codegen.cache.maxEntries"
 CODE_CACHE_ENTRIES = 2000
 """The classes :func:`local_session`'s cache of compiled code keeps (Spark's default is
 100; a class is about 6 KB of bytecode on average)."""

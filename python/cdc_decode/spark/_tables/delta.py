@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._compat import merge_counts
 from .._layout import NO_LAYOUT, Layout, Partition
-from .._plans import INTERPRETED, detached
+from .._plans import INTERPRETED, code_cache_entries, detached
 from . import Clause, Commit, Table, merge_statement, quote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,11 +38,20 @@ DELETION_VECTORS = "delta.enableDeletionVectors"
 DELETION_VECTORS_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
 """The session setting for new tables' deletion vectors: when set, :meth:`DeltaTarget.create`
 follows it; when unset, tables are created with deletion vectors on."""
-INTERPRET_BYTES = 64 * 1024 * 1024
+INTERPRET_BYTES = 4 * 1024 * 1024
 """A MERGE into a table smaller than this (by its checksum file's size) evaluates its
-expressions interpreted: compiling the generated Java of a MERGE of the rules (about 90
-classes) costs more than it saves on a table this small (docs/apply.md, "Cost"). 0 turns
-it off."""
+expressions interpreted: compiling the generated Java of a MERGE of the rules (about 60
+classes, compiled again every call when Spark's cache of 100 classes drops them between
+calls) costs more than it saves on a table this small; on a bigger one, the interpreted
+rewrite of the files it changes costs more (docs/apply.md, "Cost": the two cross at about
+3 MB). 0 turns it off."""
+KEPT_INTERPRET_BYTES = 1024 * 1024
+"""The same, in a session whose cache keeps at least :data:`KEPT_CLASSES` compiled classes
+(``local_session``'s 2,000; docs/deploy.md recommends it): a table's code is then compiled
+once, not every call."""
+KEPT_CLASSES = 1000
+"""A cache of this many classes keeps a call's compiled MERGE (about 60 classes) for the
+table's next call, beside what else the job compiles in between."""
 REWRITE_BYTES = 16 * 1024 * 1024
 """A MERGE into a table smaller than this (by its checksum file's size) rewrites the files
 it changes instead of writing deletion vectors beside them, as a table without them would:
@@ -321,6 +330,13 @@ class DeltaTarget(Table):
             return int(checksum.get().tableSizeBytes())
         return int(snap.sizeInBytes())
 
+    def _interpret_below(self) -> int:
+        """The table size under which its MERGE is interpreted (:data:`INTERPRET_BYTES`, or
+        :data:`KEPT_INTERPRET_BYTES` where Spark keeps a call's compiled code)."""
+        if code_cache_entries(self.spark) >= KEPT_CLASSES:
+            return min(INTERPRET_BYTES, KEPT_INTERPRET_BYTES)
+        return INTERPRET_BYTES
+
     def merge_once(
         self,
         source: DataFrame,
@@ -338,7 +354,7 @@ class DeltaTarget(Table):
             # Held in memory and reading no table: Delta's copy of it would be a second.
             session.conf.set(MATERIALIZE_SOURCE, "none")
         size = self.size_bytes() if max(INTERPRET_BYTES, REWRITE_BYTES) > 0 else None
-        if size is not None and size < INTERPRET_BYTES:
+        if size is not None and size < self._interpret_below():
             for key, value in INTERPRETED.items():
                 session.conf.set(key, value)
         if size is not None and size < REWRITE_BYTES:
