@@ -12,6 +12,7 @@ import base64
 import datetime as dt
 import json
 import struct
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -122,11 +123,20 @@ def _want(fmt: str, column: Any, spark_type: str, value: Any) -> Any:
 
 
 def differences(
-    spark: Any, stream: Stream, fmt: str, target_of: dict[str, str], limit: int = 10
+    spark: Any,
+    stream: Stream,
+    fmt: str,
+    target_of: dict[str, str],
+    limit: int = 10,
+    read: Callable[[Any, str], Any] | None = None,
 ) -> list[str]:
     """What differs between each synced table and the source's final values (empty: all
-    equal). ``target_of``: source table -> its target."""
+    equal). ``target_of``: source table -> its target; ``read``: the frame of a target's
+    live rows (by default :func:`cdc_decode.spark.current_rows`, for the tables
+    ``apply_changes`` writes)."""
     from .. import spark as cdc_spark
+
+    read = read or cdc_spark.current_rows
 
     out: list[str] = []
     for name, (columns, rows) in stream.final_values.items():
@@ -135,7 +145,7 @@ def differences(
             out.append(f"{name}: not synced")
             continue
         try:
-            frame = cdc_spark.current_rows(spark, target)
+            frame = read(spark, target)
         except Exception as error:  # a table its sync failed to make
             out.append(f"{name}: {type(error).__name__}: {str(error).splitlines()[0]}")
             continue
