@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from .._typed import AFTER_ABSENT
 from ._plans import col, merge_outcome
 from ._plans import detached as detached  # noqa: F401 (the rules' callers use it here)
-from ._sql import Clause, literal, quote
+from ._sql import Clause, in_list, literal, quote
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import Column, DataFrame
@@ -103,9 +103,17 @@ def _any(columns: Sequence[Column]) -> Column:
     return reduce(lambda a, b: a | b, columns) if columns else F.lit(False)
 
 
+def _and(parts: Sequence[str], default: str = "true") -> str:
+    return "(" + " AND ".join(parts) + ")" if parts else default
+
+
+def _or(parts: Sequence[str], default: str = "false") -> str:
+    return "(" + " OR ".join(parts) + ")" if parts else default
+
+
 def _memo(method):
-    """A method of :class:`Images` computed once per arguments: a column is built by many
-    py4j calls, and the rules ask for the same ones many times."""
+    """A method of :class:`Images` computed once per arguments: the rules ask for the same
+    expressions many times."""
 
     def wrapper(self, *args):
         key = (method.__name__, *args)
@@ -120,7 +128,9 @@ def _memo(method):
 
 
 class Images:
-    """Reading the key and value columns out of the events' ``before``/``after`` images.
+    """Reading the key and value columns out of the events' ``before``/``after`` images,
+    as SQL text over the events' columns (a frame is then made in one py4j call, where
+    Spark's column API takes one or more per function).
 
     Args:
         columns: the table's columns (``StructField``), keys included.
@@ -155,159 +165,146 @@ class Images:
         self.absent = absent
         self.ignore_null_updates = ignore_null_updates
         self.metadata = frozenset(metadata)
-        self._columns: dict[tuple, Column] = {}
+        self._columns: dict[tuple, str] = {}
 
-    def _matches(self, image: str, name: str) -> Column:
-        from pyspark.sql import functions as F
-
-        lower = name.lower()
-        return F.filter(F.map_keys(F.col(image)), lambda k: F.lower(k) == F.lit(lower))
+    def _matches(self, image: str, name: str) -> str:
+        return f"filter(map_keys({quote(image)}), k -> lower(k) = {literal(name.lower())})"
 
     @_memo
-    def raw(self, image: str, name: str) -> Column:
+    def raw(self, image: str, name: str) -> str:
         """The image's value for ``name`` as it is (generic: the text)."""
-        from pyspark.sql import functions as F
-
-        value = F.col(image)[name]
+        value = f"{quote(image)}[{literal(name)}]"
         if not self.generic:
             return value
         matches = self._matches(image, name)
-        other = F.when(F.size(matches) == 1, F.col(image)[F.get(matches, 0)])
-        return F.when(F.map_contains_key(F.col(image), name), value).otherwise(other)
+        other = f"CASE WHEN size({matches}) = 1 THEN {quote(image)}[get({matches}, 0)] END"
+        contains = f"map_contains_key({quote(image)}, {literal(name)})"
+        return f"CASE WHEN {contains} THEN {value} ELSE {other} END"
 
     @_memo
-    def get(self, image: str, name: str) -> Column:
+    def get(self, image: str, name: str) -> str:
         """A column of an image, of the column's type."""
         from pyspark.sql.types import StringType
-
-        from ._compat import try_cast
 
         raw = self.raw(image, name)
         if not self.generic or isinstance(self.types[name], StringType):
             return raw
-        return try_cast(raw, self.types[name])
+        return f"try_cast({raw} AS {self.types[name].simpleString()})"
 
     @_memo
-    def unconverted(self, image: str, name: str) -> Column:
+    def unconverted(self, image: str, name: str) -> str:
         """The image has text for ``name`` that does not convert to its type."""
-        return self.raw(image, name).isNotNull() & self.get(image, name).isNull()
+        return f"({self.raw(image, name)} IS NOT NULL AND {self.get(image, name)} IS NULL)"
 
     @_memo
-    def present(self, name: str) -> Column:
+    def present(self, name: str) -> str:
         """The ``after`` image carries a value (maybe null) for column ``name``."""
-        from pyspark.sql import functions as F
-
-        after = F.col("after")
         if self.generic:
-            carried = F.map_contains_key(after, name) | (F.size(self._matches("after", name)) == 1)
-            carried = F.coalesce(carried, F.lit(False))
+            matches = self._matches("after", name)
+            contains = f"map_contains_key(`after`, {literal(name)})"
+            carried = f"coalesce({contains} OR size({matches}) = 1, false)"
             if self.ignore_null_updates:
-                return carried & self.raw("after", name).isNotNull()
+                return f"({carried} AND {self.raw('after', name)} IS NOT NULL)"
             return carried
         if self.ignore_null_updates:
-            return after[name].isNotNull()  # an absent column is null too
+            return f"(`after`[{literal(name)}] IS NOT NULL)"  # an absent column is null too
         if self.absent:
             # A null after_absent with an image (a typed frame made by hand): all present.
-            listed = F.coalesce(F.array_contains(F.col(AFTER_ABSENT), name), F.lit(False))
-            return after.isNotNull() & ~listed
-        return after.isNotNull()
+            listed = f"coalesce(array_contains({quote(AFTER_ABSENT)}, {literal(name)}), false)"
+            return f"(`after` IS NOT NULL AND NOT {listed})"
+        return "(`after` IS NOT NULL)"
 
-    def unknown(self) -> Column:
+    def unknown(self) -> str:
         """Generic: the ``after`` image's keys that name no column (ignoring case)."""
-        from pyspark.sql import functions as F
-
-        lower = F.array(*[F.lit(n.lower()) for n in self.names])
-        return F.filter(F.map_keys(F.col("after")), lambda k: ~F.array_contains(lower, F.lower(k)))
+        lower = ", ".join(literal(n.lower()) for n in self.names)
+        return f"filter(map_keys(`after`), k -> NOT array_contains(array({lower}), lower(k)))"
 
     @_memo
-    def keyed(self, image: str) -> Column:
+    def keyed(self, image: str) -> str:
         """The image has a value for every key column."""
-        return _all([self.get(image, k).isNotNull() for k in self.keys])
+        return _and([f"{self.get(image, k)} IS NOT NULL" for k in self.keys])
 
     @_memo
-    def moved(self) -> Column:
+    def moved(self) -> str:
         """An update whose key changed (both images keyed, some key column differs)."""
-        from pyspark.sql import functions as F
-
-        differs = _any([~self.get("before", k).eqNullSafe(self.get("after", k)) for k in self.keys])
-        return (F.col("op") == "update") & self.keyed("before") & self.keyed("after") & differs
+        differs = _or(
+            [f"NOT ({self.get('before', k)} <=> {self.get('after', k)})" for k in self.keys]
+        )
+        return f"(op = 'update' AND {self.keyed('before')} AND {self.keyed('after')} AND {differs})"
 
 
 def entries(selected: DataFrame, image: Images) -> DataFrame:
     """The keyed, sequenced row changes as entries: the key, ``_kind`` (``u`` upsert, ``d``
     delete), ``_seq``, ``_time``, every other column's value and ``_p_<i>`` (present),
     ``_tie`` (a hash of an upsert's image) and ``_from`` (the old key of an update that
-    moved its key). An update that moves its key gives two: the old key's delete first."""
-    from pyspark.sql import functions as F
-
+    moved its key). An update that moves its key gives two: the old key's delete first.
+    One select of SQL text."""
     keys, values, get = image.keys, image.values, image.get
-    types = image.types
     after_keyed = image.keyed("after")
     before_keyed = image.keyed("before")
+
+    def field(name: str, value: str) -> str:
+        return f"{literal(name)}, {value}"
+
     new_key = [
-        F.when(after_keyed, get("after", k)).otherwise(get("before", k)).alias(k) for k in keys
+        field(k, f"CASE WHEN {after_keyed} THEN {get('after', k)} ELSE {get('before', k)} END")
+        for k in keys
     ]
     old_key = [
-        F.when(before_keyed, get("before", k)).otherwise(get("after", k)).alias(k) for k in keys
+        field(k, f"CASE WHEN {before_keyed} THEN {get('before', k)} ELSE {get('after', k)} END")
+        for k in keys
     ]
-    payload = [get("after", c).alias(c) for c in values]
-    presence = [image.present(c).alias(f"_p_{i}") for i, c in enumerate(values)]
+    payload = [field(c, get("after", c)) for c in values]
+    presence = [field(f"_p_{i}", image.present(c)) for i, c in enumerate(values)]
+    hashed = [get("after", c) for c in values] + [image.present(c) for c in values]
     tie = (
-        F.xxhash64(*[get("after", c) for c in values], *[image.present(c) for c in values])
+        f"xxhash64({', '.join(hashed)})"
         if values
-        else F.lit(0).cast("long")  # a table of key columns only: its upserts are alike
+        else "CAST(0 AS BIGINT)"  # a table of key columns only: its upserts are alike
     )
+
     # A delete carries no values (the folds of type 1 read none of a delete's), but its
-    # metadata: a history's deleted version holds them.
-    nothing = [
-        (get("before", c) if c in image.metadata else F.lit(None).cast(types[c])).alias(c)
-        for c in values
-    ]
-    absent = [F.lit(False).alias(f"_p_{i}") for i in range(len(values))]
-    common = [F.col("_seq"), F.col("_time")]
-    moving = image.moved()
-    moved_from = F.struct(*[get("before", k).alias(k) for k in keys])
-    nowhere = F.when(F.lit(False), moved_from)  # a null of the old key's type
+    # metadata: a history's deleted version holds them. A null of the value's type.
+    def none(c: str) -> str:
+        return f"CASE WHEN false THEN {get('after', c)} END"
 
-    def upsert(origin: Column) -> Column:
-        return F.struct(
-            *new_key, F.lit("u").alias(KIND), *common, *payload, *presence,
-            tie.alias(TIE), origin.alias(FROM),
-        )  # fmt: skip
+    nothing = [field(c, get("before", c) if c in image.metadata else none(c)) for c in values]
+    absent = [field(f"_p_{i}", "false") for i in range(len(values))]
+    common = [field("_seq", "_seq"), field("_time", "_time")]
+    moved_from = "named_struct(" + ", ".join(field(k, get("before", k)) for k in keys) + ")"
+    nowhere = f"CASE WHEN false THEN {moved_from} END"  # a null of the old key's type
 
-    def remove(key: list[Column]) -> Column:
-        return F.struct(
-            *key, F.lit("d").alias(KIND), *common, *nothing, *absent,
-            F.lit(0).cast("long").alias(TIE), nowhere.alias(FROM),
-        )  # fmt: skip
+    def upsert(origin: str) -> str:
+        parts = [*new_key, field(KIND, "'u'"), *common, *payload, *presence,
+                 field(TIE, tie), field(FROM, origin)]  # fmt: skip
+        return "named_struct(" + ", ".join(parts) + ")"
 
-    op = F.col("op")
-    from_key = [get("before", k).alias(k) for k in keys]
+    def remove(key: list[str]) -> str:
+        parts = [*key, field(KIND, "'d'"), *common, *nothing, *absent,
+                 field(TIE, "CAST(0 AS BIGINT)"), field(FROM, nowhere)]  # fmt: skip
+        return "named_struct(" + ", ".join(parts) + ")"
+
+    upserting = in_list("op", UPSERT_OPS)
+    from_key = [field(k, get("before", k)) for k in keys]
     changes = (
-        F.when(
-            op.isin(*UPSERT_OPS) & moving,
-            F.array(remove(from_key), upsert(moved_from)),
-        )
-        .when(op.isin(*UPSERT_OPS), F.array(upsert(nowhere)))
-        .when(op.isin(*REMOVE_OPS), F.array(remove(old_key)))
+        f"CASE WHEN {upserting} AND {image.moved()} "
+        f"THEN array({remove(from_key)}, {upsert(moved_from)}) "
+        f"WHEN {upserting} THEN array({upsert(nowhere)}) "
+        f"WHEN {in_list('op', REMOVE_OPS)} THEN array({remove(old_key)}) END"
     )
-    out = selected.select(F.inline(changes))
-    keyed = _all([col(k).isNotNull() for k in keys])
-    return out.where(keyed & F.col("_seq").isNotNull())
+    keyed = " AND ".join([*(f"{quote(k)} IS NOT NULL" for k in keys), "_seq IS NOT NULL"])
+    return selected.selectExpr(f"inline({changes})").where(keyed)
 
 
 def partial(selected: DataFrame, image: Images) -> bool:
     """Some upsert of typed events lacks a column (``after_absent`` not empty): the batch
     needs the per-column fold. One scan of the batch's ``op`` and ``after_absent``, which
     stops at the first such row; none without an ``after_absent`` column."""
-    from pyspark.sql import functions as F
-
     if not image.absent:
         return False
     lacking = (
-        F.col("op").isin(*UPSERT_OPS)
-        & F.col("after").isNotNull()
-        & F.coalesce(F.size(AFTER_ABSENT) > 0, F.lit(False))
+        f"{in_list('op', UPSERT_OPS)} AND `after` IS NOT NULL "
+        f"AND coalesce(size({quote(AFTER_ABSENT)}) > 0, false)"
     )
     return len(selected.where(lacking).select("op").take(1)) > 0
 

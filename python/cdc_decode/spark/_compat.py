@@ -8,31 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
-    from pyspark.sql import Column, DataFrame
-    from pyspark.sql.types import DataType
-
-
-def try_cast(column: Column, data_type: DataType) -> Column:
-    """``column.try_cast(data_type)``: null where the value does not convert.
-
-    pyspark 4 has ``Column.try_cast``; on 3.5 the same Catalyst expression (``Cast`` in
-    ``EvalMode.TRY``, what SQL's ``try_cast`` parses to since Spark 3.4) is built through
-    the JVM."""
-    from pyspark import SparkContext
-    from pyspark.sql.column import Column
-
-    if hasattr(Column, "try_cast"):  # not the instance: 3.5's reads any name as a field
-        return column.try_cast(data_type)
-
-    jvm = SparkContext._active_spark_context._jvm  # type: ignore[union-attr]
-    expressions = jvm.org.apache.spark.sql.catalyst.expressions
-    cast = expressions.Cast(
-        column._jc.expr(),
-        jvm.org.apache.spark.sql.types.DataType.fromJson(data_type.json()),
-        jvm.scala.Option.empty(),
-        expressions.EvalMode.TRY(),
-    )
-    return Column(jvm.org.apache.spark.sql.Column(cast))
+    from pyspark.sql import DataFrame
 
 
 def to_arrow(frame: DataFrame) -> Any:

@@ -34,7 +34,7 @@ from ._apply_rules import (  # noqa: E402
     SEQUENCE,
     UPSERT_SEQ,
 )
-from ._sql import Clause, literal, quote
+from ._sql import Clause, Exprs, literal, quote
 
 EMPTY = "X''"
 NO_SEQ = "CAST(NULL AS BINARY)"
@@ -93,9 +93,10 @@ def scd1_clauses(
     keys: Sequence[str], values: Sequence[str], *, whole: bool, horizon: bytes | None
 ) -> list[Clause]:
     """The type 1 ``MERGE``'s clauses (the rules of :mod:`._apply_rules`' docstring), each
-    with its SQL text and, from it, its Spark columns. ``whole``: rows of ``fold_whole`` (every
-    column written by ``_upsert_seq``), else of ``fold_columns``; ``horizon``: the table's
-    purge horizon (a key the table does not hold is not written by changes up to it)."""
+    with its SQL text and, from it, its Spark columns (made when read). ``whole``: rows of
+    ``fold_whole`` (every column written by ``_upsert_seq``), else of ``fold_columns``;
+    ``horizon``: the table's purge horizon (a key the table does not hold is not written by
+    changes up to it)."""
     from pyspark.sql import functions as F
 
     out = []
@@ -105,7 +106,7 @@ def scd1_clauses(
         out.append(
             Clause(
                 kind,
-                {c: F.expr(v) for c, v in columns},
+                Exprs(dict(columns)),
                 None if condition is None else F.expr(condition),
                 sql=(condition, dict(columns)),
             )

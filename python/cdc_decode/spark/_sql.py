@@ -5,7 +5,7 @@ it, never each other."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,34 @@ def quote(name: str) -> str:
 def literal(text: str) -> str:
     """A string as a SQL string literal."""
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def in_list(column: str, values: Sequence[str]) -> str:
+    """``column IN ('a', 'b', …)``: the column (SQL text) is one of the strings."""
+    return f"{column} IN ({', '.join(literal(v) for v in values)})"
+
+
+class Exprs(Mapping[str, "Column"]):
+    """Column name -> the Spark column of a SQL text, each made (a py4j call) when first
+    read: a format that runs the text itself never makes them."""
+
+    def __init__(self, texts: Mapping[str, str]) -> None:
+        self._texts = dict(texts)
+        self._made: dict[str, Column] = {}
+
+    def __getitem__(self, name: str) -> Column:
+        found = self._made.get(name)
+        if found is None:
+            from pyspark.sql import functions as F
+
+            found = self._made[name] = F.expr(self._texts[name])
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._texts)
+
+    def __len__(self) -> int:
+        return len(self._texts)
 
 
 @dataclass

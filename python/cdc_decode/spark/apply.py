@@ -54,7 +54,7 @@ from ._apply_rules import START_TIME as START_TIME
 from ._apply_rules import UPSERT_OPS as UPSERT_OPS
 from ._layout import NO_LAYOUT, Layout, layout
 from ._plans import INTERPRETED, built_without_call_sites, estimated_bytes, in_session
-from ._sql import literal
+from ._sql import in_list, literal
 from ._tables import Clause, Commit, Table, open_table, quote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -1125,80 +1125,84 @@ class _Counts:
         self.selected = selected
         self.image = image
         self.has_ddl = has_ddl
-        op = F.col("op")
-        row = op.isin(*ROW_OPS)
-        upsert = op.isin(*UPSERT_OPS)
-        # The counts every batch takes, as SQL text: one py4j call each.
-        ops = ", ".join(literal(name) for name in OPS)
-        is_row = f"op IN ({', '.join(literal(name) for name in ROW_OPS)})"
-        texts = [
-            "count(1) AS events",
-            f"max(CASE WHEN {is_row} THEN unix_micros(_time) END) AS newest",
-            "max_by(named_struct('s', _seq, 't', unix_micros(_time)), CASE WHEN op = "
-            "'truncate' AND _seq IS NOT NULL THEN _seq END) AS `truncate`",
-            *[
-                f"count(CASE WHEN op = {literal(name)} THEN 1 END) AS {quote('op_' + name)}"
-                for name in OPS
-            ],
-            f"count(CASE WHEN NOT op IN ({ops}) THEN 1 END) AS unknown",
-            f"count(CASE WHEN {is_row} AND _seq IS NULL THEN 1 END) AS unsequenced",
+        # Every count as SQL text, in one struct: one py4j call for all of them.
+        row = in_list("op", ROW_OPS)
+        upsert = in_list("op", UPSERT_OPS)
+        known = ", ".join(literal(name) for name in OPS)
+        aggs = [
+            ("events", "count(1)"),
+            ("newest", f"max(CASE WHEN {row} THEN unix_micros(_time) END)"),
+            (
+                "truncate",
+                "max_by(named_struct('s', _seq, 't', unix_micros(_time)), CASE WHEN op = "
+                "'truncate' AND _seq IS NOT NULL THEN _seq END)",
+            ),
+            *[(f"op_{name}", f"count(CASE WHEN op = {literal(name)} THEN 1 END)") for name in OPS],
+            ("unknown", f"count(CASE WHEN NOT op IN ({known}) THEN 1 END)"),
+            ("unsequenced", f"count(CASE WHEN {row} AND _seq IS NULL THEN 1 END)"),
         ]
-        aggs = [F.expr(text) for text in texts]
-        no_seq = F.col("_seq").isNull()
         if image.keys:
-            unkeyed = ~(image.keyed("after") | image.keyed("before"))
-            aggs.append(F.count(F.when(row & ~no_seq & unkeyed, 1)).alias("unkeyed"))
-            aggs.append(F.count(F.when(row & ~no_seq & ~unkeyed, 1)).alias("applied"))
-            aggs.append(F.count(F.when(upsert & image.moved(), 1)).alias("moves"))
+            unkeyed = f"NOT ({image.keyed('after')} OR {image.keyed('before')})"
+            sequenced = f"{row} AND _seq IS NOT NULL"
+            aggs += [
+                ("unkeyed", f"count(CASE WHEN {sequenced} AND {unkeyed} THEN 1 END)"),
+                ("applied", f"count(CASE WHEN {sequenced} AND NOT {unkeyed} THEN 1 END)"),
+                ("moves", f"count(CASE WHEN {upsert} AND {image.moved()} THEN 1 END)"),
+            ]
         if samples and "error" in selected.columns:
-            aggs.append(F.min(F.when(op == "error", F.col("error"))).alias("error_sample"))
-        self.columns: list[str] = []
+            aggs.append(("error_sample", "min(CASE WHEN op = 'error' THEN error END)"))
         if image.generic:
             for i, c in enumerate(image.names):
                 bad = image.unconverted("after", c)
                 if c in image.keys:
-                    bad = F.when(bad, 1).otherwise(0) + F.when(
-                        image.unconverted("before", c), 1
-                    ).otherwise(0)
-                    aggs.append(F.sum(F.when(row, bad)).alias(f"bad_{i}"))
+                    before = image.unconverted("before", c)
+                    aggs.append((
+                        f"bad_{i}",
+                        f"sum(CASE WHEN {row} THEN (CASE WHEN {bad} THEN 1 ELSE 0 END) + "
+                        f"(CASE WHEN {before} THEN 1 ELSE 0 END) END)",
+                    ))  # fmt: skip
                 else:
-                    aggs.append(F.count(F.when(row & bad, 1)).alias(f"bad_{i}"))
+                    aggs.append((f"bad_{i}", f"count(CASE WHEN {row} AND {bad} THEN 1 END)"))
                 if samples:
-                    raw = F.coalesce(
-                        F.when(image.unconverted("after", c), image.raw("after", c)),
-                        F.when(image.unconverted("before", c), image.raw("before", c))
+                    raw_before = (
+                        f"CASE WHEN {image.unconverted('before', c)} "
+                        f"THEN {image.raw('before', c)} END"
                         if c in image.keys
-                        else F.lit(None),
+                        else "NULL"
                     )
-                    aggs.append(F.max(F.when(row, raw)).alias(f"sample_{i}"))
+                    raw_after = f"CASE WHEN {bad} THEN {image.raw('after', c)} END"
+                    raw = f"coalesce({raw_after}, {raw_before})"
+                    aggs.append((f"sample_{i}", f"max(CASE WHEN {row} THEN {raw} END)"))
             unknown = image.unknown()
-            aggs.append(
-                F.array_sort(F.array_distinct(F.flatten(F.collect_set(F.when(
-                    upsert & (F.size(unknown) > 0), unknown
-                ))))).alias("unknown_keys")
-            )  # fmt: skip
+            aggs.append((
+                "unknown_keys",
+                "array_sort(array_distinct(flatten(collect_set("
+                f"CASE WHEN {upsert} AND size({unknown}) > 0 THEN {unknown} END))))",
+            ))  # fmt: skip
         if per_column and image.values:
             for i, c in enumerate(image.values):
-                aggs.append(
-                    F.max(F.when(upsert & F.col("after").isNotNull(), image.present(c))).alias(
-                        f"carried_{i}"
-                    )
-                )
+                aggs.append((
+                    f"carried_{i}",
+                    f"max(CASE WHEN {upsert} AND `after` IS NOT NULL THEN {image.present(c)} END)",
+                ))  # fmt: skip
         self.pk_keys = pk_keys
         if pk_keys is not None:
-            want = F.array(*[F.lit(k.lower()) for k in pk_keys])
-            got = F.transform(F.col("primary_key"), lambda k: F.lower(k))
-            other = row & F.col("primary_key").isNotNull() & (got != want)
-            aggs.append(F.count(F.when(other, 1)).alias("pk_mismatch"))
-            aggs.append(F.max(F.when(other, F.col("primary_key"))).alias("pk_sample"))
-        self.aggs = aggs
+            want = "array(" + ", ".join(literal(k.lower()) for k in pk_keys) + ")"
+            other = (
+                f"{row} AND primary_key IS NOT NULL AND transform(primary_key, k -> lower(k)) "
+                f"!= {want}"
+            )
+            aggs.append(("pk_mismatch", f"count(CASE WHEN {other} THEN 1 END)"))
+            aggs.append(("pk_sample", f"max(CASE WHEN {other} THEN primary_key END)"))
+        text = ", ".join(f"{literal(name)}, {value}" for name, value in aggs)
+        self.metrics = F.expr(f"named_struct({text})").alias("counts")
         self.observation = None
         self._row: dict[str, Any] | None = None
         if observe:
             from pyspark.sql import Observation
 
             self.observation = Observation(f"cdc_apply_{uuid.uuid4().hex}")
-            self.frame = selected.observe(self.observation, *aggs)
+            self.frame = selected.observe(self.observation, self.metrics)
         else:
             self.frame = selected
 
@@ -1207,13 +1211,14 @@ class _Counts:
             from ._compat import observed
 
             try:
-                self._row = observed(self.observation)
+                found = observed(self.observation)
+                self._row = None if not found else found["counts"].asDict()
             except Exception:
                 # A plan the optimizer folded away (a batch without row changes, read
                 # from local data) records no metrics: take them by an aggregate.
                 self._row = None
         if self._row is None:
-            self._row = self.selected.agg(*self.aggs).first().asDict()
+            self._row = self.selected.agg(self.metrics).first()[0].asDict()
         return self._row
 
     def newest(self) -> int | None:
