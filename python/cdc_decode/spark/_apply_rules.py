@@ -246,6 +246,9 @@ def entries(selected: DataFrame, image: Images) -> DataFrame:
     def field(name: str, value: str) -> str:
         return f"{literal(name)}, {value}"
 
+    def struct(fields: Sequence[str]) -> str:
+        return f"named_struct({', '.join(fields)})"
+
     new_key = [
         field(k, f"CASE WHEN {after_keyed} THEN {get('after', k)} ELSE {get('before', k)} END")
         for k in keys
@@ -271,21 +274,19 @@ def entries(selected: DataFrame, image: Images) -> DataFrame:
     nothing = [field(c, get("before", c) if c in image.metadata else none(c)) for c in values]
     absent = [field(f"_p_{i}", "false") for i in range(len(values))]
     common = [field("_seq", "_seq"), field("_time", "_time")]
-    moved_from = "named_struct(" + ", ".join(field(k, get("before", k)) for k in keys) + ")"
+    from_key = [field(k, get("before", k)) for k in keys]
+    moved_from = struct(from_key)
     nowhere = f"CASE WHEN false THEN {moved_from} END"  # a null of the old key's type
 
     def upsert(origin: str) -> str:
-        parts = [*new_key, field(KIND, "'u'"), *common, *payload, *presence,
-                 field(TIE, tie), field(FROM, origin)]  # fmt: skip
-        return "named_struct(" + ", ".join(parts) + ")"
+        return struct([*new_key, field(KIND, "'u'"), *common, *payload, *presence,
+                       field(TIE, tie), field(FROM, origin)])  # fmt: skip
 
     def remove(key: list[str]) -> str:
-        parts = [*key, field(KIND, "'d'"), *common, *nothing, *absent,
-                 field(TIE, "CAST(0 AS BIGINT)"), field(FROM, nowhere)]  # fmt: skip
-        return "named_struct(" + ", ".join(parts) + ")"
+        return struct([*key, field(KIND, "'d'"), *common, *nothing, *absent,
+                       field(TIE, "CAST(0 AS BIGINT)"), field(FROM, nowhere)])  # fmt: skip
 
     upserting = in_list("op", UPSERT_OPS)
-    from_key = [field(k, get("before", k)) for k in keys]
     changes = (
         f"CASE WHEN {upserting} AND {image.moved()} "
         f"THEN array({remove(from_key)}, {upsert(moved_from)}) "

@@ -103,12 +103,13 @@ def scd1_clauses(
     for kind, condition, columns in _scd1_text(
         tuple(keys), tuple(values), whole, None if horizon is None else bytes(horizon)
     ):
+        texts = dict(columns)
         out.append(
             Clause(
                 kind,
-                Exprs(dict(columns)),
+                Exprs(texts),
                 None if condition is None else F.expr(condition),
-                sql=(condition, dict(columns)),
+                sql=(condition, texts),
             )
         )
     return out

@@ -1128,7 +1128,6 @@ class _Counts:
         # Every count as SQL text, in one struct: one py4j call for all of them.
         row = in_list("op", ROW_OPS)
         upsert = in_list("op", UPSERT_OPS)
-        known = ", ".join(literal(name) for name in OPS)
         aggs = [
             ("events", "count(1)"),
             ("newest", f"max(CASE WHEN {row} THEN unix_micros(_time) END)"),
@@ -1138,7 +1137,7 @@ class _Counts:
                 "'truncate' AND _seq IS NOT NULL THEN _seq END)",
             ),
             *[(f"op_{name}", f"count(CASE WHEN op = {literal(name)} THEN 1 END)") for name in OPS],
-            ("unknown", f"count(CASE WHEN NOT op IN ({known}) THEN 1 END)"),
+            ("unknown", f"count(CASE WHEN NOT {in_list('op', OPS)} THEN 1 END)"),
             ("unsequenced", f"count(CASE WHEN {row} AND _seq IS NULL THEN 1 END)"),
         ]
         if image.keys:
