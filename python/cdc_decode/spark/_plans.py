@@ -67,6 +67,39 @@ def detached(frame: DataFrame, session: SparkSession | None = None) -> DataFrame
     return DataFrame(leaf, session)
 
 
+def held(frame: DataFrame) -> tuple[DataFrame, int, Callable[[], None]]:
+    """``frame`` computed once and held: its rows kept by Spark's block manager (a local,
+    eager checkpoint: one action, whose jobs are the plan's own and one that keeps the
+    rows), the frame over them (one leaf), how many rows it holds, and the function that
+    frees them.
+
+    The rows are counted by ``DataFrame.observe`` during that action, so no second job
+    counts them (``persist`` and ``count`` take two more: the count's partial and final
+    aggregates). Observations upstream of ``frame`` are taken by the same action. A plan
+    the optimizer folds to local data records no metrics: such a frame is counted."""
+    import uuid
+
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    from ._compat import observed
+
+    observation = Observation(f"cdc_rows_{uuid.uuid4().hex}")
+    rows = frame.observe(observation, F.count(F.lit(1)).alias("rows")).localCheckpoint(eager=True)
+    try:
+        found = observed(observation)
+    except Exception:  # noqa: BLE001 - pyspark 4 raises where no metrics were recorded
+        found = None
+    count = int(found["rows"]) if found else rows.count()
+
+    def free() -> None:
+        jdf = getattr(rows, "_jdf", None)
+        if jdf is not None:  # Spark Connect frees a checkpoint with its frame
+            jdf.queryExecution().logical().rdd().unpersist(False)
+
+    return rows, count, free
+
+
 def estimated_bytes(frame: DataFrame) -> int | None:
     """The optimizer's estimate of ``frame``'s size (its plan's statistics: exact for rows
     held in memory or made from local data, the files' size for a scan, Spark's default,

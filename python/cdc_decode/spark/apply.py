@@ -53,7 +53,7 @@ from ._apply_rules import START_SEQUENCE as START_SEQUENCE
 from ._apply_rules import START_TIME as START_TIME
 from ._apply_rules import UPSERT_OPS as UPSERT_OPS
 from ._layout import NO_LAYOUT, Layout, layout
-from ._plans import INTERPRETED, built_without_call_sites, estimated_bytes, in_session
+from ._plans import INTERPRETED, built_without_call_sites, estimated_bytes, held, in_session
 from ._sql import in_list, literal
 from ._tables import Clause, Commit, Table, open_table, quote
 
@@ -582,10 +582,11 @@ class _Call:
             folded = rules.fold_whole(entries, keys, values)
         else:
             folded = rules.fold_columns(entries, keys, values)
-        folded = folded.persist(StorageLevel.MEMORY_AND_DISK)
+        # The batch's one read: the folded rows held, counted, and the batch's counts taken.
+        folded, keys_in_batch, free = held(folded)
         filled = None
         try:
-            result, cut, cut_time = self.begin(folded.count())
+            result, cut, cut_time = self.begin(keys_in_batch)
             new_cut = result.truncated
             if not result.keys and not new_cut:
                 result.version = table.version()
@@ -621,14 +622,13 @@ class _Call:
                 commit = self._resolved_merge(source, clauses)
             else:
                 # The folded batch, held in memory, is the source as it is (no truncate, no
-                # key change filled from the table's rows): read as a plain leaf over its
-                # cached rows, it needs no copy first.
-                held = source is folded
-                if held:
-                    source = rules.detached(folded)
-                commit = table.merge(source, _on(keys), clauses, self.txn, materialized=held)
+                # key change filled from the table's rows): a leaf over its held rows, it
+                # needs no copy first.
+                commit = table.merge(
+                    source, _on(keys), clauses, self.txn, materialized=source is folded
+                )
         finally:
-            folded.unpersist()
+            free()
             if filled is not None:
                 filled.unpersist()
         _record(result, commit)
