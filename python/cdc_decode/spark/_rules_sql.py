@@ -68,23 +68,28 @@ def _bookkeeping(
     """The row's own columns from each column's write sequence (its newest write, or the
     row's last delete, ``kill``, when that is newer: the value is gone): the base is the
     oldest write (null when it is the row's sequence), the map the columns written after
-    it. ``kill`` is written once in each expression (the oldest of ``max(w, kill)`` is
-    ``max(oldest w, kill)``), so the text grows with the columns, not with their square."""
+    it. Each expression names the writes and ``kill`` once: the map's array of writes is
+    bound to a lambda's variable where it is read twice (``transform(array(x), a -> …)[0]``:
+    SQL has no ``let``), so the text grows with the columns, not with their square."""
     if values:
-        base = _greatest(_least(*newest), kill)
         names = ", ".join(literal(c) for c in values)
         writes = f"transform(array({', '.join(newest)}), w -> greatest(w, {kill}))"
-        every = f"map_from_arrays(array({names}), {writes})"
-        later = f"map_filter({every}, (k, v) -> v > {base})"
-        stored_map = _when(f"size({later}) > 0", later)
+        later = "map_filter(map_from_arrays(array(" + names + "), a), (k, v) -> v > array_min(a))"
+        stored_map = (
+            f"transform(array({writes}), a -> "
+            f"CASE WHEN array_max(a) > array_min(a) THEN {later} END)[0]"
+        )
+        # Compiled (no lambda), the oldest of max(w, kill) being max(oldest w, kill); null
+        # when it is the row's sequence (never null itself).
+        stored_base = f"nullif({_greatest(_least(*newest), kill)}, {seq})"
     else:
-        base = seq
         stored_map = NO_MAP
+        stored_base = NO_SEQ
     return {
         SEQUENCE: seq,
         EVENT_TIME: time,
         DELETED: f"NOT ({live})",
-        BASE_SEQUENCE: _when(f"{base} != {seq}", base),
+        BASE_SEQUENCE: stored_base,
         COLUMN_SEQUENCES: stored_map,
     }
 
@@ -133,9 +138,15 @@ def _scd1_text(
     base = f"coalesce({_t(BASE_SEQUENCE)}, {_t(SEQUENCE)}, {EMPTY})"
     newer = f"(({last} > {t_seq}) OR ({last} = {t_seq} AND {t_del} AND {kind} = 'u'))"
     live = _when(newer, f"{kind} = 'u'", f"NOT {t_del}")
-    kill_live = _greatest(d1, _when(t_del, t_seq))
-    kill_tomb = _when(newer, _greatest(d2, _when(t_del, t_seq)), _when(f"{d1} < {t_seq}", d1, d2))
-    kill = f"coalesce({_when(live, kill_live, kill_tomb)}, {EMPTY})"
+    # The row's last delete. A change newer than the row: the batch's newest delete (the
+    # one before it when the newest change is itself a delete) or the stored tombstone's.
+    # An older one: the batch's newest delete, or on a tombstone the newest one older than
+    # it. The text names `newer` once: it is in every column's value.
+    newest_delete = _greatest(_when(f"{kind} = 'u'", d1, d2), _when(t_del, t_seq))
+    kill = (
+        f"coalesce(CASE WHEN {newer} THEN {newest_delete} "
+        f"WHEN {t_del} THEN {_when(f'{d1} < {t_seq}', d1, d2)} ELSE {d1} END, {EMPTY})"
+    )
     seq = _when(newer, last, t_seq)
     update: dict[str, str] = {}
     newest = []
