@@ -44,24 +44,27 @@ def merge_counts(result: DataFrame | None) -> dict | None:
 
 
 def observed(observation: Any) -> dict[str, Any] | None:
-    """An ``Observation``'s metrics as Python values (``None``: none were recorded).
+    """An ``Observation``'s metrics as Python values (``None``: none were recorded, as for
+    a plan the optimizer folded away, where 3.5 gives an empty map and 4.x raises).
 
     pyspark 4's ``Observation.get`` converts the metrics row through Spark's Python row
-    serializer; 3.5's hands back py4j objects for arrays and structs (and an empty map for
-    a plan the optimizer folded away, where 4.x raises), so there the same conversion is
-    made here (``PythonSQLUtils.toPyRow``, in Spark since 3.4)."""
+    serializer; 3.5's hands back py4j objects for arrays and structs, so there the same
+    conversion is made here (``PythonSQLUtils.toPyRow``, in Spark since 3.4)."""
     import pyspark
-    from pyspark.sql import Row
-
-    if int(pyspark.__version__.split(".")[0]) >= 4:
-        return observation.get
     from pyspark import SparkContext
     from pyspark.serializers import CPickleSerializer
+    from pyspark.sql import Row
 
-    jvm = SparkContext._active_spark_context._jvm  # type: ignore[union-attr]
-    utils = getattr(jvm, "org.apache.spark.sql.api.python.PythonSQLUtils")
-    row: Row = CPickleSerializer().loads(utils.toPyRow(observation._jo.getRow()))
-    values = row.asDict(recursive=False)
+    try:
+        if int(pyspark.__version__.split(".")[0]) >= 4:
+            values = observation.get
+        else:
+            jvm = SparkContext._active_spark_context._jvm  # type: ignore[union-attr]
+            utils = getattr(jvm, "org.apache.spark.sql.api.python.PythonSQLUtils")
+            row: Row = CPickleSerializer().loads(utils.toPyRow(observation._jo.getRow()))
+            values = row.asDict(recursive=False)
+    except Exception:  # noqa: BLE001 - no metrics recorded (4.x raises)
+        return None
     return values or None
 
 

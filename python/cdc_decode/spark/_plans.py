@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import threading
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -77,8 +78,6 @@ def held(frame: DataFrame) -> tuple[DataFrame, int, Callable[[], None]]:
     counts them (``persist`` and ``count`` take two more: the count's partial and final
     aggregates). Observations upstream of ``frame`` are taken by the same action. A plan
     the optimizer folds to local data records no metrics: such a frame is counted."""
-    import uuid
-
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -86,10 +85,7 @@ def held(frame: DataFrame) -> tuple[DataFrame, int, Callable[[], None]]:
 
     observation = Observation(f"cdc_rows_{uuid.uuid4().hex}")
     rows = frame.observe(observation, F.count(F.lit(1)).alias("rows")).localCheckpoint(eager=True)
-    try:
-        found = observed(observation)
-    except Exception:  # noqa: BLE001 - pyspark 4 raises where no metrics were recorded
-        found = None
+    found = observed(observation)
     count = int(found["rows"]) if found else rows.count()
 
     def free() -> None:

@@ -74,7 +74,7 @@ def _bookkeeping(
     if values:
         names = ", ".join(literal(c) for c in values)
         writes = f"transform(array({', '.join(newest)}), w -> greatest(w, {kill}))"
-        later = "map_filter(map_from_arrays(array(" + names + "), a), (k, v) -> v > array_min(a))"
+        later = f"map_filter(map_from_arrays(array({names}), a), (k, v) -> v > array_min(a))"
         stored_map = (
             f"transform(array({writes}), a -> "
             f"CASE WHEN array_max(a) > array_min(a) THEN {later} END)[0]"

@@ -1209,14 +1209,11 @@ class _Counts:
         if self._row is None and self.observation is not None:
             from ._compat import observed
 
-            try:
-                found = observed(self.observation)
-                self._row = None if not found else found["counts"].asDict()
-            except Exception:
-                # A plan the optimizer folded away (a batch without row changes, read
-                # from local data) records no metrics: take them by an aggregate.
-                self._row = None
+            found = observed(self.observation)
+            self._row = None if not found else found["counts"].asDict()
         if self._row is None:
+            # A plan the optimizer folded away (a batch without row changes, read from
+            # local data) records no metrics: take them by an aggregate.
             self._row = self.selected.agg(self.metrics).first()[0].asDict()
         return self._row
 
