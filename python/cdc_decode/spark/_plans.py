@@ -84,16 +84,24 @@ def held(frame: DataFrame) -> tuple[DataFrame, int, Callable[[], None]]:
     from ._compat import observed
 
     observation = Observation(f"cdc_rows_{uuid.uuid4().hex}")
-    rows = frame.observe(observation, F.count(F.lit(1)).alias("rows")).localCheckpoint(eager=True)
+    rows, free = checkpointed(frame.observe(observation, F.count(F.lit(1)).alias("rows")))
     found = observed(observation)
     count = int(found["rows"]) if found else rows.count()
+    return rows, count, free
+
+
+def checkpointed(frame: DataFrame) -> tuple[DataFrame, Callable[[], None]]:
+    """``frame`` computed once into Spark's block manager (a local, eager checkpoint), and
+    the function that frees those rows (else they stay until the garbage collector drops
+    the frame)."""
+    rows = frame.localCheckpoint(eager=True)
 
     def free() -> None:
         jdf = getattr(rows, "_jdf", None)
         if jdf is not None:  # Spark Connect frees a checkpoint with its frame
             jdf.queryExecution().logical().rdd().unpersist(False)
 
-    return rows, count, free
+    return rows, free
 
 
 def estimated_bytes(frame: DataFrame) -> int | None:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._compat import conf_keys
 from .._layout import NO_LAYOUT, Layout
-from .._plans import detached, merge_outcome
+from .._plans import checkpointed, detached, merge_outcome
 from . import Clause, Commit, Table, literal, merge_statement, quote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -362,11 +362,11 @@ class IcebergTarget(Table):
             # Clauses with SQL text (the rules, or rows resolved against the table
             # beforehand): the MERGE runs them as they are. A source held in memory is
             # read as it is; another is checkpointed first.
-            rows = source if materialized else source.localCheckpoint(eager=True)
+            rows, free = (source, None) if materialized else checkpointed(source)
             statement = merge_statement(self.sql_name, view, on, clauses)
         else:
             # Only the rows that change are kept, each with the clause it takes.
-            rows = self._resolve(source, on, clauses).localCheckpoint(eager=True)
+            rows, free = checkpointed(self._resolve(source, on, clauses))
             every = {f.name: f"s.{quote(f.name)}" for f in self.read().schema.fields}
             resolved = [
                 Clause("update", {}, sql=(f"s.{ACTION} = 'u'", every)),
@@ -387,6 +387,8 @@ class IcebergTarget(Table):
             session.sql(statement)
         finally:
             session.catalog.dropTempView(view)
+            if free is not None:  # the rows checkpointed here
+                free()
         if not _session_snapshot_properties(self.spark):
             return self._commit_after(before)
         return self._commit(tag)
