@@ -584,8 +584,10 @@ def test_partial_images_typed_absent_keeps_null_overwrites(delta_spark, tmp_path
 
 def test_typed_whole_images_take_the_one_aggregate_path(delta_spark, tmp_path):
     """A typed batch whose images all carry every column (``after_absent`` empty) is
-    exact with the whole-image reduction; a partial one is not (docs/apply.md)."""
-    from cdc_decode.spark._apply_rules import Images, partial
+    exact with the whole-image reduction; a partial one is not (docs/apply.md): the
+    condition the fold's read counts finds the upsert that lacks a column, and only it."""
+    from cdc_decode.spark._apply_rules import Images
+    from cdc_decode.spark._apply_rules import lacking as lacks
 
     whole = [
         ("insert", _seq(1), ["id"], None, (1, "a", 1), []),
@@ -593,8 +595,11 @@ def test_typed_whole_images_take_the_one_aggregate_path(delta_spark, tmp_path):
     ]
     lacking = [*whole, ("update", _seq(3), ["id"], (1, None, None), (1, "x", None), ["score"])]
     image = Images([], ["id"], False, absent=True)
-    assert not partial(delta_spark.createDataFrame(whole, TYPED_EVENTS), image)
-    assert partial(delta_spark.createDataFrame(lacking, TYPED_EVENTS), image)
+    condition = lacks(image)
+    assert delta_spark.createDataFrame(whole, TYPED_EVENTS).where(condition).count() == 0
+    found = delta_spark.createDataFrame(lacking, TYPED_EVENTS).where(condition).collect()
+    assert [r["after_absent"] for r in found] == [["score"]]
+    assert lacks(Images([], ["id"], False, absent=False)) is None
 
 
 def test_typed_nulls_overwrite_unless_ignore_null_updates(delta_spark, tmp_path):

@@ -77,6 +77,31 @@ def test_late_partial_images_column_by_column(delta_spark, tmp_path):
     assert live(delta_spark, path) == {1: ("n3", 50), 2: ("y", None)}
 
 
+def test_a_batch_lacking_a_column_folds_again_per_column(delta_spark, tmp_path):
+    """A batch folds whole images in one pass; when that pass's own read finds an upsert
+    lacking a column, nothing is written and the batch is folded again per column, its
+    counts taken once. Later batches into the table fold per column from the start."""
+    from cdc_decode.spark import apply as apply_module
+
+    path = str(tmp_path / "t")
+
+    def remembered() -> bool:
+        return any(target == path for _, target in apply_module._PARTIAL_TABLES)
+
+    first = _apply(delta_spark, path, [("insert", 1, None, (1, "a", 10))])
+    assert (first.events, first.applied, first.absent_columns) == (1, 1, [])
+    assert not remembered()
+    second = _apply(delta_spark, path, [("update", 2, (1, None, None), (1, "b", None), ["score"])])
+    assert (second.events, second.applied, second.keys) == (1, 1, 1)
+    assert second.absent_columns == ["score"]
+    assert second.version == first.version + 1  # one commit: the whole pass wrote nothing
+    assert live(delta_spark, path) == {1: ("b", 10)}
+    assert remembered()
+    third = _apply(delta_spark, path, [("update", 3, (1, None, None), (1, "c", 30))])
+    assert (third.events, third.applied, third.absent_columns) == (1, 1, [])
+    assert live(delta_spark, path) == {1: ("c", 30)}
+
+
 @pytest.mark.parametrize(("scd_type", "generic"), [(1, False), (2, False), (1, True)])
 def test_metadata_columns_are_the_newest_change_s(delta_spark, tmp_path, scd_type, generic):
     """``metadata_columns=``: a partial update (seq 3, its name only) applied before the

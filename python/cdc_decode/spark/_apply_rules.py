@@ -297,17 +297,16 @@ def entries(selected: DataFrame, image: Images) -> DataFrame:
     return selected.selectExpr(f"inline({changes})").where(keyed)
 
 
-def partial(selected: DataFrame, image: Images) -> bool:
-    """Some upsert of typed events lacks a column (``after_absent`` not empty): the batch
-    needs the per-column fold. One scan of the batch's ``op`` and ``after_absent``, which
-    stops at the first such row; none without an ``after_absent`` column."""
+def lacking(image: Images) -> str | None:
+    """The SQL condition of an upsert of typed events that lacks a column (``after_absent``
+    not empty), which makes its batch need the per-column fold; ``None`` without an
+    ``after_absent`` column (every upsert carries every column)."""
     if not image.absent:
-        return False
-    lacking = (
+        return None
+    return (
         f"{in_list('op', UPSERT_OPS)} AND `after` IS NOT NULL "
         f"AND coalesce(size({quote(AFTER_ABSENT)}) > 0, false)"
     )
-    return len(selected.where(lacking).select("op").take(1)) > 0
 
 
 def fold_whole(entries: DataFrame, keys: Sequence[str], values: Sequence[str]) -> DataFrame:

@@ -97,6 +97,13 @@ counted interpreted, in a clone of the caller's session: compiling the generated
 the fold's plan costs more than it saves on a streaming micro-batch (docs/apply.md,
 "Cost"). 0 turns it off."""
 
+PARTIAL_TABLES_KEPT = 10_000
+"""How many tables :data:`_PARTIAL_TABLES` remembers (forgotten all at once past it)."""
+
+_PARTIAL_TABLES: set[tuple[str, str]] = set()
+"""Tables (format, name or path) into which this process applied a batch whose upserts
+lacked a column: their batches fold per column from the start, not whole images first."""
+
 STALE_ATTEMPTS = 5
 """How many times a resolved batch is resolved again when another writer changed its rows
 between the read and the MERGE."""
@@ -436,23 +443,37 @@ def apply_changes(
         result.created, result.added_columns = plan.apply(keys)
         return result
 
+    # Whole images fold in one pass (rules.fold_whole). Where an upsert may lack columns
+    # (typed events with ``after_absent``), the batch still folds whole, the read that folds
+    # it counting the upserts that lack one; a batch with any is folded again per column,
+    # and so is every later batch into the table in this process (_PARTIAL_TABLES).
     whole = scd_type == 1 and not generic and not ignore_null_updates
-    whole = whole and not rules.partial(selected, image)
-    counts = _Counts(
-        selected,
-        image,
-        "ddl" in fields,
-        observe=True,
-        pk_keys=keys if check_pk else None,
-        per_column=not whole,
-        samples=on_invalid == "raise",
-    )
-    entries = rules.entries(counts.frame, image)
-    call = _Call(table, plan, image, counts, app_id, batch_id, on_ddl, on_invalid)
-    if scd_type == 1:
-        result = call.scd1(entries, whole, tombstone_retention)
-    else:
-        result = call.scd2(entries)
+    lacks = rules.lacking(image) if whole else None
+    if lacks is not None and _table_key(table) in _PARTIAL_TABLES:
+        whole, lacks = False, None
+    while True:
+        counts = _Counts(
+            selected,
+            image,
+            "ddl" in fields,
+            observe=True,
+            pk_keys=keys if check_pk else None,
+            per_column=not whole,
+            samples=on_invalid == "raise",
+            lacking=lacks,
+        )
+        entries = rules.entries(counts.frame, image)
+        call = _Call(table, plan, image, counts, app_id, batch_id, on_ddl, on_invalid)
+        if scd_type != 1:
+            result = call.scd2(entries)
+            break
+        found = call.scd1(entries, whole, tombstone_retention)
+        if found is not None:
+            result = found
+            break
+        # An upsert lacked a column: nothing was written; fold per column.
+        _remember_partial(table)
+        whole, lacks = False, None
     if (
         on_stale != "ignore"
         and not result.truncated  # the keys a truncate of the batch deleted are stale
@@ -573,7 +594,11 @@ class _Call:
             return cut[0], cut[1], True
         return at, None if time is None else int(time), False
 
-    def scd1(self, entries: DataFrame, whole: bool, retention: dt.timedelta | None) -> ApplyResult:
+    def scd1(
+        self, entries: DataFrame, whole: bool, retention: dt.timedelta | None
+    ) -> ApplyResult | None:
+        """The batch's type 1 MERGE; ``None``, having written nothing, when ``whole`` and an
+        upsert of the batch lacks a column (the batch needs the per-column fold)."""
         from pyspark import StorageLevel
 
         image, table = self.image, self.table
@@ -586,6 +611,8 @@ class _Call:
         folded, keys_in_batch, free = held(folded)
         filled = None
         try:
+            if whole and self.counts.lacking():
+                return None
             result, cut, cut_time = self.begin(keys_in_batch)
             new_cut = result.truncated
             if not result.keys and not new_cut:
@@ -870,6 +897,16 @@ def _interpreted(events: DataFrame, table: Table) -> DataFrame:
     return in_session(events, session)
 
 
+def _table_key(table: Table) -> tuple[str, str]:
+    return type(table).__name__, table.target
+
+
+def _remember_partial(table: Table) -> None:
+    if len(_PARTIAL_TABLES) >= PARTIAL_TABLES_KEPT:
+        _PARTIAL_TABLES.clear()
+    _PARTIAL_TABLES.add(_table_key(table))
+
+
 def _large(table: Table) -> bool:
     """Whether the table holds more than :data:`RESOLVE_BYTES` (asked only when the batch
     could take the resolved path)."""
@@ -1101,8 +1138,9 @@ class _Schema:
 class _Counts:
     """What the batch holds: events per op, the row changes without a key or a sequence,
     key changes, the newest row change's event time, the ``ddl`` statements, values that
-    did not convert, image keys that are no column, columns no upsert carried, and
-    (checking the stored keys) row changes naming another primary key.
+    did not convert, image keys that are no column, columns no upsert carried, upserts
+    lacking a column (given their condition, ``lacking``), and (checking the stored keys)
+    row changes naming another primary key.
 
     ``observe=True``: the counts are taken by ``DataFrame.observe`` on :attr:`frame` while
     the first action over it (the fold's) reads the batch, so the batch is read once and
@@ -1119,6 +1157,7 @@ class _Counts:
         pk_keys: Sequence[str] | None = None,
         per_column: bool = False,
         samples: bool = False,
+        lacking: str | None = None,
     ) -> None:
         from pyspark.sql import functions as F
 
@@ -1184,6 +1223,8 @@ class _Counts:
                     f"carried_{i}",
                     f"max(CASE WHEN {upsert} AND `after` IS NOT NULL THEN {image.present(c)} END)",
                 ))  # fmt: skip
+        if lacking is not None:
+            aggs.append(("lacking", f"count(CASE WHEN {lacking} THEN 1 END)"))
         self.pk_keys = pk_keys
         if pk_keys is not None:
             want = "array(" + ", ".join(literal(k.lower()) for k in pk_keys) + ")"
@@ -1225,6 +1266,10 @@ class _Counts:
         """The batch's newest sequenced ``truncate``: its sequence and event time."""
         found = self._values()["truncate"]
         return None if found is None else (bytes(found["s"]), found["t"])
+
+    def lacking(self) -> int:
+        """Upserts that lack a column (counted when given their condition, ``lacking``)."""
+        return self._values().get("lacking") or 0
 
     def pk_mismatch(self) -> int:
         return self._values().get("pk_mismatch") or 0
