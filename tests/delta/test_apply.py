@@ -105,15 +105,17 @@ def test_a_big_tables_merge_gives_the_table_a_small_ones_gives(delta_spark, tmp_
                                                                monkeypatch):  # fmt: skip
     """The suite's session evaluates its expressions interpreted (tests/support, to spare
     compiling on tables of a few hundred rows), and so does the MERGE into any table under
-    ``INTERPRET_BYTES``, which also rewrites the files it changes (under ``REWRITE_BYTES``);
-    users' sessions and big tables run Spark's generated code and write deletion vectors.
-    Both on everywhere, the Tencent DTS stream of the tests above (partial images, key
-    changes, late changes) gives the same table, the source's."""
+    ``INTERPRET_BYTES``, which also rewrites the files it changes (under ``REWRITE_BYTES``)
+    and runs without adaptive query execution (under ``SERIAL_BYTES``); users' sessions and
+    big tables run Spark's generated code, adaptively, and write deletion vectors. All on
+    everywhere, the Tencent DTS stream of the tests above (partial images, key changes,
+    late changes) gives the same table, the source's."""
     import importlib
 
     delta_module = importlib.import_module("cdc_decode.spark._tables.delta")
     monkeypatch.setattr(delta_module, "INTERPRET_BYTES", 0)
     monkeypatch.setattr(delta_module, "REWRITE_BYTES", 0)
+    monkeypatch.setattr(delta_module, "SERIAL_BYTES", 0)
     held = {key: delta_spark.conf.get(key) for key in delta_module.INTERPRETED}
     delta_spark.conf.set("spark.sql.codegen.wholeStage", "true")
     delta_spark.conf.set("spark.sql.codegen.factoryMode", "CODEGEN_ONLY")
@@ -272,6 +274,41 @@ def test_a_small_tables_merge_rewrites_its_files(delta_spark, tmp_path):
     assert all(int(m["numTargetDeletionVectorsAdded"]) == 0 for m in merges)
     assert int(next(iter(merges))["numTargetFilesRemoved"]) > 0  # the newest MERGE's
     assert _live(delta_spark, path) == {1: ("a", 1), 2: ("c", 3), 3: ("d", 4)}
+
+
+def test_a_small_tables_merge_runs_without_adaptive_execution(delta_spark, tmp_path,
+                                                               monkeypatch):  # fmt: skip
+    """A MERGE of a held batch into a table under ``SERIAL_BYTES`` runs in a session
+    without adaptive query execution, its shuffles one partition each; the caller's
+    session keeps its own settings, and a table over the size (``SERIAL_BYTES`` 0 here)
+    merges adaptively."""
+    from pyspark.sql import SparkSession
+
+    seen = []
+    real = SparkSession.sql
+
+    def spied(self, statement, *args, **kwargs):
+        if statement.startswith("MERGE INTO"):
+            seen.append((self.conf.get("spark.sql.adaptive.enabled"),
+                         self.conf.get("spark.sql.shuffle.partitions")))  # fmt: skip
+        return real(self, statement, *args, **kwargs)
+
+    monkeypatch.setattr(SparkSession, "sql", spied)
+    path = str(tmp_path / "t")
+    before = (delta_spark.conf.get("spark.sql.adaptive.enabled"),
+              delta_spark.conf.get("spark.sql.shuffle.partitions"))  # fmt: skip
+    first = [("insert", 1, None, (1, "a", 1)), ("insert", 2, None, (2, "b", 2))]
+    second = [("update", 3, (2, "b", 2), (2, "c", 3)), ("delete", 4, (1, "a", 1), None)]
+    cdc_spark.apply_changes(_events(delta_spark, first), path)
+    import importlib
+
+    monkeypatch.setattr(importlib.import_module("cdc_decode.spark._tables.delta"),
+                        "SERIAL_BYTES", 0)  # fmt: skip
+    cdc_spark.apply_changes(_events(delta_spark, second), path)
+    assert seen == [("false", "1"), before]
+    assert (delta_spark.conf.get("spark.sql.adaptive.enabled"),
+            delta_spark.conf.get("spark.sql.shuffle.partitions")) == before  # fmt: skip
+    assert _live(delta_spark, path) == {2: ("c", 3)}
 
 
 def _typed_partial(delta_spark, tmp_path, fmt, connector) -> None:

@@ -114,6 +114,14 @@ def estimated_bytes(frame: DataFrame) -> int | None:
     return int(str(jdf.queryExecution().optimizedPlan().stats().sizeInBytes()))
 
 
+def row_bytes(frame: DataFrame) -> int | None:
+    """Spark's default size of a row of ``frame``'s schema (``StructType.defaultSize``: 8
+    bytes a ``bigint``, 20 a string, 100 a binary; what the optimizer assumes of a row it
+    has no statistics for); ``None`` on Spark Connect. No job."""
+    jdf = getattr(frame, "_jdf", None)
+    return None if jdf is None else int(jdf.schema().defaultSize())
+
+
 def in_session(frame: DataFrame, session: SparkSession) -> DataFrame:
     """``frame``'s plan as a frame of ``session`` (a clone of its own: the same
     SparkContext and cache, so rows ``frame`` holds in memory are read from there), which

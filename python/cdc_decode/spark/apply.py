@@ -651,9 +651,11 @@ class _Call:
                 # The folded batch, held in memory, is the source as it is (no truncate, no
                 # key change filled from the table's rows): a leaf over its held rows, it
                 # needs no copy first.
+                held_as_is = source is folded
                 commit = table.merge(
-                    source, _on(keys), clauses, self.txn, materialized=source is folded
-                )
+                    source, _on(keys), clauses, self.txn, materialized=held_as_is,
+                    rows=keys_in_batch if held_as_is else None,
+                )  # fmt: skip
         finally:
             free()
             if filled is not None:

@@ -151,6 +151,7 @@ class Table:
         txn: tuple[str, int] | None = None,
         *,
         materialized: bool = False,
+        rows: int | None = None,
     ) -> Commit:
         """One ``MERGE`` of ``source`` (alias ``s``) into the table (alias ``t``) on the
         SQL condition ``on``, its clauses in order; with ``txn`` (``app_id``,
@@ -160,20 +161,25 @@ class Table:
         from the table's rows (and holds it): called once per try, and again while another
         writer commits between the start of its read and the ``MERGE``, each such read
         counted in :attr:`retries`. ``materialized``: ``source`` is held in memory
-        (persisted and counted) and reads no table: a format need not copy it first."""
+        (persisted and counted) and reads no table: a format need not copy it first;
+        ``rows``: how many rows it holds, when counted."""
 
         def run() -> Commit:
             self.refresh()
             if txn is not None and self.check_txn(*txn):
                 return Commit(version=self.version(), skipped=True)
             if not callable(source):
-                return self.merge_once(source, on, clauses, txn, materialized=materialized)
+                return self.merge_once(
+                    source, on, clauses, txn, materialized=materialized, rows=rows
+                )
             for attempt in range(ATTEMPTS):
                 read_at = self.version()
                 frame = source()
                 self.refresh()
                 if self.version() == read_at:
-                    return self.merge_once(frame, on, clauses, txn, materialized=materialized)
+                    return self.merge_once(
+                        frame, on, clauses, txn, materialized=materialized, rows=rows
+                    )
                 self.retries += 1
                 LOG.warning(
                     "MERGE of %s: the table changed while its rows were read, read %d again",
@@ -197,6 +203,7 @@ class Table:
         txn: tuple[str, int] | None,
         *,
         materialized: bool = False,
+        rows: int | None = None,
     ) -> Commit:
         """One try of :meth:`merge` on the freshly read table, its marker not yet held:
         the ``MERGE`` with the marker, and the commit it made."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from .._compat import merge_counts
 from .._layout import NO_LAYOUT, Layout, Partition
-from .._plans import INTERPRETED, code_cache_entries, detached
+from .._plans import INTERPRETED, code_cache_entries, detached, row_bytes
 from . import Clause, Commit, Table, merge_statement, quote
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -57,6 +57,16 @@ REWRITE_BYTES = 16 * 1024 * 1024
 it changes instead of writing deletion vectors beside them, as a table without them would:
 on a table this small, rewriting a file costs less than writing its deletion vector and
 reading it back on every later scan (docs/apply.md, "Cost"). 0 turns it off."""
+SERIAL_BYTES = 4 * 1024 * 1024
+"""A MERGE into a table smaller than this (by its checksum file's size), of a source held
+in memory that is smaller too (its rows, counted, times Spark's default size of such a
+row: :func:`~cdc_decode.spark._plans.row_bytes`), runs without adaptive
+query execution, each shuffle in one partition (:data:`SERIAL`): adaptive execution runs a
+job per stage and plans the rest of the MERGE again after each, its clauses' expressions
+included, which on a table this small costs more than what it adapts (docs/apply.md,
+"Cost"). 0 turns it off."""
+SERIAL = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1"}
+"""The settings of a MERGE of :data:`SERIAL_BYTES` (session settings of its clone)."""
 DV_PERSISTENT = "spark.databricks.delta.merge.deletionVectors.persistent"
 """Delta's session setting (internal, on by default) for whether a MERGE into a table with
 deletion vectors enabled writes them."""
@@ -345,6 +355,7 @@ class DeltaTarget(Table):
         txn: tuple[str, int] | None,
         *,
         materialized: bool = False,
+        rows: int | None = None,
     ) -> Commit:
         before = self.version()
         own = self.spark.conf.get(USER_METADATA, None)
@@ -353,10 +364,15 @@ class DeltaTarget(Table):
         if materialized:
             # Held in memory and reading no table: Delta's copy of it would be a second.
             session.conf.set(MATERIALIZE_SOURCE, "none")
-        size = self.size_bytes() if max(INTERPRET_BYTES, REWRITE_BYTES) > 0 else None
+        size = self.size_bytes() if max(INTERPRET_BYTES, REWRITE_BYTES, SERIAL_BYTES) > 0 else None
         if size is not None and size < self._interpret_below():
             for key, value in INTERPRETED.items():
                 session.conf.set(key, value)
+        if materialized and size is not None and size < SERIAL_BYTES:
+            held = row_bytes(source)
+            if held is not None and rows is not None and rows * held < SERIAL_BYTES:
+                for key, value in SERIAL.items():
+                    session.conf.set(key, value)
         if size is not None and size < REWRITE_BYTES:
             session.conf.set(DV_PERSISTENT, "false")
         if all(c.sql is not None for c in clauses):

@@ -353,6 +353,7 @@ class IcebergTarget(Table):
         txn: tuple[str, int] | None,
         *,
         materialized: bool = False,
+        rows: int | None = None,
     ) -> Commit:
         view = f"_cdc_decode_source_{uuid.uuid4().hex}"
         # Materialized apart from the table it was computed from: a source that reads
