@@ -62,9 +62,9 @@ SERIAL_BYTES = 4 * 1024 * 1024
 in memory that is smaller too (its rows, counted, times Spark's default size of such a
 row: :func:`~cdc_decode.spark._plans.row_bytes`), runs without adaptive
 query execution, each shuffle in one partition (:data:`SERIAL`): adaptive execution runs a
-job per stage and plans the rest of the MERGE again after each, its clauses' expressions
-included, which on a table this small costs more than what it adapts (docs/apply.md,
-"Cost"). 0 turns it off."""
+job per stage and plans the rest of the MERGE again after each, which on a table this
+small costs more than what it adapts (about 0.06 s of a 1.3 s call on 20,000 rows;
+docs/apply.md, "Small micro-batches, end to end"). 0 turns it off."""
 SERIAL = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1"}
 """The settings of a MERGE of :data:`SERIAL_BYTES` (session settings of its clone)."""
 DV_PERSISTENT = "spark.databricks.delta.merge.deletionVectors.persistent"
