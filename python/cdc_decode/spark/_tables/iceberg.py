@@ -363,11 +363,11 @@ class IcebergTarget(Table):
             # Clauses with SQL text (the rules, or rows resolved against the table
             # beforehand): the MERGE runs them as they are. A source held in memory is
             # read as it is; another is checkpointed first.
-            rows, free = (source, None) if materialized else checkpointed(source)
+            held, free = (source, None) if materialized else checkpointed(source)
             statement = merge_statement(self.sql_name, view, on, clauses)
         else:
             # Only the rows that change are kept, each with the clause it takes.
-            rows, free = checkpointed(self._resolve(source, on, clauses))
+            held, free = checkpointed(self._resolve(source, on, clauses))
             every = {f.name: f"s.{quote(f.name)}" for f in self.read().schema.fields}
             resolved = [
                 Clause("update", {}, sql=(f"s.{ACTION} = 'u'", every)),
@@ -383,7 +383,7 @@ class IcebergTarget(Table):
         # The rows as a plain relation of the clone: a checkpoint's plan keeps the
         # constraints of the plan it came from (the clauses' expressions), which the
         # MERGE's analysis need not carry along.
-        detached(rows, session).createOrReplaceTempView(view)
+        detached(held, session).createOrReplaceTempView(view)
         try:
             session.sql(statement)
         finally:
