@@ -225,6 +225,41 @@ def test_a_new_checkpoint_with_an_old_app_id_is_an_error(delta_spark, tmp_path):
     assert sorted(live(delta_spark, path)) == [1, 2, 3, 9]
 
 
+def test_the_replay_markers_come_from_the_checksum_without_a_job(delta_spark, tmp_path):
+    """The markers a call checks come from the version's checksum file, which Delta writes
+    with each commit: no Spark job. A table that expires markers
+    (``delta.setTransactionRetentionDuration``) is read from the snapshot's state, in jobs,
+    with the same answer."""
+    from cdc_decode.spark._tables.delta import DeltaTarget
+
+    path = str(tmp_path / "t")
+    for batch_id, n in enumerate((1, 2)):
+        _apply(delta_spark, path, [("insert", n, None, (n, "x", n))], app_id="q", batch_id=batch_id)
+    _apply(delta_spark, path, [("insert", 3, None, (3, "x", 3))], app_id="r", batch_id=7)
+    context = delta_spark.sparkContext
+    tracker = context.statusTracker()
+
+    def markers(group: str) -> tuple[tuple[int | None, ...], int]:
+        table = DeltaTarget(delta_spark, path)
+        context.setJobGroup(group, "replay markers")
+        try:
+            found = tuple(table.txn_version(a) for a in ("q", "r", "s"))
+        finally:
+            context.setLocalProperty("spark.jobGroup.id", None)
+        return found, len(tracker.getJobIdsForGroup(group))
+
+    assert markers("markers-checksum") == ((1, 7, None), 0)
+    delta_spark.sql(
+        f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES "
+        "('delta.setTransactionRetentionDuration' = 'interval 30 days')"
+    )
+    found, jobs = markers("markers-state")
+    assert found == (1, 7, None) and jobs > 0
+    again = _apply(delta_spark, path, [("insert", 9, None, (9, "x", 9))], app_id="q", batch_id=1)
+    assert again.skipped
+    assert sorted(live(delta_spark, path)) == [1, 2, 3]
+
+
 # --- stale changes ---------------------------------------------------------------------------
 
 

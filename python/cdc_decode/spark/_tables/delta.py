@@ -34,6 +34,7 @@ MATERIALIZE_SOURCE = "spark.databricks.delta.merge.materializeSource"
 ``none`` for a source already held in memory that reads no table (deterministic)."""
 TYPE_WIDENING = "delta.enableTypeWidening"
 NTZ = "timestampNtz"
+RETAINED_TXNS = "delta.setTransactionRetentionDuration"
 DELETION_VECTORS = "delta.enableDeletionVectors"
 DELETION_VECTORS_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
 """The session setting for new tables' deletion vectors: when set, :meth:`DeltaTarget.create`
@@ -169,11 +170,38 @@ class DeltaTarget(Table):
         return None if snap is None else int(snap.version())
 
     def txn_version(self, app_id: str) -> int | None:
+        """The newest batch id the table holds for ``app_id``: from the version's checksum
+        file, which lists the markers when Delta computed them with the commit (no job);
+        else from the snapshot's state, which Spark computes in jobs over the log (three
+        jobs, about 0.4 s a call on a small table in an adaptive session)."""
         snap = self._snapshot()
         if snap is None:
             return None
+        listed = self._checksum_txns(snap)
+        if listed is not None:
+            return listed.get(app_id)
         stored = snap.transactions().get(app_id)  # a Scala Option
         return int(stored.get()) if stored.isDefined() else None
+
+    def _checksum_txns(self, snap: Any) -> dict[str, int] | None:
+        """The replay markers the snapshot's checksum file lists (``setTransactions``), or
+        ``None`` when it lists none (an older writer, more than Delta keeps there) or the
+        table expires markers (``delta.setTransactionRetentionDuration``, which Delta
+        applies to the snapshot's markers but not to those of a checksum)."""
+        if RETAINED_TXNS in self._configuration(snap):
+            return None
+        checksum = snap.checksumOpt()
+        if not checksum.isDefined():
+            return None
+        txns = checksum.get().setTransactions()
+        if not txns.isDefined():
+            return None
+        listed = {}
+        markers = txns.get().iterator()
+        while markers.hasNext():
+            marker = markers.next()
+            listed[str(marker.appId())] = int(marker.version())
+        return listed
 
     def _delta_table(self, session: SparkSession) -> Any:
         from delta.tables import DeltaTable
