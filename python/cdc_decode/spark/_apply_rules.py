@@ -361,36 +361,35 @@ def fold_columns(entries: DataFrame, keys: Sequence[str], values: Sequence[str])
     and its sequence (``_s_<i>``); for a key that an update moved here, the old key
     (``_from``) and the move's sequence (``_move_seq``). Which values the key keeps (after a
     delete, against the stored row) the MERGE decides."""
+    # SQL text, one py4j call per aggregate: the column API took about ten per column.
     from pyspark.sql import functions as F
 
-    upsert = F.col(KIND) == "u"
-    order = F.struct(F.col("_seq"), F.col(KIND), F.col(TIE), F.col("_time"))
-    by = F.struct(F.col("_seq"), F.col(TIE))
-    present = [F.col(f"_p_{i}") for i in range(len(values))]
+    upsert = f"{KIND} = 'u'"
+    by = f"struct(_seq, {TIE})"
+    carried = _and([f"_p_{i}" for i in range(len(values))])
     aggs = [
-        F.max(order).alias("_newest"),
-        F.collect_set(F.when(F.col(KIND) == "d", F.col("_seq"))).alias("_dels"),
-        F.max(F.when(upsert & _all(present), F.col("_seq"))).alias(FULL_SEQ),
-        F.max_by(F.col(FROM), F.when(F.col(FROM).isNotNull(), by)).alias(FROM),
-        F.max(F.when(F.col(FROM).isNotNull(), F.col("_seq"))).alias(MOVE_SEQ),
+        f"max(struct(_seq, {KIND}, {TIE}, _time)) AS _newest",
+        f"collect_set(CASE WHEN {KIND} = 'd' THEN _seq END) AS _dels",
+        f"max(CASE WHEN {upsert} AND {carried} THEN _seq END) AS {FULL_SEQ}",
+        f"max_by({FROM}, CASE WHEN {FROM} IS NOT NULL THEN {by} END) AS {FROM}",
+        f"max(CASE WHEN {FROM} IS NOT NULL THEN _seq END) AS {MOVE_SEQ}",
     ]
     for i, c in enumerate(values):
-        when = upsert & F.col(f"_p_{i}")
-        aggs.append(F.max_by(col(c), F.when(when, by)).alias(c))
-        aggs.append(F.max(F.when(when, F.col("_seq"))).alias(f"_s_{i}"))
-    folded = entries.groupBy(*[col(k) for k in keys]).agg(*aggs)
-    newest_del = F.array_max("_dels")
-    return folded.select(
-        *[col(k) for k in keys],
-        F.col("_newest._seq").alias(LAST_SEQ),
-        F.col(f"_newest.{KIND}").alias(LAST_KIND),
-        F.col("_newest._time").alias(LAST_TIME),
-        newest_del.alias(DEL_SEQ),
-        F.array_max(F.filter("_dels", lambda x: x < newest_del)).alias(DEL_PREV),
-        F.col(FULL_SEQ),
-        F.col(FROM),
-        F.col(MOVE_SEQ),
-        *[x for i, c in enumerate(values) for x in (col(c), F.col(f"_s_{i}"))],
+        when = f"{upsert} AND _p_{i}"
+        aggs.append(f"max_by({quote(c)}, CASE WHEN {when} THEN {by} END) AS {quote(c)}")
+        aggs.append(f"max(CASE WHEN {when} THEN _seq END) AS _s_{i}")
+    folded = entries.groupBy(*[col(k) for k in keys]).agg(*[F.expr(a) for a in aggs])
+    return folded.selectExpr(
+        *[quote(k) for k in keys],
+        f"_newest._seq AS {LAST_SEQ}",
+        f"_newest.{KIND} AS {LAST_KIND}",
+        f"_newest._time AS {LAST_TIME}",
+        f"array_max(_dels) AS {DEL_SEQ}",
+        f"array_max(filter(_dels, x -> x < array_max(_dels))) AS {DEL_PREV}",
+        FULL_SEQ,
+        FROM,
+        MOVE_SEQ,
+        *[x for i, c in enumerate(values) for x in (quote(c), f"_s_{i}")],
     )
 
 
