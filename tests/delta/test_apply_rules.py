@@ -244,8 +244,9 @@ def test_the_replay_markers_come_from_the_checksum_without_a_job(delta_spark, tm
         context.setJobGroup(group, "replay markers")
         try:
             found = tuple(table.txn_version(a) for a in ("q", "r", "s"))
-        finally:
+        finally:  # the suite's one session: later tests' jobs join no group
             context.setLocalProperty("spark.jobGroup.id", None)
+            context.setLocalProperty("spark.job.description", None)
         return found, len(tracker.getJobIdsForGroup(group))
 
     assert markers("markers-checksum") == ((1, 7, None), 0)
