@@ -454,6 +454,34 @@ def test_renamed_or_dropped_columns_in_ddl(delta_spark, tmp_path):
     assert _apply(delta_spark, path, rename, on_ddl="report").ddl == [rename[0][5]]
 
 
+def test_ddl_statements_come_in_sequence_order_from_the_one_read(delta_spark, tmp_path):
+    """The ``ddl`` statements of a batch are taken by the read that folds it: each event is
+    read once (an unpersisted micro-batch is decoded once), the statements in sequence
+    order whatever the batch's order."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import udf
+
+    path = str(tmp_path / "t")
+    rows = [
+        ("ddl", 4, None, None, "CREATE INDEX `b` ON `users` (`name`)"),
+        ("insert", 1, None, {"id": "1", "name": "a", "score": "1"}),
+        ("ddl", 2, None, None, "CREATE INDEX `a` ON `users` (`score`)"),
+        ("update", 3, {"id": "1"}, {"id": "1", "name": "b", "score": "1"}),
+    ]
+    reads = delta_spark.sparkContext.accumulator(0)
+
+    def counted(op):
+        reads.add(1)
+        return op
+
+    counting = udf(counted, "string").asNondeterministic()
+    events = _generic(delta_spark, rows).withColumn("op", counting(F.col("op")))
+    result = cdc_spark.apply_changes(events, path, schema="id bigint, name string, score int")
+    assert result.ddl == [rows[2][4], rows[0][4]]
+    assert reads.value == len(rows)
+    assert live(delta_spark, path) == {1: ("b", 1)}
+
+
 def test_values_that_do_not_convert_are_counted_not_fatal(delta_spark, tmp_path):
     """Generic images with schema=: a value that does not convert (MySQL's zero date,
     text in a number) is an error naming it by default (on_invalid="raise"), nothing

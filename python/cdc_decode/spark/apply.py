@@ -1189,6 +1189,13 @@ class _Counts:
                 ("applied", f"count(CASE WHEN {sequenced} AND NOT {unkeyed} THEN 1 END)"),
                 ("moves", f"count(CASE WHEN {upsert} AND {image.moved()} THEN 1 END)"),
             ]
+        if has_ddl:
+            # The statements ride in the one read too: collected here, a batch with a ddl
+            # event was read (decoded) a second time for them.
+            aggs.append((
+                "ddl_statements",
+                "collect_list(CASE WHEN op = 'ddl' THEN named_struct('s', _seq, 'd', ddl) END)",
+            ))  # fmt: skip
         if samples and "error" in selected.columns:
             aggs.append(("error_sample", "min(CASE WHEN op = 'error' THEN error END)"))
         if image.generic:
@@ -1313,10 +1320,10 @@ class _Counts:
             for row in self.selected.where(known).groupBy("op").count().collect():
                 result.other[row["op"]] = row["count"]
         if self.has_ddl and result.other.get("ddl"):
-            # Sorted here as Spark sorts (nulls first): an orderBy adds a sampling job or two.
-            rows = self.selected.where(F.col("op") == "ddl").select("_seq", "ddl").collect()
-            rows.sort(key=lambda r: (r["_seq"] is not None, bytes(r["_seq"] or b"")))
-            result.ddl = [r["ddl"] for r in rows]
+            # In sequence order, nulls first (as Spark sorts), equal sequences by their text.
+            rows = [(r["s"], r["d"]) for r in values.get("ddl_statements") or []]
+            rows.sort(key=lambda r: (r[0] is not None, bytes(r[0] or b""), r[1] or ""))
+            result.ddl = [text for _, text in rows]
         image = self.image
         for i, c in enumerate(image.names):
             n = values.get(f"bad_{i}") or 0
