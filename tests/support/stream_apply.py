@@ -79,19 +79,16 @@ class ApplySink:
 
         if self.accounting is not None:
             self.accounting.reset()
-        batch = batch.persist()
-        try:
-            result = cdc_spark.apply_changes(
-                batch,
-                self.target,
-                keys=self.keys,
-                schema=self.schema,
-                app_id=self.app_id,
-                batch_id=None if self.app_id is None else batch_id,
-                on_stale=self.on_stale,
-            )
-        finally:
-            batch.unpersist()
+        # Unpersisted, as docs/streaming.md writes it: one table's call reads the batch once.
+        result = cdc_spark.apply_changes(
+            batch,
+            self.target,
+            keys=self.keys,
+            schema=self.schema,
+            app_id=self.app_id,
+            batch_id=None if self.app_id is None else batch_id,
+            on_stale=self.on_stale,
+        )
         name = f"{batch_id:06d}"
         if batch_id == self.pause_at:
             (self.log / f"{name}.applied").touch()
