@@ -426,12 +426,13 @@ class ApplyChanges(Contender):
     every batch written by the MERGE of the rules' clauses, not broadcast (these two are
     the apply path before either);
     ``compiled``: every MERGE and fold compiled (``INTERPRET_BYTES`` and
-    ``FOLD_INTERPRET_BYTES`` 0); ``dv``: deletion vectors enabled after the load,
-    ``nomat``: with ``merge.materializeSource=none`` around the call; ``cluster``: the table liquid
-    clustered by the key after the load (``cluster_by=["id"]`` of a table made by
-    ``apply_changes``), ``optimize``: ``OPTIMIZE`` after every :data:`OPTIMIZE_EVERY`
-    batches, timed with the batch (a clustered table is clustered by it, the other
-    compacted)."""
+    ``FOLD_INTERPRET_BYTES`` 0); ``shuffled``: a small batch shuffled by key before its
+    fold (``ONE_TASK_BYTES`` 0), as before it was folded in one task; ``dv``: deletion
+    vectors enabled after the load, ``nomat``: with ``merge.materializeSource=none``
+    around the call; ``cluster``: the table liquid clustered by the key after the load
+    (``cluster_by=["id"]`` of a table made by ``apply_changes``), ``optimize``:
+    ``OPTIMIZE`` after every :data:`OPTIMIZE_EVERY` batches, timed with the batch (a
+    clustered table is clustered by it, the other compacted)."""
 
     OPTIMIZE_EVERY = 4
 
@@ -493,14 +494,18 @@ class ApplyChanges(Contender):
 
         broadcast = apply_module.BROADCAST_KEYS
         interpret = apply_module.FOLD_INTERPRET_BYTES, delta_module.INTERPRET_BYTES
+        one_task = apply_module.ONE_TASK_BYTES
         if "nobroadcast" in self.options:
             apply_module.BROADCAST_KEYS = -1
+        if "shuffled" in self.options:
+            apply_module.ONE_TASK_BYTES = 0
         if "compiled" in self.options:
             apply_module.FOLD_INTERPRET_BYTES = delta_module.INTERPRET_BYTES = 0
         try:
             cdc_spark.apply_changes(events, path, **_apply_kwargs())
         finally:
             apply_module.BROADCAST_KEYS = broadcast
+            apply_module.ONE_TASK_BYTES = one_task
             apply_module.FOLD_INTERPRET_BYTES, delta_module.INTERPRET_BYTES = interpret
             if "nomat" in self.options:
                 spark.conf.unset(conf)
@@ -628,7 +633,7 @@ def key_ranges(column: str, keys: list[int], cap: int = 64) -> str:
 
 def contender(spec: str) -> Contender:
     parts = spec.split("+")
-    options = {"dv", "nomat", "cow", "nobroadcast", "cluster", "optimize", "compiled"}
+    options = {"dv", "nomat", "cow", "nobroadcast", "cluster", "optimize", "compiled", "shuffled"}
     if parts[0] == "apply_changes" and set(parts[1:]) <= options:
         return ApplyChanges(set(parts[1:]))
     if parts[0] != "merge" or not set(parts[1:]) <= {"dv", "broadcast", "ranges", "split", "nomat"}:

@@ -91,6 +91,10 @@ RESOLVE_BYTES = 256 * 1024 * 1024
 many bytes; on a smaller one, and on a format that does not say its size (Iceberg), the
 rules ride in one ``MERGE``'s clauses (:mod:`._rules_sql`), which reads the table once."""
 
+ONE_TASK_BYTES = 4 * 1024 * 1024
+"""A batch smaller than this by the optimizer's estimate (``FOLD_INTERPRET_BYTES``'s) is
+read and folded in one task (``coalesce(1)``): no shuffle before the fold. 0 turns it
+off."""
 FOLD_INTERPRET_BYTES = 4 * 1024 * 1024
 """A batch smaller than this (by the optimizer's estimate of its rows) is read, folded and
 counted interpreted, in a clone of the caller's session: compiling the generated code of
@@ -367,7 +371,7 @@ def apply_changes(
     if app_id is not None and exists and table.check_txn(app_id, batch_id):
         _drain(events)
         return ApplyResult(skipped=True, version=table.version())
-    events = _interpreted(events, table)  # a replay skipped above needs no clone
+    events, small = _interpreted(events, table)  # a replay skipped above needs no clone
 
     image_type = fields["after"].dataType
     generic = isinstance(image_type, MapType)
@@ -463,6 +467,10 @@ def apply_changes(
             lacking=lacks,
         )
         entries = rules.entries(counts.frame, image)
+        if small:
+            # One partition needs no shuffle before the fold: one task reads, folds and
+            # holds the batch (a job, where the shuffle took two).
+            entries = entries.coalesce(1)
         call = _Call(table, plan, image, counts, app_id, batch_id, on_ddl, on_invalid)
         if scd_type != 1:
             result = call.scd2(entries)
@@ -881,22 +889,23 @@ def _properties(properties: Mapping[str, str] | None) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def _interpreted(events: DataFrame, table: Table) -> DataFrame:
+def _interpreted(events: DataFrame, table: Table) -> tuple[DataFrame, bool]:
     """``events`` as a frame of an interpreted clone of their session when the batch is
     smaller than :data:`FOLD_INTERPRET_BYTES` (and the session compiles), else as they
-    are. The rows are the same: a batch held in memory is read from its cache."""
-    if FOLD_INTERPRET_BYTES <= 0:
-        return events
+    are, and whether the batch is smaller than :data:`ONE_TASK_BYTES`. The rows are the
+    same: a batch held in memory is read from its cache."""
+    limit = max(FOLD_INTERPRET_BYTES, ONE_TASK_BYTES)
+    size = estimated_bytes(events) if limit > 0 else None
+    small = size is not None and size < ONE_TASK_BYTES
+    if FOLD_INTERPRET_BYTES <= 0 or size is None or size >= FOLD_INTERPRET_BYTES:
+        return events, small
     conf = events.sparkSession.conf
     if all(conf.get(key, None) == value for key, value in INTERPRETED.items()):
-        return events
-    size = estimated_bytes(events)
-    if size is None or size >= FOLD_INTERPRET_BYTES:
-        return events
+        return events, small
     session = table.clone_session()
     for key, value in INTERPRETED.items():
         session.conf.set(key, value)
-    return in_session(events, session)
+    return in_session(events, session), small
 
 
 def _table_key(table: Table) -> tuple[str, str]:
