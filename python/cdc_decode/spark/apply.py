@@ -92,8 +92,8 @@ many bytes; on a smaller one, and on a format that does not say its size (Iceber
 rules ride in one ``MERGE``'s clauses (:mod:`._rules_sql`), which reads the table once."""
 
 ONE_TASK_BYTES = 4 * 1024 * 1024
-"""A batch smaller than this by the optimizer's estimate (``FOLD_INTERPRET_BYTES``'s) is
-read and folded in one task (``coalesce(1)``): no shuffle before the fold. 0 turns it
+"""A type 1 batch smaller than this by the optimizer's estimate (``FOLD_INTERPRET_BYTES``'s)
+is read and folded in one task (``coalesce(1)``): no shuffle before the fold. 0 turns it
 off."""
 FOLD_INTERPRET_BYTES = 4 * 1024 * 1024
 """A batch smaller than this (by the optimizer's estimate of its rows) is read, folded and
@@ -467,9 +467,10 @@ def apply_changes(
             lacking=lacks,
         )
         entries = rules.entries(counts.frame, image)
-        if small:
+        if small and scd_type == 1:
             # One partition needs no shuffle before the fold: one task reads, folds and
-            # holds the batch (a job, where the shuffle took two).
+            # holds the batch (a job, where the shuffle took two). Not for a history, whose
+            # plan reads the entries in several joins: one partition made it slower.
             entries = entries.coalesce(1)
         call = _Call(table, plan, image, counts, app_id, batch_id, on_ddl, on_invalid)
         if scd_type != 1:
