@@ -371,7 +371,11 @@ def apply_changes(
     if app_id is not None and exists and table.check_txn(app_id, batch_id):
         _drain(events)
         return ApplyResult(skipped=True, version=table.version())
-    events, small = _interpreted(events, table)  # a replay skipped above needs no clone
+    # The batch's size by the optimizer's estimate (no job), for both choices it makes: the
+    # fold interpreted, a type 1 fold in one task. A replay skipped above needs neither.
+    size = estimated_bytes(events) if max(FOLD_INTERPRET_BYTES, ONE_TASK_BYTES) > 0 else None
+    one_task = scd_type == 1 and size is not None and size < ONE_TASK_BYTES
+    events = _interpreted(events, table, size)
 
     image_type = fields["after"].dataType
     generic = isinstance(image_type, MapType)
@@ -467,7 +471,7 @@ def apply_changes(
             lacking=lacks,
         )
         entries = rules.entries(counts.frame, image)
-        if small and scd_type == 1:
+        if one_task:
             # One partition needs no shuffle before the fold: one task reads, folds and
             # holds the batch (a job, where the shuffle took two). Not for a history, whose
             # plan reads the entries in several joins: one partition made it slower.
@@ -890,23 +894,20 @@ def _properties(properties: Mapping[str, str] | None) -> dict[str, str]:
     return dict(sorted(out.items()))
 
 
-def _interpreted(events: DataFrame, table: Table) -> tuple[DataFrame, bool]:
+def _interpreted(events: DataFrame, table: Table, size: int | None) -> DataFrame:
     """``events`` as a frame of an interpreted clone of their session when the batch is
-    smaller than :data:`FOLD_INTERPRET_BYTES` (and the session compiles), else as they
-    are, and whether the batch is smaller than :data:`ONE_TASK_BYTES`. The rows are the
-    same: a batch held in memory is read from its cache."""
-    limit = max(FOLD_INTERPRET_BYTES, ONE_TASK_BYTES)
-    size = estimated_bytes(events) if limit > 0 else None
-    small = size is not None and size < ONE_TASK_BYTES
+    smaller than :data:`FOLD_INTERPRET_BYTES` (``size``: the optimizer's estimate) and the
+    session compiles, else as they are. The rows are the same: a batch held in memory is
+    read from its cache."""
     if FOLD_INTERPRET_BYTES <= 0 or size is None or size >= FOLD_INTERPRET_BYTES:
-        return events, small
+        return events
     conf = events.sparkSession.conf
     if all(conf.get(key, None) == value for key, value in INTERPRETED.items()):
-        return events, small
+        return events
     session = table.clone_session()
     for key, value in INTERPRETED.items():
         session.conf.set(key, value)
-    return in_session(events, session), small
+    return in_session(events, session)
 
 
 def _table_key(table: Table) -> tuple[str, str]:
