@@ -237,6 +237,13 @@ def test_spark_job_totals(spark, engine, mode):
     assert accounting.value() == dict.fromkeys(cdc_spark.STATS, 0)
     events.count()
     assert accounting.value() == totals
+    # One task reading every partition (a coalesce, as apply_changes folds a small batch)
+    # reports each under its own partition id: they add up, and again once per action.
+    accounting.reset()
+    assert events.coalesce(1).count() == len(rows)
+    assert accounting.value() == totals and accounting.partitions() == 1
+    events.coalesce(1).count()
+    assert accounting.value() == totals
 
 
 def test_spark_accounting_of_two_decodes_and_a_failed_job(spark):

@@ -63,14 +63,22 @@ _TUPLE_REQUIRED = (
 
 
 class _LatestPerPartition:
-    """The accumulator's arithmetic: a dict ``{(decode call, partition): stats}`` where a
-    partition reported again replaces its earlier report instead of adding to it."""
+    """The accumulator's arithmetic: a dict ``{(decode call, partition): (attempt, stats)}``
+    where a partition reported again by another task attempt (a retry, a recomputation)
+    replaces its earlier report instead of adding to it, and the reports of one attempt
+    add up: a task that reads several partitions (after a ``coalesce``, which runs them
+    one after the other under the task's own partition id) reports once for each.
+    ``attempt`` is ``None`` for a key only one report can have (a topic-partition)."""
 
     def zero(self, value: dict) -> dict:
         return {}
 
     def addInPlace(self, value1: dict, value2: dict) -> dict:  # noqa: N802 (Spark's name)
-        value1.update(value2)
+        for key, (attempt, stats) in value2.items():
+            held = value1.get(key)
+            if attempt is not None and held is not None and held[0] == attempt:
+                stats = {name: held[1][name] + count for name, count in stats.items()}
+            value1[key] = (attempt, stats)
         return value1
 
 
@@ -87,10 +95,12 @@ class DecodeAccounting:
     Retries and recomputation: Spark adds a transformation's accumulator updates again
     each time a task runs (a retried task, a speculative copy, a stage recomputed after a
     lost executor, a second action on an uncached DataFrame). Here each partition's report
-    is kept by ``(decode call, partition)`` and a later report of the same partition
-    replaces the earlier one, so the totals count every partition once however often it
-    ran, and say what its last run did. Failed task attempts report nothing (Spark drops
-    their updates).
+    is kept by ``(decode call, partition)`` and a later task attempt's report of the same
+    partition replaces the earlier one, so the totals count every partition once however
+    often it ran, and say what its last run did. Failed task attempts report nothing (Spark
+    drops their updates). A task that reads several of the decode's partitions (after a
+    ``coalesce``: ``apply_changes`` folds a small batch in one task) reports each under its
+    own partition id: those reports of one attempt add up.
 
     Streaming: a streaming query runs the same plan once per micro-batch, and each
     micro-batch's partitions replace the last one's. For per-micro-batch totals call
@@ -142,7 +152,7 @@ class DecodeAccounting:
                 for name in STATS:
                     totals[name] += metrics.get(name) or 0
             return totals
-        for stats in self._accumulator.value.values():
+        for _attempt, stats in self._accumulator.value.values():
             for name in STATS:
                 totals[name] += stats[name]
         return totals
@@ -188,7 +198,8 @@ class _Reporter:
 
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else -1
-        self.accumulator.add({(self.call, partition): {n: stats[n] for n in STATS}})
+        attempt = context.taskAttemptId() if context is not None else -1
+        self.accumulator.add({(self.call, partition): (attempt, {n: stats[n] for n in STATS})})
 
 
 _STATS_COLUMN = "__cdc_decode_stats"

@@ -288,7 +288,7 @@ class _GroupReporter:
         self.call = uuid.uuid4().hex
 
     def report(self, topic: str, partition: int, stats: dict[str, int]) -> None:
-        self.accumulator.add({(self.call, f"{topic}/{partition}"): stats})
+        self.accumulator.add({(self.call, f"{topic}/{partition}"): (None, stats)})
 
 
 def _blob(table: pa.Table | pa.RecordBatch) -> bytes:
