@@ -16,7 +16,7 @@ import pyarrow.compute as pc
 import pytest
 from support.jobs import kill_when, wait_for
 from support.kafka import new_topic, produce, produce_records, records
-from support.streaming import BatchSink, kafka_batch, run
+from support.streaming import BatchSink, kafka_batch, kafka_source, run
 
 import cdc_decode
 from cdc_decode import _proto as pb
@@ -154,6 +154,41 @@ def test_stop_mid_stream_and_restart(spark, kafka_broker, tmp_path):
     assert len(sink.batches()) > stopped_at
     _assert_equals_batch(spark, kafka_broker, topic, stream, sink)
     _assert_accounted(sink, stream.messages)
+
+
+def test_a_micro_batch_is_sized_by_its_kafka_offsets(spark, kafka_broker, tmp_path):
+    """Spark's Kafka source reports no size, so the optimizer's estimate of a micro-batch is
+    its default, larger than any batch; ``apply_changes`` sizes the frame ``foreachBatch``
+    hands over by its offset ranges instead (``_plans.batch_bytes``): its records, through
+    the decoding (Tencent DTS's sets held across micro-batches in state, a shuffle), at
+    ``KAFKA_RECORD_BYTES`` each. A frame that is not a micro-batch keeps the estimate."""
+    from cdc_decode.spark import _plans
+
+    stream = _dts(120, 13)
+    topic = new_topic(kafka_broker, partitions=3)
+    produce(kafka_broker.bootstrap, topic, stream, partitions=3)
+    seen: list[tuple[int | None, int | None, int]] = []
+
+    def sink(batch, _batch_id):
+        seen.append((_plans.kafka_records(batch), _plans.batch_bytes(batch), batch.count()))
+
+    source = kafka_source(spark, kafka_broker.bootstrap, topic, max_offsets=50)
+    (
+        cdc_spark.decode_stream(source, "tencent-dts")
+        .writeStream.option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .foreachBatch(sink)
+        .trigger(availableNow=True)
+        .start()
+        .awaitTermination()
+    )
+    records = [r for r, _, _ in seen]
+    assert len(seen) == 3 and sum(records) == stream.messages  # at most 50 a micro-batch,
+    assert all(0 < r <= 50 for r in records), records  # shared among the partitions
+    assert [size for _, size, _ in seen] == [r * _plans.KAFKA_RECORD_BYTES for r in records]
+    assert sum(rows for _, _, rows in seen) == stream.rows
+    local = spark.range(3)
+    assert _plans.kafka_records(local) is None
+    assert _plans.batch_bytes(local) == _plans.estimated_bytes(local) == 24
 
 
 def _job(broker, topic, tmp_path, *extra: str) -> subprocess.Popen:

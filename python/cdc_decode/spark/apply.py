@@ -53,7 +53,7 @@ from ._apply_rules import START_SEQUENCE as START_SEQUENCE
 from ._apply_rules import START_TIME as START_TIME
 from ._apply_rules import UPSERT_OPS as UPSERT_OPS
 from ._layout import NO_LAYOUT, Layout, layout
-from ._plans import INTERPRETED, built_without_call_sites, estimated_bytes, held, in_session
+from ._plans import INTERPRETED, batch_bytes, built_without_call_sites, held, in_session
 from ._sql import in_list, literal
 from ._tables import Clause, Commit, Table, open_table, quote
 
@@ -92,14 +92,14 @@ many bytes; on a smaller one, and on a format that does not say its size (Iceber
 rules ride in one ``MERGE``'s clauses (:mod:`._rules_sql`), which reads the table once."""
 
 ONE_TASK_BYTES = 4 * 1024 * 1024
-"""A type 1 batch smaller than this by the optimizer's estimate (``FOLD_INTERPRET_BYTES``'s)
-is read and folded in one task (``coalesce(1)``): no shuffle before the fold. 0 turns it
-off."""
+"""A type 1 batch smaller than this (``FOLD_INTERPRET_BYTES``'s measure) is read and folded
+in one task (``coalesce(1)``): no shuffle before the fold. 0 turns it off."""
 FOLD_INTERPRET_BYTES = 4 * 1024 * 1024
-"""A batch smaller than this (by the optimizer's estimate of its rows) is read, folded and
-counted interpreted, in a clone of the caller's session: compiling the generated code of
-the fold's plan costs more than it saves on a streaming micro-batch (docs/apply.md,
-"Cost"). 0 turns it off."""
+"""A batch smaller than this (by the optimizer's estimate of its rows, or a Kafka
+micro-batch's records at ``_plans.KAFKA_RECORD_BYTES`` each: ``_plans.batch_bytes``) is
+read, folded and counted interpreted, in a clone of the caller's session: compiling the
+generated code of the fold's plan costs more than it saves on a streaming micro-batch
+(docs/apply.md, "Cost"). 0 turns it off."""
 
 PARTIAL_TABLES_KEPT = 10_000
 """How many tables :data:`_PARTIAL_TABLES` remembers (forgotten all at once past it)."""
@@ -371,9 +371,10 @@ def apply_changes(
     if app_id is not None and exists and table.check_txn(app_id, batch_id):
         _drain(events)
         return ApplyResult(skipped=True, version=table.version())
-    # The batch's size by the optimizer's estimate (no job), for both choices it makes: the
-    # fold interpreted, a type 1 fold in one task. A replay skipped above needs neither.
-    size = estimated_bytes(events) if max(FOLD_INTERPRET_BYTES, ONE_TASK_BYTES) > 0 else None
+    # The batch's size (no job: the optimizer's estimate, or a Kafka micro-batch's records),
+    # for both choices it makes: the fold interpreted, a type 1 fold in one task. A replay
+    # skipped above needs neither.
+    size = batch_bytes(events) if max(FOLD_INTERPRET_BYTES, ONE_TASK_BYTES) > 0 else None
     one_task = scd_type == 1 and size is not None and size < ONE_TASK_BYTES
     events = _interpreted(events, table, size)
 
@@ -896,7 +897,7 @@ def _properties(properties: Mapping[str, str] | None) -> dict[str, str]:
 
 def _interpreted(events: DataFrame, table: Table, size: int | None) -> DataFrame:
     """``events`` as a frame of an interpreted clone of their session when the batch is
-    smaller than :data:`FOLD_INTERPRET_BYTES` (``size``: the optimizer's estimate) and the
+    smaller than :data:`FOLD_INTERPRET_BYTES` (``size``: ``batch_bytes``) and the
     session compiles, else as they are. The rows are the same: a batch held in memory is
     read from its cache."""
     if FOLD_INTERPRET_BYTES <= 0 or size is None or size >= FOLD_INTERPRET_BYTES:
