@@ -261,6 +261,43 @@ def test_the_replay_markers_come_from_the_checksum_without_a_job(delta_spark, tm
     assert sorted(live(delta_spark, path)) == [1, 2, 3]
 
 
+def test_a_small_batch_folds_in_one_task_without_a_shuffle(delta_spark, tmp_path, monkeypatch):
+    """A type 1 batch smaller than ``ONE_TASK_BYTES`` by the optimizer's estimate (here
+    cached, whose size Spark knows once it is read; rows made from Python objects, as
+    ``typed_events`` makes them, have none) is folded in one partition: the plan of the
+    fold the call holds has no shuffle (``Exchange``); with the threshold at 0, the same
+    batch is shuffled by key. Both tables are the same."""
+    import importlib
+
+    apply_module = importlib.import_module("cdc_decode.spark.apply")
+    real = apply_module.held
+    plans: list[str] = []
+
+    def recorded(frame):
+        plans.append(frame._jdf.queryExecution().executedPlan().toString())
+        return real(frame)
+
+    monkeypatch.setattr(apply_module, "held", recorded)
+    rows = [
+        ("insert", 1, None, (1, "a", 10)),
+        ("insert", 2, None, (2, "b", 20)),
+        ("update", 3, (1, None, None), (1, "c", 30)),
+    ]
+    one, shuffled = str(tmp_path / "one"), str(tmp_path / "shuffled")
+    events = typed_events(delta_spark, rows).cache()
+    try:
+        assert events.count() == 3
+        cdc_spark.apply_changes(events, one)
+        monkeypatch.setattr(apply_module, "ONE_TASK_BYTES", 0)
+        cdc_spark.apply_changes(events, shuffled)
+    finally:
+        events.unpersist()
+    assert len(plans) == 2
+    assert "Exchange" not in plans[0], plans[0]
+    assert "Exchange" in plans[1], plans[1]
+    assert live(delta_spark, one) == live(delta_spark, shuffled) == {1: ("c", 30), 2: ("b", 20)}
+
+
 # --- stale changes ---------------------------------------------------------------------------
 
 
