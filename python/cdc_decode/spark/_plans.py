@@ -139,9 +139,11 @@ def kafka_records(frame: DataFrame) -> int | None:
     ``foreachBatch`` hands each micro-batch over as a frame whose plan is one leaf, a
     ``LogicalRDD`` over the RDD of the micro-batch's plan; that RDD reads from a
     ``DataSourceRDD`` whose partitions hold Spark's Kafka input partitions, each with its
-    offset range, planned when the micro-batch began. Followed through py4j (about 20
-    calls), never a job. The classes are Spark's and its Kafka connector's own, so any
-    surprise gives ``None``: the frame then counts as large, as it did without this."""
+    offset range, planned when the micro-batch began. Followed through py4j (six calls an
+    RDD of the lineage: 63 for a Debezium JSON micro-batch, 93 through Tencent DTS's
+    stateful decode, 10 to 54 ms), never a job. The classes are Spark's and its Kafka
+    connector's own, so any surprise gives ``None``: the frame then counts as large, as it
+    did without this."""
     jdf = getattr(frame, "_jdf", None)
     if jdf is None:
         return None
