@@ -42,47 +42,65 @@ def test_a_concurrent_optimize_is_retried(delta_spark, tmp_path, monkeypatch):
     # The MERGE writes deletion vectors, as into a table over REWRITE_BYTES: a MERGE that
     # rewrites this small table's files removes the ones OPTIMIZE reads, so OPTIMIZE
     # fails first instead, and the MERGE's retry is what this test is for.
-    monkeypatch.setattr(
-        importlib.import_module("cdc_decode.spark._tables.delta"), "REWRITE_BYTES", 0
-    )
+    delta = importlib.import_module("cdc_decode.spark._tables.delta")
+    monkeypatch.setattr(delta, "REWRITE_BYTES", 0)
+    # OPTIMIZE must commit between the MERGE's read of the table and its commit. The first
+    # MERGE's source sleeps in every job that reads it (the held source is read by each of
+    # the MERGE's jobs): OPTIMIZE, started when the MERGE's first job is seen running, has
+    # its job queued before the MERGE's next one (one core, first in first out), and
+    # commits while that one sleeps.
+    merge_once = delta.DeltaTarget.merge_once
+    attempts: list = []
+
+    def slow_first_merge(self, source, *args, **kwargs):
+        attempts.append(1)
+        if len(attempts) == 1:
+
+            def slow(batches):
+                time.sleep(2)
+                yield from batches
+
+            source = source.mapInArrow(slow, source.schema)
+        return merge_once(self, source, *args, **kwargs)
+
     path = str(tmp_path / "t")
     want: dict = {}
-    rounds = []
     for n in range(6):  # small files for OPTIMIZE to compact
         rows = [("insert", 10 * n + i, None, (10 * n + i, f"r{n}", i)) for i in range(5)]
         cdc_spark.apply_changes(typed_events(delta_spark, rows), path)
         want.update({10 * n + i: (f"r{n}", i) for i in range(5)})
-    for n in range(4):
-        optimized: list = []
-        stop = threading.Event()
+    monkeypatch.setattr(delta.DeltaTarget, "merge_once", slow_first_merge)
+    optimized: list = []
+    stop = threading.Event()
 
-        def optimize(stop: threading.Event = stop, optimized: list = optimized) -> None:
-            while not stop.is_set() and not _merge_running(delta_spark):
-                time.sleep(0.02)
-            if stop.is_set():
-                return
-            try:
-                delta_spark.sql(f"OPTIMIZE delta.`{path}`").collect()
-                optimized.append(True)
-            except Exception as error:  # the MERGE committed first: OPTIMIZE conflicts
-                optimized.append(type(error).__name__)
-
-        other = threading.Thread(target=optimize)
-        other.start()
-        rows = [("update", 100 + n, None, (k, f"u{n}", n)) for k in range(0, 60, 10)]
-        rows += [("insert", 100 + n, None, (1000 + n, "new", n))]
+    def optimize() -> None:
+        while not stop.is_set() and not _merge_running(delta_spark):
+            time.sleep(0.02)
+        if stop.is_set():
+            return
         try:
-            result = cdc_spark.apply_changes(typed_events(delta_spark, rows), path)
-        finally:
-            stop.set()
-            other.join()
-        want.update({k: (f"u{n}", n) for k in range(0, 60, 10)})
-        want[1000 + n] = ("new", n)
-        assert live(delta_spark, path) == want
-        rounds.append((result.retries, optimized))
-        if result.retries:
-            break
-    assert any(retries for retries, _ in rounds), rounds
+            delta_spark.sql(f"OPTIMIZE delta.`{path}`").collect()
+            optimized.append(True)
+        except Exception as error:  # the MERGE committed first: OPTIMIZE conflicts
+            optimized.append(type(error).__name__)
+
+    other = threading.Thread(target=optimize)
+    other.start()
+    rows = [("update", 100, None, (k, "u", 0)) for k in range(0, 60, 10)]
+    rows += [("insert", 100, None, (1000, "new", 0))]
+    try:
+        result = cdc_spark.apply_changes(typed_events(delta_spark, rows), path)
+    finally:
+        stop.set()
+        other.join()
+    want.update({k: ("u", 0) for k in range(0, 60, 10)})
+    want[1000] = ("new", 0)
+    assert optimized == [True]
+    assert result.retries >= 1, (result, attempts)
+    assert len(attempts) == result.retries + 1
+    assert live(delta_spark, path) == want
+    history = delta_spark.sql(f"DESCRIBE HISTORY delta.`{path}`").collect()
+    assert "OPTIMIZE" in {row["operation"] for row in history}
 
 
 def test_rows_changed_after_they_were_read_are_read_again(delta_spark, tmp_path, monkeypatch):
