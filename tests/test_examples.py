@@ -224,6 +224,7 @@ print("avro", [r.x for r in longs.select(from_avro("a", '"long"').alias("x")).co
 
 
 @pytest.mark.spark
+@pytest.mark.long  # the connectors from Maven Central: make test-long
 def test_local_session_fetches_the_connectors_from_maven_central(kafka_broker, tmp_path):
     """``local_session(kafka=True, avro=True)`` with no jars: Spark resolves the connectors
     from Maven Central (the package's Ivy settings) and reads the broker with them."""

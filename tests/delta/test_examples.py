@@ -17,6 +17,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "apply_delta.py"
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.long  # Delta's jars from Maven Central: make test-long
 def test_apply_delta_example_runs_with_delta_from_maven_central(tmp_path):
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     run = subprocess.run(

@@ -302,9 +302,11 @@ def _sources(spark, broker, tmp_path: Path, kill: str, kinds=("postgres", "maria
             server.stop()
 
 
+@pytest.mark.long
 def test_sql_in_equal_tables_out(delta_spark, kafka_broker, tmp_path):
     """Both databases' workloads equal in Delta after the Spark driver applying them is
-    SIGKILLed mid-stream and restarted (what `make test` runs)."""
+    SIGKILLed mid-stream and restarted (`make test-real-source`; `make test` kills the
+    driver of generated streams: tests/delta/test_stream_apply.py, tests/delta/test_sync.py)."""
     _sources(delta_spark, kafka_broker, tmp_path, kill="driver")
 
 
