@@ -407,7 +407,7 @@ bench-iceberg: venv-spark41 iceberg-jars ## apply_changes vs row_number() + MERG
 	PYSPARK_PYTHON=$(abspath $(PY41)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY41)) \
 		$(PY41) benches/iceberg_apply.py $(BENCH_ICEBERG_ARGS)
 
-bench-sync: venv-spark42 delta-jars jars ## sync of a 100-table stream vs the loop over tables (decode tables= + apply_changes each), local[2]
+bench-sync: venv-spark42 delta-jars jars ## sync of a 100-table stream vs the loop over tables (decode tables= + apply_changes each) and the floor (row_number() + MERGE each), local[2]
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) benches/sync_bench.py $(BENCH_SYNC_ARGS)
 

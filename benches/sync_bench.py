@@ -13,10 +13,18 @@ contenders take turns on each micro-batch, each into its own fresh Delta tables:
   tables the micro-batch touches: ``decode(batch, fmt, tables=ddl)``, the combined frame
   persisted, then ``apply_changes`` per table, one after another (``on_ddl="report"``: a
   dropped column keeps its values, as ``sync`` keeps them).
+- **floor**: what the table format itself must run, the same decode and persisted frame as
+  the loop's, then per table only the cheapest MERGE users write: ``row_number()`` over
+  the key by ``sequence`` (``benches/apply_bench.py``'s ``newest_per_key``), a plain
+  ``MERGE`` (delete, update every column, insert), each table made empty from the DDL
+  first; by the same pool of ``--parallelism`` threads as ``sync``. It keeps none of the
+  rules (partial images, key changes, tombstones, replay markers), so its tables are not
+  the source's: it is the cost under which no correct sync can go, not a contender for
+  correctness.
 
-Both decode the same rows from the same cached DataFrame; ``local[2]``. Reported: seconds
-per micro-batch of each, the tables each touched per second, and the ratio, one run side by
-side.
+All decode the same rows from the same cached DataFrame; ``local[2]``. Reported: seconds
+per micro-batch of each, the tables each touched per second, and the ratios, one run side
+by side.
 
     make bench-sync                                          # 100 tables, 2 micro-batches
     python benches/sync_bench.py --tables 20 --messages 400 --batches 2
@@ -53,6 +61,43 @@ def loop(batch, fmt: str, lake: Path, batch_id: int, ddl: dict[str, str]) -> int
     return len(ddl)
 
 
+def floor(
+    batch, fmt: str, lake: Path, ddl: dict[str, str], keys: dict[str, list[str]], parallelism: int
+) -> int:
+    """The table format's own cost: the loop's decode, then per table ``row_number()`` and a
+    plain MERGE, ``parallelism`` tables at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from apply_bench import newest_per_key, plain_merge
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    from cdc_decode import spark as cdc_spark
+
+    spark = batch.sparkSession
+    frames = cdc_spark.decode(batch, fmt, tables=ddl)
+    combined = frames["*"].persist()
+
+    def one(name: str) -> None:
+        db, table = name.split(".", 1)
+        target = str(lake / db / table)
+        if not DeltaTable.isDeltaTable(spark, target):
+            spark.createDataFrame([], ddl[name]).write.format("delta").save(target)
+        rows = frames[name].where(F.col("op").isin("insert", "read", "update", "delete"))
+        last = newest_per_key(rows, keys[name])
+        names = [c for c in last.columns if c not in ("op", "sequence")]
+        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys[name])
+        plain_merge(DeltaTable.forPath(spark, target).alias("t"), last, on, names)
+
+    try:
+        combined.count()
+        with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(ddl)))) as pool:
+            list(pool.map(one, ddl))
+    finally:
+        combined.unpersist()
+    return len(ddl)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--format", default="tencent-dts")
@@ -63,6 +108,7 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--seed", type=int, default=7)
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "benches"))
 
     from support.delta import delta_session
 
@@ -93,6 +139,8 @@ def main() -> None:
         try:
             cdc_spark.sync(warm, args.format, str(work / "warm-sync" / "{db}" / "{table}"))
             loop(warm, args.format, work / "warm-loop", 0, warm_wire.ddl(unknown="string"))
+            floor(warm, args.format, work / "warm-floor", warm_wire.ddl(unknown="string"),
+                  small.primary_keys, args.parallelism)  # fmt: skip
         except Exception as error:  # a warm-up only
             print(f"  (warm-up: {type(error).__name__}: {error})"[:300], flush=True)
         print("  (warmed up)", flush=True)
@@ -105,8 +153,9 @@ def main() -> None:
                 for c in version.columns:
                     cols[c.name] = c.type or "string"
             final[t.name] = ", ".join(f"`{n}` {ty}" for n, ty in cols.items())
-        totals = {"sync": 0.0, "loop": 0.0}
-        touched = {"sync": 0, "loop": 0}
+        names = ("sync", "loop", "floor")
+        totals = dict.fromkeys(names, 0.0)
+        touched = dict.fromkeys(names, 0)
         for i in range(args.batches):
             part = rows[i * size : (i + 1) * size]
             batch = spark.createDataFrame(part, "key binary, value binary").persist()
@@ -136,15 +185,28 @@ def main() -> None:
             except Exception as error:  # e.g. a retyped column the loop cannot take
                 print(f"  batch {i} loop: failed: {type(error).__name__}: {error}"[:400])
                 totals["loop"] = float("nan")
+            started = time.monotonic()
+            try:
+                n = floor(batch, args.format, work / "floor", ddl, stream.primary_keys,
+                          args.parallelism)  # fmt: skip
+                seconds = time.monotonic() - started
+                totals["floor"] += seconds
+                touched["floor"] += n
+                print(f"  batch {i} floor: {seconds:7.1f} s  {n} tables", flush=True)
+            except Exception as error:  # e.g. a retyped column the plain MERGE cannot take
+                print(f"  batch {i} floor: failed: {type(error).__name__}: {error}"[:400])
+                totals["floor"] = float("nan")
             batch.unpersist()
         print()
         print("| contender | s per micro-batch | tables per s |")
         print("|---|---:|---:|")
-        for name in ("sync", "loop"):
+        for name in names:
             per = totals[name] / args.batches
             rate = touched[name] / totals[name] if totals[name] else float("nan")
             print(f"| {name} | {per:.1f} | {rate:.2f} |")
         print(f"\nloop / sync: {totals['loop'] / totals['sync']:.2f}x")
+        print(f"floor / sync: {totals['floor'] / totals['sync']:.2f}x (1.00x: sync at the table "
+              "format's own cost)")  # fmt: skip
         spark.stop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
