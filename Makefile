@@ -280,8 +280,8 @@ $(DELTA_JARS)/.stamp: tools/delta-jars/pom.xml
 # tests/delta/test_stream_apply.py streams from a Kafka broker (.jars-kafka/) through Spark's
 # Kafka source (.jars/, its spark-avro left off the session) into Delta.
 # tests/delta/test_real_source.py runs a real PostgreSQL and MariaDB with Debezium in Kafka
-# Connect (make real-source): here both databases through a killed Spark driver and a killed
-# Kafka Connect; the tests marked `long` (each database's Connect kill alone) are
+# Connect (make real-source): here both databases through a killed Kafka Connect; the tests
+# marked `long` (both through a killed Spark driver, each database's Connect kill alone) are
 # make test-real-source's.
 # check-targets: test-delta needs no .jars-iceberg, .jars-iceberg-rest: tests/support/stream_apply.py opens an Iceberg session only with --iceberg, which tests/delta never passes
 test-delta: test-delta-apply test-delta-services ## pytest tests/delta on .venv-spark42: apply_changes on real Delta tables, streamed from Kafka and from real databases through Debezium
@@ -303,7 +303,7 @@ test-delta-apply: venv-spark42 delta-jars jars jars-kafka real-source ## tests/d
 test-delta-services: venv-spark42 delta-jars jars jars-kafka real-source ## tests/delta's other tests: syncs, concurrent writers, brokers, real databases (PostgreSQL, MariaDB, Kafka Connect), killed drivers, examples
 	$(DELTA_PYTEST) tests/delta $(foreach f,$(DELTA_RULES),--ignore=$(f))
 
-test-real-source: venv-spark42 delta-jars jars jars-kafka real-source ## The long real-database runs: Kafka Connect SIGKILLed and restarted, both databases into Delta
+test-real-source: venv-spark42 delta-jars jars jars-kafka real-source ## The long real-database runs: Kafka Connect SIGKILLed and restarted for each database alone, both through a SIGKILLed Spark driver
 	PYSPARK_PYTHON=$(abspath $(PY42)) PYSPARK_DRIVER_PYTHON=$(abspath $(PY42)) \
 		$(PY42) -m pytest tests/delta/test_real_source.py -p no:cacheprovider -m long $(PYTEST_REPORT) \
 		-o addopts="-ra --strict-markers --strict-config"

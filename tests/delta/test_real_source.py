@@ -6,9 +6,9 @@ Delta table must equal ``SELECT *`` of its source table, value by value through 
 mapping of docs/formats/debezium-json.md: after a clean run, after the Spark driver is
 SIGKILLed mid-stream (between a micro-batch's Delta commits and its checkpoint) and
 restarted, and after Kafka Connect is SIGKILLed and restarted (it sends again what it had
-not stored an offset for; the redelivered records change nothing). `make test` runs both
-kills on both databases at once; `make test-real-source` runs the Connect kill on each
-database alone too (marked ``long``).
+not stored an offset for; the redelivered records change nothing). `make test` runs the
+Connect kill on both databases at once; `make test-real-source` runs the driver kill on
+both and the Connect kill on each database alone (marked ``long``).
 """
 
 from __future__ import annotations
