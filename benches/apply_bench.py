@@ -93,6 +93,23 @@ def plain_merge(table, last, on: str, columns) -> None:
     )
 
 
+def upsert_newest(rows, target: str, keys) -> None:
+    """The hand-written pipeline's write of a decoded frame's row changes into the Delta
+    table at ``target``: :func:`newest_per_key`, the table made from those rows' columns if
+    it does not exist, then :func:`plain_merge` on ``keys``."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    spark = rows.sparkSession
+    rows = rows.where(F.col("op").isin("insert", "read", "update", "delete"))
+    last = newest_per_key(rows, keys)
+    names = [c for c in last.columns if c not in ("op", "sequence")]
+    if not DeltaTable.isDeltaTable(spark, target):
+        last.select(*names).limit(0).write.format("delta").save(target)
+    on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
+    plain_merge(DeltaTable.forPath(spark, target).alias("t"), last, on, names)
+
+
 def baseline(spark, events, target: str) -> None:
     """row_number() per key by sequence, then a plain MERGE."""
     from delta.tables import DeltaTable

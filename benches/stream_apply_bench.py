@@ -82,18 +82,9 @@ def hand_written(fmt: str, target: str, keys: list[str]):
         return baseline(source.select("value"), None)
 
     def sink(batch, _batch_id):
-        from apply_bench import newest_per_key, plain_merge
-        from delta.tables import DeltaTable
-        from pyspark.sql import functions as F
+        from apply_bench import upsert_newest
 
-        spark = batch.sparkSession
-        rows = batch.where(F.col("op").isin("insert", "read", "update", "delete"))
-        last = newest_per_key(rows, keys)
-        names = [c for c in last.columns if c not in ("op", "sequence")]
-        if not DeltaTable.isDeltaTable(spark, target):
-            last.select(*names).limit(0).write.format("delta").save(target)
-        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
-        plain_merge(DeltaTable.forPath(spark, target).alias("t"), last, on, names)
+        upsert_newest(batch, target, keys)
 
     return decode, sink
 

@@ -15,7 +15,7 @@ contenders take turns on each micro-batch, each into its own fresh Delta tables:
   dropped column keeps its values, as ``sync`` keeps them).
 - **floor**: what the table format itself must run, the same decode and persisted frame as
   the loop's, then per table only the cheapest MERGE users write: ``row_number()`` over
-  the key by ``sequence`` (``benches/apply_bench.py``'s ``newest_per_key``), a plain
+  the key by ``sequence``, a plain
   ``MERGE`` (delete, update every column, insert), each table made empty from the DDL
   first; by the same pool of ``--parallelism`` threads as ``sync``. It keeps none of the
   rules (partial images, key changes, tombstones, replay markers), so its tables are not
@@ -37,27 +37,39 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 
-def loop(batch, fmt: str, lake: Path, batch_id: int, ddl: dict[str, str]) -> int:
-    """The hand-written sync: decode with ``tables=``, apply each table in turn."""
+@contextmanager
+def decoded(batch, fmt: str, ddl: dict[str, str]):
+    """What a user's loop starts with: ``decode(batch, fmt, tables=ddl)``, the combined frame
+    persisted (and counted) while the tables are written; the frames by table."""
     from cdc_decode import spark as cdc_spark
 
     frames = cdc_spark.decode(batch, fmt, tables=ddl)
     combined = frames["*"].persist()
     try:
         combined.count()
+        yield frames
+    finally:
+        combined.unpersist()
+
+
+def loop(batch, fmt: str, lake: Path, batch_id: int, ddl: dict[str, str]) -> int:
+    """The hand-written sync: decode with ``tables=``, apply each table in turn."""
+    from cdc_decode import spark as cdc_spark
+
+    with decoded(batch, fmt, ddl) as frames:
         for name in ddl:
             db, table = name.split(".", 1)
             # on_ddl="report": the stream drops columns, which the loop keeps, as sync does
             cdc_spark.apply_changes(frames[name], str(lake / db / table), on_ddl="report",
                                     app_id=f"loop/{name}", batch_id=batch_id)  # fmt: skip
-    finally:
-        combined.unpersist()
     return len(ddl)
 
 
@@ -65,36 +77,24 @@ def floor(
     batch, fmt: str, lake: Path, ddl: dict[str, str], keys: dict[str, list[str]], parallelism: int
 ) -> int:
     """The table format's own cost: the loop's decode, then per table ``row_number()`` and a
-    plain MERGE, ``parallelism`` tables at once."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from apply_bench import newest_per_key, plain_merge
+    plain MERGE (``apply_bench.upsert_newest``) into a table made from the DDL,
+    ``parallelism`` tables at once."""
+    from apply_bench import upsert_newest
     from delta.tables import DeltaTable
-    from pyspark.sql import functions as F
-
-    from cdc_decode import spark as cdc_spark
 
     spark = batch.sparkSession
-    frames = cdc_spark.decode(batch, fmt, tables=ddl)
-    combined = frames["*"].persist()
 
-    def one(name: str) -> None:
-        db, table = name.split(".", 1)
-        target = str(lake / db / table)
-        if not DeltaTable.isDeltaTable(spark, target):
-            spark.createDataFrame([], ddl[name]).write.format("delta").save(target)
-        rows = frames[name].where(F.col("op").isin("insert", "read", "update", "delete"))
-        last = newest_per_key(rows, keys[name])
-        names = [c for c in last.columns if c not in ("op", "sequence")]
-        on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys[name])
-        plain_merge(DeltaTable.forPath(spark, target).alias("t"), last, on, names)
+    with decoded(batch, fmt, ddl) as frames:
 
-    try:
-        combined.count()
+        def one(name: str) -> None:
+            db, table = name.split(".", 1)
+            target = str(lake / db / table)
+            if not DeltaTable.isDeltaTable(spark, target):
+                spark.createDataFrame([], ddl[name]).write.format("delta").save(target)
+            upsert_newest(frames[name], target, keys[name])
+
         with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(ddl)))) as pool:
             list(pool.map(one, ddl))
-    finally:
-        combined.unpersist()
     return len(ddl)
 
 
@@ -156,6 +156,22 @@ def main() -> None:
         names = ("sync", "loop", "floor")
         totals = dict.fromkeys(names, 0.0)
         touched = dict.fromkeys(names, 0)
+
+        def timed(i: int, name: str, run, *run_args) -> None:
+            """One contender's turn on micro-batch ``i``: its seconds and tables, or why it
+            failed."""
+            started = time.monotonic()
+            try:
+                n = run(*run_args)
+            except Exception as error:  # e.g. a retyped column a plain MERGE cannot take
+                print(f"  batch {i} {name}: failed: {type(error).__name__}: {error}"[:400])
+                totals[name] = float("nan")
+                return
+            seconds = time.monotonic() - started
+            totals[name] += seconds
+            touched[name] += n
+            print(f"  batch {i} {name}: {seconds:7.1f} s  {n} tables", flush=True)
+
         for i in range(args.batches):
             part = rows[i * size : (i + 1) * size]
             batch = spark.createDataFrame(part, "key binary, value binary").persist()
@@ -175,27 +191,10 @@ def main() -> None:
             totals["sync"] += seconds
             touched["sync"] += len(result.applied)
             print(f"  batch {i} sync: {seconds:7.1f} s  {result.summary()}", flush=True)
-            started = time.monotonic()
-            try:
-                n = loop(batch, args.format, work / "loop", i, ddl)
-                seconds = time.monotonic() - started
-                totals["loop"] += seconds
-                touched["loop"] += n
-                print(f"  batch {i} loop: {seconds:7.1f} s  {n} tables", flush=True)
-            except Exception as error:  # e.g. a retyped column the loop cannot take
-                print(f"  batch {i} loop: failed: {type(error).__name__}: {error}"[:400])
-                totals["loop"] = float("nan")
-            started = time.monotonic()
-            try:
-                n = floor(batch, args.format, work / "floor", ddl, stream.primary_keys,
-                          args.parallelism)  # fmt: skip
-                seconds = time.monotonic() - started
-                totals["floor"] += seconds
-                touched["floor"] += n
-                print(f"  batch {i} floor: {seconds:7.1f} s  {n} tables", flush=True)
-            except Exception as error:  # e.g. a retyped column the plain MERGE cannot take
-                print(f"  batch {i} floor: failed: {type(error).__name__}: {error}"[:400])
-                totals["floor"] = float("nan")
+
+            timed(i, "loop", loop, batch, args.format, work / "loop", i, ddl)
+            timed(i, "floor", floor, batch, args.format, work / "floor", ddl,
+                  stream.primary_keys, args.parallelism)  # fmt: skip
             batch.unpersist()
         print()
         print("| contender | s per micro-batch | tables per s |")
