@@ -456,7 +456,7 @@ $(CARGO_FUZZ):
 fuzz-build: $(CARGO_FUZZ) ## Build the fuzz targets (release, AddressSanitizer)
 	cd fuzz && $(FUZZ) build
 
-fuzz: fuzz-build fuzz-differential ## Run every fuzz target, then the differential one per format, FUZZ_SECONDS each
+fuzz: fuzz-build fuzz-differential ## The differential target per format, then every fuzz target, FUZZ_SECONDS each
 	cd fuzz && for target in $(FUZZ_TARGETS); do \
 		$(FUZZ) run $$target -- \
 			-max_total_time=$(FUZZ_SECONDS) $(FUZZ_FLAGS) -print_final_stats=1 || exit 1; \
