@@ -93,10 +93,10 @@ def plain_merge(table, last, on: str, columns) -> None:
     )
 
 
-def upsert_newest(rows, target: str, keys) -> None:
+def upsert_newest(rows, target: str, keys, ddl: str | None = None) -> None:
     """The hand-written pipeline's write of a decoded frame's row changes into the Delta
-    table at ``target``: :func:`newest_per_key`, the table made from those rows' columns if
-    it does not exist, then :func:`plain_merge` on ``keys``."""
+    table at ``target``: :func:`newest_per_key`, the table made if it does not exist (from
+    ``ddl``, else from those rows' columns), then :func:`plain_merge` on ``keys``."""
     from delta.tables import DeltaTable
     from pyspark.sql import functions as F
 
@@ -105,7 +105,8 @@ def upsert_newest(rows, target: str, keys) -> None:
     last = newest_per_key(rows, keys)
     names = [c for c in last.columns if c not in ("op", "sequence")]
     if not DeltaTable.isDeltaTable(spark, target):
-        last.select(*names).limit(0).write.format("delta").save(target)
+        empty = last.select(*names).limit(0) if ddl is None else spark.createDataFrame([], ddl)
+        empty.write.format("delta").save(target)
     on = " AND ".join(f"t.`{k}` = s.`{k}`" for k in keys)
     plain_merge(DeltaTable.forPath(spark, target).alias("t"), last, on, names)
 

@@ -80,18 +80,12 @@ def floor(
     plain MERGE (``apply_bench.upsert_newest``) into a table made from the DDL,
     ``parallelism`` tables at once."""
     from apply_bench import upsert_newest
-    from delta.tables import DeltaTable
-
-    spark = batch.sparkSession
 
     with decoded(batch, fmt, ddl) as frames:
 
         def one(name: str) -> None:
             db, table = name.split(".", 1)
-            target = str(lake / db / table)
-            if not DeltaTable.isDeltaTable(spark, target):
-                spark.createDataFrame([], ddl[name]).write.format("delta").save(target)
-            upsert_newest(frames[name], target, keys[name])
+            upsert_newest(frames[name], str(lake / db / table), keys[name], ddl[name])
 
         with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(ddl)))) as pool:
             list(pool.map(one, ddl))
