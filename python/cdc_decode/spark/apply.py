@@ -638,12 +638,20 @@ class _Call:
                 # A truncate deletes every key: the batch's keys here, the table's others
                 # (when it is new) below, after the key changes are filled.
                 source = rules.truncate_fold(folded, cut, cut_time)
+            resolve = not new_cut and result.keys <= BROADCAST_KEYS and _large(table)
             if not whole and result.key_changes:
                 # A row moved twice in the batch fills from the first move's result: a
-                # pass per link of the longest chain.
-                for _ in range(rules.move_depth(folded, keys, rules.MOVE_SEQ)):
+                # pass per link of the longest chain, each held for the next. The last is
+                # held only where its plan is read more than once: the MERGE's source is
+                # copied once by Delta (a plan that reads a table), the resolved MERGE and
+                # a truncate's rows read it twice.
+                depth = rules.move_depth(folded, keys, rules.MOVE_SEQ)
+                for level in range(depth):
                     done = filled
                     filled = rules.fill_moves(source, table, keys, values)
+                    if level == depth - 1 and not (resolve or new_cut):
+                        source, filled = filled, done
+                        break
                     filled = filled.persist(StorageLevel.MEMORY_AND_DISK)
                     filled.count()
                     source = rules.detached(filled)
@@ -659,7 +667,7 @@ class _Call:
             clauses = rules_sql.scd1_clauses(
                 keys, values, whole=whole, horizon=max(horizons) if horizons else None
             )
-            if not new_cut and result.keys <= BROADCAST_KEYS and _large(table):
+            if resolve:
                 commit = self._resolved_merge(source, clauses)
             else:
                 # The folded batch, held in memory, is the source as it is (no truncate, no
