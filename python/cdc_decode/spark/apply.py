@@ -808,9 +808,11 @@ class _Call:
                     versions = rules.scd2_truncate(versions, wanted, keys, values, cut, cut_time)
                 if depth:
                     versions = hold(versions)
-                for _ in range(depth):
+                for level in range(depth):
                     once = rules.scd2_chain(versions, keys, values)
-                    versions = hold(rules.scd2_fill_moves(once, versions, keys, values))
+                    filled = rules.scd2_fill_moves(once, versions, keys, values)
+                    # A pass is read three times by the next, once by the chain below.
+                    versions = filled if level == depth - 1 else hold(filled)
                 return hold(rules.scd2_chain(versions, keys, values))
 
             every = [
