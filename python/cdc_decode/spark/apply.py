@@ -53,7 +53,14 @@ from ._apply_rules import START_SEQUENCE as START_SEQUENCE
 from ._apply_rules import START_TIME as START_TIME
 from ._apply_rules import UPSERT_OPS as UPSERT_OPS
 from ._layout import NO_LAYOUT, Layout, layout
-from ._plans import INTERPRETED, batch_bytes, built_without_call_sites, held, in_session
+from ._plans import (
+    INTERPRETED,
+    batch_bytes,
+    built_without_call_sites,
+    estimated_bytes,
+    held,
+    in_session,
+)
 from ._sql import in_list, literal
 from ._tables import Clause, Commit, Table, open_table, quote
 
@@ -747,22 +754,29 @@ class _Call:
         keys, values = image.keys, image.values
         new = rules.scd2_versions(entries, keys, values).persist(StorageLevel.MEMORY_AND_DISK)
         held: list[DataFrame] = []
+        serial = None
 
         def hold(frame: DataFrame) -> DataFrame:
             # Computed once, then read as a leaf over its cached rows: each step below
             # reads the one before two to four times (the stored versions, each pass of
             # the key changes), so the MERGE's plan held dozens of copies of the table's
-            # scan, which Delta's copy of the source ran as 200-odd jobs a call.
+            # scan, which Delta's copy of the source ran as 200-odd jobs a call. A small
+            # table's steps run without adaptive execution, which would run each of
+            # their shuffles as a job of its own.
+            home = frame.sparkSession
+            if serial is not None:
+                frame = in_session(frame, serial)
             frame = frame.persist(StorageLevel.MEMORY_AND_DISK)
             frame.count()
             held.append(frame)
-            return rules.detached(frame)
+            return rules.detached(frame, home)
 
         try:
             touched = new.select(*[col(k) for k in keys]).distinct()
             # The one read of the batch (``new`` is persisted as it counts), which also
             # takes the counts.
             result, cut, cut_time = self.begin(touched.count())
+            serial = table.serial_session(estimated_bytes(new))
             new_cut = result.truncated
             if not result.keys and not new_cut:
                 result.version = table.version()

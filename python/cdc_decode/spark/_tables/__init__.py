@@ -218,6 +218,13 @@ class Table:
         ``None`` where the format does not say it cheaply."""
         return None
 
+    def serial_session(self, source_bytes: int | None) -> SparkSession | None:
+        """A clone of the caller's session that plans without adaptive execution, each
+        shuffle in one partition, for steps over this table and a source of
+        ``source_bytes`` both too small for adaptive execution to pay for its jobs; else
+        (and where the format does not say its size cheaply) ``None``."""
+        return None
+
     # -- shared ------------------------------------------------------------------------
 
     def clone_session(self) -> SparkSession:

@@ -368,6 +368,17 @@ class DeltaTarget(Table):
             return int(checksum.get().tableSizeBytes())
         return int(snap.sizeInBytes())
 
+    def serial_session(self, source_bytes: int | None) -> SparkSession | None:
+        if SERIAL_BYTES <= 0 or source_bytes is None or source_bytes >= SERIAL_BYTES:
+            return None
+        size = self.size_bytes() if self.exists() else 0
+        if size is None or size >= SERIAL_BYTES:
+            return None
+        session = self.clone_session()
+        for key, value in SERIAL.items():
+            session.conf.set(key, value)
+        return session
+
     def _interpret_below(self) -> int:
         """The table size under which its MERGE is interpreted (:data:`INTERPRET_BYTES`, or
         :data:`KEPT_INTERPRET_BYTES` where Spark keeps a call's compiled code)."""
