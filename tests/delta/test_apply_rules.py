@@ -261,6 +261,14 @@ def test_the_replay_markers_come_from_the_checksum_without_a_job(delta_spark, tm
     assert sorted(live(delta_spark, path)) == [1, 2, 3]
 
 
+THREE_CHANGES = [
+    ("insert", 1, None, (1, "a", 10)),
+    ("insert", 2, None, (2, "b", 20)),
+    ("update", 3, (1, None, None), (1, "c", 30)),
+]
+"""A small batch of typed changes (two inserts, an update of the first key)."""
+
+
 def test_a_small_batch_folds_in_one_task_without_a_shuffle(delta_spark, tmp_path, monkeypatch):
     """A type 1 batch smaller than ``ONE_TASK_BYTES`` by the optimizer's estimate (here
     cached, whose size Spark knows once it is read; rows made from Python objects, as
@@ -278,13 +286,8 @@ def test_a_small_batch_folds_in_one_task_without_a_shuffle(delta_spark, tmp_path
         return real(frame)
 
     monkeypatch.setattr(apply_module, "held", recorded)
-    rows = [
-        ("insert", 1, None, (1, "a", 10)),
-        ("insert", 2, None, (2, "b", 20)),
-        ("update", 3, (1, None, None), (1, "c", 30)),
-    ]
     one, shuffled = str(tmp_path / "one"), str(tmp_path / "shuffled")
-    events = typed_events(delta_spark, rows).cache()
+    events = typed_events(delta_spark, THREE_CHANGES).cache()
     try:
         assert events.count() == 3
         cdc_spark.apply_changes(events, one)
@@ -317,13 +320,8 @@ def test_a_small_tables_history_is_held_without_adaptive_execution(delta_spark, 
         return moved
 
     monkeypatch.setattr(apply_module, "in_session", recorded)
-    rows = [
-        ("insert", 1, None, (1, "a", 10)),
-        ("insert", 2, None, (2, "b", 20)),
-        ("update", 3, (1, None, None), (1, "c", 30)),
-    ]
     serial, adaptive = str(tmp_path / "serial"), str(tmp_path / "adaptive")
-    events = typed_events(delta_spark, rows)
+    events = typed_events(delta_spark, THREE_CHANGES)
     assert delta_spark.conf.get("spark.sql.adaptive.enabled") == "true"
     cdc_spark.apply_changes(events, serial, scd_type=2)
     held_serially = len(plans)
