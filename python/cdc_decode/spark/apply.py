@@ -649,9 +649,9 @@ class _Call:
             if not whole and result.key_changes:
                 # A row moved twice in the batch fills from the first move's result: a
                 # pass per link of the longest chain, each held for the next. The last is
-                # held only where its plan is read more than once: the MERGE's source is
-                # copied once by Delta (a plan that reads a table), the resolved MERGE and
-                # a truncate's rows read it twice.
+                # held only where its plan is read more than once: each format copies a
+                # MERGE's source once (Delta a source that reads a table, the Iceberg module
+                # by a checkpoint), the resolved MERGE and a truncate's rows read it twice.
                 depth = rules.move_depth(folded, keys, rules.MOVE_SEQ)
                 for level in range(depth):
                     done = filled
