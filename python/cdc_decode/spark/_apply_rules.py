@@ -85,12 +85,6 @@ UPSERT_SEQ = "_upsert_seq"  # whole images: the newest upsert (its image is the 
 MOVE_SEQ = "_move_seq"
 
 
-def _empty() -> Column:
-    from pyspark.sql import functions as F
-
-    return F.lit(bytearray())
-
-
 def _all(columns: Sequence[Column], default: bool = True) -> Column:
     from pyspark.sql import functions as F
 
