@@ -328,6 +328,7 @@ def test_a_small_tables_history_is_held_without_adaptive_execution(delta_spark, 
     monkeypatch.setattr(delta_module, "SERIAL_BYTES", 0)
     cdc_spark.apply_changes(events, adaptive, scd_type=2)
     assert held_serially >= 2 and len(plans) == held_serially, plans
+    assert delta_spark.conf.get("spark.sql.adaptive.enabled") == "true"  # the caller's own
     # (The batch's versions, held before, are read from their cache as Spark planned them.)
     assert not any(plan.startswith("AdaptiveSparkPlan") for plan in plans), plans
     one = delta_spark.read.format("delta").load(serial)
