@@ -776,11 +776,11 @@ class _Call:
             # The one read of the batch (``new`` is persisted as it counts), which also
             # takes the counts.
             result, cut, cut_time = self.begin(touched.count())
-            serial = table.serial_session(estimated_bytes(new))
             new_cut = result.truncated
             if not result.keys and not new_cut:
                 result.version = table.version()
                 return result
+            serial = table.serial_session(estimated_bytes(new))
             depth = rules.move_depth(new, keys, START_SEQUENCE) if result.key_changes else 0
             at = [*keys, START_SEQUENCE]
 
