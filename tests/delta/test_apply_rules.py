@@ -269,6 +269,48 @@ THREE_CHANGES = [
 """A small batch of typed changes (two inserts, an update of the first key)."""
 
 
+def test_the_tables_state_is_computed_ahead_in_a_thread(delta_spark, tmp_path, caplog):
+    """``warm`` computes the snapshot's state (the jobs a MERGE runs first, to list the
+    table's files) in a thread that carries the caller's job group; the snapshot keeps it,
+    so asking for it again runs no job. A state that cannot be computed (the log's files
+    gone) is only logged: the wait does not raise, and the caller's session stays the
+    active one."""
+    import logging
+    import shutil
+
+    from pyspark.sql import SparkSession
+
+    from cdc_decode.spark._tables.delta import DeltaTarget
+
+    path = str(tmp_path / "t")
+    _apply(delta_spark, path, THREE_CHANGES)
+    context = delta_spark.sparkContext
+    tracker = context.statusTracker()
+
+    def jobs(group: str, run) -> int:
+        context.setJobGroup(group, "the table's state")
+        try:
+            run()
+        finally:  # the suite's one session: later tests' jobs join no group
+            context.setLocalProperty("spark.jobGroup.id", None)
+            context.setLocalProperty("spark.job.description", None)
+        return len(tracker.getJobIdsForGroup(group))
+
+    table = DeltaTarget(delta_spark, path)
+    assert jobs("state-ahead", lambda: table.warm()()) > 0
+    assert jobs("state-again", lambda: table._snapshot().sizeInBytes()) == 0
+    assert SparkSession.getActiveSession() is delta_spark
+
+    _apply(delta_spark, path, [("delete", 4, (2, None, None), None)])
+    gone = DeltaTarget(delta_spark, path)
+    gone._snapshot()  # a new version, its state not computed yet
+    shutil.rmtree(tmp_path / "t" / "_delta_log")
+    with caplog.at_level(logging.DEBUG, logger="cdc_decode.spark.apply"):
+        gone.warm()()
+    assert any("its state was not computed ahead" in r.getMessage() for r in caplog.records)
+    assert SparkSession.getActiveSession() is delta_spark
+
+
 def test_a_small_batch_folds_in_one_task_without_a_shuffle(delta_spark, tmp_path, monkeypatch):
     """A type 1 batch smaller than ``ONE_TASK_BYTES`` by the optimizer's estimate (here
     cached, whose size Spark knows once it is read; rows made from Python objects, as

@@ -26,7 +26,7 @@ import re
 import time
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +107,9 @@ micro-batch's records at ``_plans.KAFKA_RECORD_BYTES`` each: ``_plans.batch_byte
 read, folded and counted interpreted, in a clone of the caller's session: compiling the
 generated code of the fold's plan costs more than it saves on a streaming micro-batch
 (docs/apply.md, "Cost"). 0 turns it off."""
+WARM_AHEAD = True
+"""The table's state (its files, which a MERGE lists first) is computed in the background
+while the batch is read and folded (``Table.warm``). False: the MERGE computes it."""
 
 PARTIAL_TABLES_KEPT = 10_000
 """How many tables :data:`_PARTIAL_TABLES` remembers (forgotten all at once past it)."""
@@ -628,10 +631,12 @@ class _Call:
             folded = rules.fold_whole(entries, keys, values)
         else:
             folded = rules.fold_columns(entries, keys, values)
-        # The batch's one read: the folded rows held, counted, and the batch's counts taken.
-        folded, keys_in_batch, free = held(folded)
         filled = None
+        free = warmed = _nothing
         try:
+            warmed = _warm(table)
+            # The batch's one read: the folded rows held, counted, and the batch's counts.
+            folded, keys_in_batch, free = held(folded)
             if whole and self.counts.lacking():
                 return None
             result, cut, cut_time = self.begin(keys_in_batch)
@@ -689,6 +694,7 @@ class _Call:
             free()
             if filled is not None:
                 filled.unpersist()
+            warmed()
         _record(result, commit)
         if commit.written:
             # The keys the MERGE left alone: the matched clauses write a row only when a
@@ -771,7 +777,9 @@ class _Call:
             held.append(frame)
             return rules.detached(frame, home)
 
+        warmed = _nothing
         try:
+            warmed = _warm(table)
             touched = new.select(*[col(k) for k in keys]).distinct()
             # The one read of the batch (``new`` is persisted as it counts), which also
             # takes the counts.
@@ -847,6 +855,7 @@ class _Call:
             new.unpersist()
             for frame in held:
                 frame.unpersist()
+            warmed()
         _record(result, commit)
         result.retries = table.retries
         return result
@@ -943,6 +952,16 @@ def _remember_partial(table: Table) -> None:
     if len(_PARTIAL_TABLES) >= PARTIAL_TABLES_KEPT:
         _PARTIAL_TABLES.clear()
     _PARTIAL_TABLES.add(_table_key(table))
+
+
+def _nothing() -> None:
+    pass
+
+
+def _warm(table: Table) -> Callable[[], None]:
+    """The table's state computed while the batch is read (:data:`WARM_AHEAD`); the wait
+    for it."""
+    return table.warm() if WARM_AHEAD and table.exists() else _nothing
 
 
 def _large(table: Table) -> bool:

@@ -218,6 +218,13 @@ class Table:
         ``None`` where the format does not say it cheaply."""
         return None
 
+    def warm(self) -> Callable[[], None]:
+        """Start computing, in the background, the state of the table's current version
+        that its next write reads first (where the format has such a step); the write
+        waits for it, or computes it itself when the table moved meanwhile. Returns the
+        wait for that work to end (it never raises)."""
+        return lambda: None
+
     def serial_session(self, source_bytes: int | None) -> SparkSession | None:
         """A clone of the caller's session that plans without adaptive execution, each
         shuffle in one partition, for steps over this table and a source of

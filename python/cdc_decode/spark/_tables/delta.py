@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._compat import merge_counts
 from .._layout import NO_LAYOUT, Layout, Partition
 from .._plans import INTERPRETED, code_cache_entries, detached, row_bytes
-from . import Clause, Commit, Table, merge_statement, quote
+from . import LOG, Clause, Commit, Table, merge_statement, quote
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -367,6 +367,37 @@ class DeltaTarget(Table):
         if checksum.isDefined():
             return int(checksum.get().tableSizeBytes())
         return int(snap.sizeInBytes())
+
+    def warm(self) -> Callable[[], None]:
+        """The snapshot's state (Delta's log replay and its sums, the Spark jobs a MERGE
+        runs first, to list the table's files) computed in a thread of its own, in the
+        session the MERGE will plan its reads in (:meth:`serial_session` for a small
+        table). Delta keeps it with the snapshot, so the MERGE of the same version finds
+        it, or waits for it when it is still being computed."""
+        snap = self._snapshot()
+        if snap is None:
+            return lambda: None
+        session = self.serial_session(0) or self.spark
+        jvm = self.spark._jvm
+        classic = getattr(type(session), "_get_j_spark_session_class", None)
+        sessions = jvm.SparkSession if classic is None else classic(jvm)  # Spark 3.5: no getter
+
+        def compute() -> None:
+            try:
+                # Delta plans the snapshot's jobs in the thread's active session.
+                sessions.setActiveSession(session._jsparkSession)
+                try:
+                    snap.sizeInBytes()
+                finally:
+                    sessions.clearActiveSession()
+            except Exception as error:  # only a head start: the MERGE computes it again
+                LOG.debug("table %s: its state was not computed ahead: %s", self.target, error)
+
+        from pyspark import InheritableThread
+
+        thread = InheritableThread(target=compute, name="cdc-decode-warm", daemon=True)
+        thread.start()
+        return thread.join
 
     def serial_session(self, source_bytes: int | None) -> SparkSession | None:
         if SERIAL_BYTES <= 0 or source_bytes is None or source_bytes >= SERIAL_BYTES:
