@@ -432,7 +432,8 @@ class ApplyChanges(Contender):
     around the call; ``cluster``: the table liquid clustered by the key after the load
     (``cluster_by=["id"]`` of a table made by ``apply_changes``), ``optimize``:
     ``OPTIMIZE`` after every :data:`OPTIMIZE_EVERY` batches, timed with the batch (a
-    clustered table is clustered by it, the other compacted)."""
+    clustered table is clustered by it, the other compacted); ``nowarm``: the table's
+    state computed by the MERGE, not while the batch is folded (``WARM_AHEAD`` off)."""
 
     OPTIMIZE_EVERY = 4
 
@@ -501,10 +502,14 @@ class ApplyChanges(Contender):
             apply_module.ONE_TASK_BYTES = 0
         if "compiled" in self.options:
             apply_module.FOLD_INTERPRET_BYTES = delta_module.INTERPRET_BYTES = 0
+        warm = apply_module.WARM_AHEAD
+        if "nowarm" in self.options:
+            apply_module.WARM_AHEAD = False
         try:
             cdc_spark.apply_changes(events, path, **_apply_kwargs())
         finally:
             apply_module.BROADCAST_KEYS = broadcast
+            apply_module.WARM_AHEAD = warm
             apply_module.ONE_TASK_BYTES = one_task
             apply_module.FOLD_INTERPRET_BYTES, delta_module.INTERPRET_BYTES = interpret
             if "nomat" in self.options:
@@ -633,7 +638,8 @@ def key_ranges(column: str, keys: list[int], cap: int = 64) -> str:
 
 def contender(spec: str) -> Contender:
     parts = spec.split("+")
-    options = {"dv", "nomat", "cow", "nobroadcast", "cluster", "optimize", "compiled", "shuffled"}
+    options = {"dv", "nomat", "cow", "nobroadcast", "cluster", "optimize", "compiled", "shuffled",
+               "nowarm"}  # fmt: skip
     if parts[0] == "apply_changes" and set(parts[1:]) <= options:
         return ApplyChanges(set(parts[1:]))
     if parts[0] != "merge" or not set(parts[1:]) <= {"dv", "broadcast", "ranges", "split", "nomat"}:
