@@ -75,3 +75,12 @@ def conf_keys(session: Any) -> list[str]:
     if hasattr(type(conf), "getAll"):
         return list(dict(conf.getAll))
     return [str(row[0]) for row in session.sql("SET").collect()]
+
+
+def jvm_sessions(session: Any) -> Any:
+    """The JVM's ``SparkSession`` class of ``session`` (its active-session methods): pyspark
+    4 names it by a getter (the classic one); pyspark 3.5, which has none, imports it into
+    the gateway's view."""
+    classic = getattr(type(session), "_get_j_spark_session_class", None)
+    jvm = session._jvm
+    return jvm.SparkSession if classic is None else classic(jvm)

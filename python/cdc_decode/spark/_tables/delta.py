@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._compat import merge_counts
+from .._compat import jvm_sessions, merge_counts
 from .._layout import NO_LAYOUT, Layout, Partition
 from .._plans import INTERPRETED, code_cache_entries, detached, row_bytes
 from . import LOG, Clause, Commit, Table, merge_statement, quote
@@ -378,9 +378,7 @@ class DeltaTarget(Table):
         if snap is None:
             return lambda: None
         session = self.serial_session(0) or self.spark
-        jvm = self.spark._jvm
-        classic = getattr(type(session), "_get_j_spark_session_class", None)
-        sessions = jvm.SparkSession if classic is None else classic(jvm)  # Spark 3.5: no getter
+        sessions = jvm_sessions(session)
 
         def compute() -> None:
             try:
