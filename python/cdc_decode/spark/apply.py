@@ -959,9 +959,9 @@ def _nothing() -> None:
 
 
 def _warm(table: Table) -> Callable[[], None]:
-    """The table's state computed while the batch is read (:data:`WARM_AHEAD`); the wait
-    for it."""
-    return table.warm() if WARM_AHEAD and table.exists() else _nothing
+    """The table's state computed while the batch is read (:data:`WARM_AHEAD`; nothing
+    for a table not made yet); the wait for it."""
+    return table.warm() if WARM_AHEAD else _nothing
 
 
 def _large(table: Table) -> bool:
