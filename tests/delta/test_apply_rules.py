@@ -225,6 +225,19 @@ def test_a_new_checkpoint_with_an_old_app_id_is_an_error(delta_spark, tmp_path):
     assert sorted(live(delta_spark, path)) == [1, 2, 3, 9]
 
 
+def _in_group(spark, group: str, run):
+    """``run()``'s result and the number of Spark jobs it ran, counted by a job group of
+    its own."""
+    context = spark.sparkContext
+    context.setJobGroup(group, "counted by a test")
+    try:
+        found = run()
+    finally:  # the suite's one session: later tests' jobs join no group
+        context.setLocalProperty("spark.jobGroup.id", None)
+        context.setLocalProperty("spark.job.description", None)
+    return found, len(context.statusTracker().getJobIdsForGroup(group))
+
+
 def test_the_replay_markers_come_from_the_checksum_without_a_job(delta_spark, tmp_path):
     """The markers a call checks come from the version's checksum file, which Delta writes
     with each commit: no Spark job. A table that expires markers
@@ -236,18 +249,11 @@ def test_the_replay_markers_come_from_the_checksum_without_a_job(delta_spark, tm
     for batch_id, n in enumerate((1, 2)):
         _apply(delta_spark, path, [("insert", n, None, (n, "x", n))], app_id="q", batch_id=batch_id)
     _apply(delta_spark, path, [("insert", 3, None, (3, "x", 3))], app_id="r", batch_id=7)
-    context = delta_spark.sparkContext
-    tracker = context.statusTracker()
 
     def markers(group: str) -> tuple[tuple[int | None, ...], int]:
         table = DeltaTarget(delta_spark, path)
-        context.setJobGroup(group, "replay markers")
-        try:
-            found = tuple(table.txn_version(a) for a in ("q", "r", "s"))
-        finally:  # the suite's one session: later tests' jobs join no group
-            context.setLocalProperty("spark.jobGroup.id", None)
-            context.setLocalProperty("spark.job.description", None)
-        return found, len(tracker.getJobIdsForGroup(group))
+        apps = ("q", "r", "s")
+        return _in_group(delta_spark, group, lambda: tuple(table.txn_version(a) for a in apps))
 
     assert markers("markers-checksum") == ((1, 7, None), 0)
     delta_spark.sql(
@@ -284,21 +290,9 @@ def test_the_tables_state_is_computed_ahead_in_a_thread(delta_spark, tmp_path, c
 
     path = str(tmp_path / "t")
     _apply(delta_spark, path, THREE_CHANGES)
-    context = delta_spark.sparkContext
-    tracker = context.statusTracker()
-
-    def jobs(group: str, run) -> int:
-        context.setJobGroup(group, "the table's state")
-        try:
-            run()
-        finally:  # the suite's one session: later tests' jobs join no group
-            context.setLocalProperty("spark.jobGroup.id", None)
-            context.setLocalProperty("spark.job.description", None)
-        return len(tracker.getJobIdsForGroup(group))
-
     table = DeltaTarget(delta_spark, path)
-    assert jobs("state-ahead", lambda: table.warm()()) > 0
-    assert jobs("state-again", lambda: table._snapshot().sizeInBytes()) == 0
+    assert _in_group(delta_spark, "state-ahead", lambda: table.warm()())[1] > 0
+    assert _in_group(delta_spark, "state-again", lambda: table._snapshot().sizeInBytes())[1] == 0
     assert SparkSession.getActiveSession() is delta_spark
 
     _apply(delta_spark, path, [("delete", 4, (2, None, None), None)])
