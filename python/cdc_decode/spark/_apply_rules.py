@@ -80,6 +80,7 @@ LAST_KIND = "_last_kind"
 LAST_TIME = "_last_time"
 DEL_SEQ = "_del_seq"  # the batch's newest delete of the key
 DEL_PREV = "_del_prev"  # the one before it
+DEL_MAX = "_del_max"  # the per-column fold's window: the key's newest delete
 FULL_SEQ = "_full_seq"  # the newest upsert that carried every column
 UPSERT_SEQ = "_upsert_seq"  # whole images: the newest upsert (its image is the values)
 MOVE_SEQ = "_move_seq"
@@ -359,11 +360,20 @@ def fold_columns(entries: DataFrame, keys: Sequence[str], values: Sequence[str])
     from pyspark.sql import functions as F
 
     upsert = f"{KIND} = 'u'"
+    deleted = f"CASE WHEN {KIND} = 'd' THEN _seq END"
     by = f"struct(_seq, {TIE})"
     carried = _and([f"_p_{i}" for i in range(len(values))])
+    # The key's newest delete beside each entry (a window over the key without an order:
+    # the aggregate's sort by key serves both), so the delete before it is a plain `max`.
+    # A `collect_set` of the deletes made the whole aggregate an ObjectHashAggregate,
+    # which falls back to sorting after 128 keys a task: this form takes 34 to 47 % less
+    # time compiled on 100,000 entries (docs/apply.md, "Cost").
+    key_list = ", ".join(quote(k) for k in keys)
+    entries = entries.selectExpr("*", f"max({deleted}) OVER (PARTITION BY {key_list}) AS {DEL_MAX}")
     aggs = [
         f"max(struct(_seq, {KIND}, {TIE}, _time)) AS _newest",
-        f"collect_set(CASE WHEN {KIND} = 'd' THEN _seq END) AS _dels",
+        f"max({deleted}) AS {DEL_SEQ}",
+        f"max(CASE WHEN {KIND} = 'd' AND _seq < {DEL_MAX} THEN _seq END) AS {DEL_PREV}",
         f"max(CASE WHEN {upsert} AND {carried} THEN _seq END) AS {FULL_SEQ}",
         f"max_by({FROM}, CASE WHEN {FROM} IS NOT NULL THEN {by} END) AS {FROM}",
         f"max(CASE WHEN {FROM} IS NOT NULL THEN _seq END) AS {MOVE_SEQ}",
@@ -378,8 +388,8 @@ def fold_columns(entries: DataFrame, keys: Sequence[str], values: Sequence[str])
         f"_newest._seq AS {LAST_SEQ}",
         f"_newest.{KIND} AS {LAST_KIND}",
         f"_newest._time AS {LAST_TIME}",
-        f"array_max(_dels) AS {DEL_SEQ}",
-        f"array_max(filter(_dels, x -> x < array_max(_dels))) AS {DEL_PREV}",
+        DEL_SEQ,
+        DEL_PREV,
         FULL_SEQ,
         FROM,
         MOVE_SEQ,
