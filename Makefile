@@ -181,12 +181,13 @@ DELTA35_JARS   := .jars-delta35
 ICEBERG35_JARS := .jars-iceberg35
 SPARK35_JARS   := .jars-spark35
 # The rules on Spark 3.5: one case of each rule whose SQL or plan differs by version
-# (partial images, key changes, both SCD types, generic and typed metadata, replay markers,
-# the one-task fold, the table's state computed ahead, quoting, DDL, conversions under ANSI
-# off); the other cases run on 4.2.
+# (partial images, a tombstone after two deletes, key changes, both SCD types, generic and
+# typed metadata, replay markers, the one-task fold, the table's state computed ahead,
+# quoting, DDL, conversions under ANSI off); the other cases run on 4.2.
 RULES35 := \
 	"test_a_partial_update_before_its_older_insert[2]" \
 	test_late_partial_images_column_by_column \
+	"test_a_tombstone_keeps_only_what_followed_the_delete_before_it[True]" \
 	"test_metadata_columns_are_the_newest_change_s[1-True]" \
 	"test_a_key_change_with_minimal_images_keeps_the_row[2]" \
 	"test_a_key_change_split_into_a_delete_and_a_create[True]" \

@@ -77,6 +77,29 @@ def test_late_partial_images_column_by_column(delta_spark, tmp_path):
     assert live(delta_spark, path) == {1: ("n3", 50), 2: ("y", None)}
 
 
+@pytest.mark.parametrize("stored", [False, True])
+def test_a_tombstone_keeps_only_what_followed_the_delete_before_it(delta_spark, tmp_path, stored):
+    """One batch folded per column: (insert a, 10 at 1,) delete at 3, re-insert at 4 with
+    the name only, delete at 5. The tombstone keeps the re-inserted row's values: the name
+    written at 4, and no score, since the score was written before the delete at 3 (the
+    batch's delete before its newest one), into a new key or over a stored row."""
+    path = str(tmp_path / "t")
+    insert = ("insert", 1, None, (1, "a", 10))
+    if stored:
+        _apply(delta_spark, path, [insert])
+    _apply(delta_spark, path, [
+        *([] if stored else [insert]),
+        ("delete", 3, (1, None, None), None),
+        ("insert", 4, None, (1, "c", None), ["score"]),
+        ("delete", 5, (1, None, None), None),
+    ])  # fmt: skip
+    rows = delta_spark.read.format("delta").load(path).collect()
+    assert [(r["id"], r["name"], r["score"], r["_cdc_deleted"]) for r in rows] == [
+        (1, "c", None, True)
+    ]
+    assert live(delta_spark, path) == {}
+
+
 def test_a_batch_lacking_a_column_folds_again_per_column(delta_spark, tmp_path):
     """A batch folds whole images in one pass; when that pass's own read finds an upsert
     lacking a column, nothing is written and the batch is folded again per column, its
