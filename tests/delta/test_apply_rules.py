@@ -360,6 +360,41 @@ def test_a_small_batch_folds_in_one_task_without_a_shuffle(delta_spark, tmp_path
     assert live(delta_spark, one) == live(delta_spark, shuffled) == {1: ("c", 30), 2: ("b", 20)}
 
 
+def test_a_batch_read_from_parquet_is_sized_by_its_rows_not_its_files(
+    delta_spark, tmp_path, monkeypatch
+):
+    """A batch read from Parquet files counts ``COLUMNAR_FILE_FACTOR`` times the files'
+    size (``_plans.batch_bytes``) when the call chooses between one task and a shuffle
+    before the fold: with ``ONE_TASK_BYTES`` between the two, the batch is shuffled by key;
+    counted by the files' size alone, it is folded in one task. Both tables are the same."""
+    import importlib
+
+    apply_module = importlib.import_module("cdc_decode.spark.apply")
+    plans_module = importlib.import_module("cdc_decode.spark._plans")
+    real = apply_module.held
+    plans: list[str] = []
+
+    def recorded(frame):
+        plans.append(frame._jdf.queryExecution().executedPlan().toString())
+        return real(frame)
+
+    monkeypatch.setattr(apply_module, "held", recorded)
+    typed_events(delta_spark, THREE_CHANGES).write.parquet(str(tmp_path / "events"))
+    events = delta_spark.read.parquet(str(tmp_path / "events"))
+    files = plans_module.estimated_bytes(events)
+    factor = plans_module.COLUMNAR_FILE_FACTOR
+    monkeypatch.setattr(apply_module, "ONE_TASK_BYTES", files * (factor + 1) // 2)
+    monkeypatch.setattr(apply_module, "FOLD_INTERPRET_BYTES", 0)
+    rows, files_only = str(tmp_path / "rows"), str(tmp_path / "files")
+    cdc_spark.apply_changes(events, rows)
+    monkeypatch.setattr(plans_module, "COLUMNAR_FILE_FACTOR", 1)
+    cdc_spark.apply_changes(events, files_only)
+    assert len(plans) == 2
+    assert "Exchange" in plans[0], plans[0]
+    assert "Exchange" not in plans[1], plans[1]
+    assert live(delta_spark, rows) == live(delta_spark, files_only) == {1: ("c", 30), 2: ("b", 20)}
+
+
 def test_a_small_tables_history_is_held_without_adaptive_execution(delta_spark, tmp_path,
                                                                    monkeypatch):  # fmt: skip
     """A history (``scd_type=2``) into a Delta table under ``SERIAL_BYTES`` holds its steps

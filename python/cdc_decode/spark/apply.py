@@ -102,8 +102,9 @@ ONE_TASK_BYTES = 4 * 1024 * 1024
 """A type 1 batch smaller than this (``FOLD_INTERPRET_BYTES``'s measure) is read and folded
 in one task (``coalesce(1)``): no shuffle before the fold. 0 turns it off."""
 FOLD_INTERPRET_BYTES = 4 * 1024 * 1024
-"""A batch smaller than this (by the optimizer's estimate of its rows, or a Kafka
-micro-batch's records at ``_plans.KAFKA_RECORD_BYTES`` each: ``_plans.batch_bytes``) is
+"""A batch smaller than this (by the optimizer's estimate of its rows, column files' at
+``_plans.COLUMNAR_FILE_FACTOR`` times their size, or a Kafka micro-batch's records at
+``_plans.KAFKA_RECORD_BYTES`` each: ``_plans.batch_bytes``) is
 read, folded and counted interpreted, in a clone of the caller's session: compiling the
 generated code of the fold's plan costs more than it saves on a streaming micro-batch
 (docs/apply.md, "Cost"). 0 turns it off."""
