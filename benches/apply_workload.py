@@ -433,7 +433,9 @@ class ApplyChanges(Contender):
     (``cluster_by=["id"]`` of a table made by ``apply_changes``), ``optimize``:
     ``OPTIMIZE`` after every :data:`OPTIMIZE_EVERY` batches, timed with the batch (a
     clustered table is clustered by it, the other compacted); ``nowarm``: the table's
-    state computed by the MERGE, not while the batch is folded (``WARM_AHEAD`` off)."""
+    state computed by the MERGE, not while the batch is folded (``WARM_AHEAD`` off);
+    ``resolved``: a small batch resolved against the table's rows whatever the table's size
+    (``RESOLVE_BYTES`` 0)."""
 
     OPTIMIZE_EVERY = 4
 
@@ -505,11 +507,15 @@ class ApplyChanges(Contender):
         warm = apply_module.WARM_AHEAD
         if "nowarm" in self.options:
             apply_module.WARM_AHEAD = False
+        resolve_bytes = apply_module.RESOLVE_BYTES
+        if "resolved" in self.options:
+            apply_module.RESOLVE_BYTES = 0
         try:
             cdc_spark.apply_changes(events, path, **_apply_kwargs())
         finally:
             apply_module.BROADCAST_KEYS = broadcast
             apply_module.WARM_AHEAD = warm
+            apply_module.RESOLVE_BYTES = resolve_bytes
             apply_module.ONE_TASK_BYTES = one_task
             apply_module.FOLD_INTERPRET_BYTES, delta_module.INTERPRET_BYTES = interpret
             if "nomat" in self.options:
@@ -639,7 +645,7 @@ def key_ranges(column: str, keys: list[int], cap: int = 64) -> str:
 def contender(spec: str) -> Contender:
     parts = spec.split("+")
     options = {"dv", "nomat", "cow", "nobroadcast", "cluster", "optimize", "compiled", "shuffled",
-               "nowarm"}  # fmt: skip
+               "nowarm", "resolved"}  # fmt: skip
     if parts[0] == "apply_changes" and set(parts[1:]) <= options:
         return ApplyChanges(set(parts[1:]))
     if parts[0] != "merge" or not set(parts[1:]) <= {"dv", "broadcast", "ranges", "split", "nomat"}:
