@@ -182,8 +182,9 @@ ICEBERG35_JARS := .jars-iceberg35
 SPARK35_JARS   := .jars-spark35
 # The rules on Spark 3.5: one case of each rule whose SQL or plan differs by version
 # (partial images, a tombstone after two deletes, key changes, both SCD types, generic and
-# typed metadata, replay markers, the one-task fold, the table's state computed ahead,
-# quoting, DDL, conversions under ANSI off); the other cases run on 4.2.
+# typed metadata, replay markers, the one-task fold, the broadcast source of a MERGE that
+# writes deletion vectors, the table's state computed ahead, quoting, DDL, conversions
+# under ANSI off); the other cases run on 4.2.
 RULES35 := \
 	"test_a_partial_update_before_its_older_insert[2]" \
 	test_late_partial_images_column_by_column \
@@ -193,6 +194,7 @@ RULES35 := \
 	"test_a_key_change_split_into_a_delete_and_a_create[True]" \
 	test_the_replay_markers_come_from_the_checksum_without_a_job \
 	test_a_small_batch_folds_in_one_task_without_a_shuffle \
+	test_a_merge_that_writes_deletion_vectors_broadcasts_its_source \
 	test_the_tables_state_is_computed_ahead_in_a_thread \
 	"test_equal_sequences_an_upsert_wins_over_a_delete[True]" \
 	test_column_names_with_dots_backquotes_and_spaces \

@@ -395,6 +395,42 @@ def test_a_batch_read_from_parquet_is_sized_by_its_rows_not_its_files(
     assert live(delta_spark, rows) == live(delta_spark, files_only) == {1: ("c", 30), 2: ("b", 20)}
 
 
+def test_a_merge_that_writes_deletion_vectors_broadcasts_its_source(
+    delta_spark, tmp_path, monkeypatch
+):
+    """Into a table that writes deletion vectors (here every table: ``REWRITE_BYTES`` 0), the
+    MERGE's source, held in memory and small, is broadcast: the view the MERGE reads carries
+    Spark's broadcast hint. With ``BROADCAST_SOURCE_ROWS`` at -1 it does not. Both tables
+    are the same."""
+    import importlib
+
+    delta_module = importlib.import_module("cdc_decode.spark._tables.delta")
+    frame_class = type(delta_spark.range(1))  # Spark 4's classic DataFrame, Spark 3.5's own
+    real = frame_class.createOrReplaceTempView
+    views: list[str] = []
+
+    def recorded(self, name):
+        if name.startswith("_cdc_decode_source_"):
+            views.append(self._jdf.queryExecution().analyzed().toString())
+        return real(self, name)
+
+    monkeypatch.setattr(frame_class, "createOrReplaceTempView", recorded)
+    monkeypatch.setattr(delta_module, "REWRITE_BYTES", 0)
+    hinted, plain = str(tmp_path / "hinted"), str(tmp_path / "plain")
+    later = [("update", 4, (2, None, None), (2, "d", 40)), ("insert", 5, None, (3, "e", 50))]
+    for path in (hinted, plain):
+        if path == plain:
+            monkeypatch.setattr(delta_module, "BROADCAST_SOURCE_ROWS", -1)
+        _apply(delta_spark, path, THREE_CHANGES)
+        del views[:]
+        _apply(delta_spark, path, later)
+        assert len(views) == 1
+        assert ("broadcast" in views[0].lower()) == (path == hinted), views[0]
+    assert live(delta_spark, hinted) == live(delta_spark, plain) == {
+        1: ("c", 30), 2: ("d", 40), 3: ("e", 50)
+    }  # fmt: skip
+
+
 def test_a_small_tables_history_is_held_without_adaptive_execution(delta_spark, tmp_path,
                                                                    monkeypatch):  # fmt: skip
     """A history (``scd_type=2``) into a Delta table under ``SERIAL_BYTES`` holds its steps

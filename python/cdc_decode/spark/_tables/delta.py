@@ -68,6 +68,17 @@ small costs more than what it adapts (about 0.06 s of a 1.3 s call on 20,000 row
 docs/apply.md, "Small micro-batches, end to end"). 0 turns it off."""
 SERIAL = {"spark.sql.adaptive.enabled": "false", "spark.sql.shuffle.partitions": "1"}
 """The settings of a MERGE of :data:`SERIAL_BYTES` (session settings of its clone)."""
+BROADCAST_SOURCE_ROWS = 50_000
+"""A MERGE into a table of at least :data:`REWRITE_BYTES` (one that writes deletion
+vectors) of a source held in memory of at most this many rows, and of at most
+:data:`BROADCAST_SOURCE_BYTES` by Spark's default size of its rows, broadcasts the
+source: the MERGE's two inner joins with the table's files (the scan for the files it
+touches, the rows its deletion vectors mark) then read the files where they are, where
+without it they shuffle the key and the bookkeeping of every row of them (the held
+source has no size estimate). -1: never."""
+BROADCAST_SOURCE_BYTES = 64 * 1024 * 1024
+"""... (:data:`BROADCAST_SOURCE_ROWS`)."""
+
 DV_PERSISTENT = "spark.databricks.delta.merge.deletionVectors.persistent"
 """Delta's session setting (internal, on by default) for whether a MERGE into a table with
 deletion vectors enabled writes them."""
@@ -446,7 +457,12 @@ class DeltaTarget(Table):
         if all(c.sql is not None for c in clauses):
             # The clauses' SQL text: one statement, parsed and planned by the JVM alone.
             view = f"_cdc_decode_source_{uuid.uuid4().hex}"
-            detached(source, session).createOrReplaceTempView(view)
+            frame = detached(source, session)
+            if materialized and _broadcast(frame, rows, size):
+                from pyspark.sql import functions as F
+
+                frame = F.broadcast(frame)
+            frame.createOrReplaceTempView(view)
             try:
                 done = session.sql(merge_statement(self.sql_name, view, on, clauses)).first()
             finally:
@@ -509,6 +525,15 @@ class DeltaTarget(Table):
             # Delta skipped it: another run committed this batch id in the meantime.
             return Commit(version=latest, skipped=True)
         return Commit(version=latest)
+
+
+def _broadcast(source: DataFrame, rows: int | None, size: int | None) -> bool:
+    """Whether a MERGE broadcasts its held ``source`` of ``rows`` rows into a table of
+    ``size`` bytes (:data:`BROADCAST_SOURCE_ROWS`)."""
+    if rows is None or rows > BROADCAST_SOURCE_ROWS or size is None or size < REWRITE_BYTES:
+        return False
+    held = row_bytes(source)
+    return held is not None and rows * held <= BROADCAST_SOURCE_BYTES
 
 
 def _int(text: str | None) -> int | None:
