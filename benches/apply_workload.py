@@ -435,7 +435,8 @@ class ApplyChanges(Contender):
     clustered table is clustered by it, the other compacted); ``nowarm``: the table's
     state computed by the MERGE, not while the batch is folded (``WARM_AHEAD`` off);
     ``resolved``: a small batch resolved against the table's rows whatever the table's size
-    (``RESOLVE_BYTES`` 0)."""
+    (``RESOLVE_BYTES`` 0); ``nobsource``: the MERGE's held source not broadcast
+    (``BROADCAST_SOURCE_ROWS`` -1)."""
 
     OPTIMIZE_EVERY = 4
 
@@ -508,6 +509,9 @@ class ApplyChanges(Contender):
         if "nowarm" in self.options:
             apply_module.WARM_AHEAD = False
         resolve_bytes = apply_module.RESOLVE_BYTES
+        bsource = delta_module.BROADCAST_SOURCE_ROWS
+        if "nobsource" in self.options:
+            delta_module.BROADCAST_SOURCE_ROWS = -1
         if "resolved" in self.options:
             apply_module.RESOLVE_BYTES = 0
         try:
@@ -516,6 +520,7 @@ class ApplyChanges(Contender):
             apply_module.BROADCAST_KEYS = broadcast
             apply_module.WARM_AHEAD = warm
             apply_module.RESOLVE_BYTES = resolve_bytes
+            delta_module.BROADCAST_SOURCE_ROWS = bsource
             apply_module.ONE_TASK_BYTES = one_task
             apply_module.FOLD_INTERPRET_BYTES, delta_module.INTERPRET_BYTES = interpret
             if "nomat" in self.options:
@@ -645,7 +650,7 @@ def key_ranges(column: str, keys: list[int], cap: int = 64) -> str:
 def contender(spec: str) -> Contender:
     parts = spec.split("+")
     options = {"dv", "nomat", "cow", "nobroadcast", "cluster", "optimize", "compiled", "shuffled",
-               "nowarm", "resolved"}  # fmt: skip
+               "nowarm", "resolved", "nobsource"}  # fmt: skip
     if parts[0] == "apply_changes" and set(parts[1:]) <= options:
         return ApplyChanges(set(parts[1:]))
     if parts[0] != "merge" or not set(parts[1:]) <= {"dv", "broadcast", "ranges", "split", "nomat"}:
