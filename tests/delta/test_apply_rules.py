@@ -328,6 +328,19 @@ def test_the_tables_state_is_computed_ahead_in_a_thread(delta_spark, tmp_path, c
     assert SparkSession.getActiveSession() is delta_spark
 
 
+def _fold_plans(apply_module, monkeypatch) -> list[str]:
+    """The physical plans of the folds the calls hold (``held``), in order, as text."""
+    real = apply_module.held
+    plans: list[str] = []
+
+    def recorded(frame):
+        plans.append(frame._jdf.queryExecution().executedPlan().toString())
+        return real(frame)
+
+    monkeypatch.setattr(apply_module, "held", recorded)
+    return plans
+
+
 def test_a_small_batch_folds_in_one_task_without_a_shuffle(delta_spark, tmp_path, monkeypatch):
     """A type 1 batch smaller than ``ONE_TASK_BYTES`` by the optimizer's estimate (here
     cached, whose size Spark knows once it is read; rows made from Python objects, as
@@ -337,14 +350,7 @@ def test_a_small_batch_folds_in_one_task_without_a_shuffle(delta_spark, tmp_path
     import importlib
 
     apply_module = importlib.import_module("cdc_decode.spark.apply")
-    real = apply_module.held
-    plans: list[str] = []
-
-    def recorded(frame):
-        plans.append(frame._jdf.queryExecution().executedPlan().toString())
-        return real(frame)
-
-    monkeypatch.setattr(apply_module, "held", recorded)
+    plans = _fold_plans(apply_module, monkeypatch)
     one, shuffled = str(tmp_path / "one"), str(tmp_path / "shuffled")
     events = typed_events(delta_spark, THREE_CHANGES).cache()
     try:
@@ -371,14 +377,7 @@ def test_a_batch_read_from_parquet_is_sized_by_its_rows_not_its_files(
 
     apply_module = importlib.import_module("cdc_decode.spark.apply")
     plans_module = importlib.import_module("cdc_decode.spark._plans")
-    real = apply_module.held
-    plans: list[str] = []
-
-    def recorded(frame):
-        plans.append(frame._jdf.queryExecution().executedPlan().toString())
-        return real(frame)
-
-    monkeypatch.setattr(apply_module, "held", recorded)
+    plans = _fold_plans(apply_module, monkeypatch)
     typed_events(delta_spark, THREE_CHANGES).write.parquet(str(tmp_path / "events"))
     events = delta_spark.read.parquet(str(tmp_path / "events"))
     files = plans_module.estimated_bytes(events)
@@ -400,10 +399,12 @@ def test_a_merge_that_writes_deletion_vectors_broadcasts_its_source(
 ):
     """Into a table that writes deletion vectors (here every table: ``REWRITE_BYTES`` 0), the
     MERGE's source, held in memory and small, is broadcast: the view the MERGE reads carries
-    Spark's broadcast hint. With ``BROADCAST_SOURCE_ROWS`` at -1 it does not. Both tables
-    are the same."""
+    Spark's broadcast hint. With ``BROADCAST_SOURCE_ROWS`` at -1 it does not, unless the
+    batch is resolved against the table's rows first (a table past ``RESOLVE_BYTES``),
+    whose rows are always broadcast. The three tables are the same."""
     import importlib
 
+    apply_module = importlib.import_module("cdc_decode.spark.apply")
     delta_module = importlib.import_module("cdc_decode.spark._tables.delta")
     frame_class = type(delta_spark.range(1))  # Spark 4's classic DataFrame, Spark 3.5's own
     real = frame_class.createOrReplaceTempView
@@ -416,19 +417,21 @@ def test_a_merge_that_writes_deletion_vectors_broadcasts_its_source(
 
     monkeypatch.setattr(frame_class, "createOrReplaceTempView", recorded)
     monkeypatch.setattr(delta_module, "REWRITE_BYTES", 0)
-    hinted, plain = str(tmp_path / "hinted"), str(tmp_path / "plain")
     later = [("update", 4, (2, None, None), (2, "d", 40)), ("insert", 5, None, (3, "e", 50))]
-    for path in (hinted, plain):
-        if path == plain:
+    tables = {}
+    for name, hinted in [("held", True), ("plain", False), ("resolved", True)]:
+        if name == "plain":
             monkeypatch.setattr(delta_module, "BROADCAST_SOURCE_ROWS", -1)
+        if name == "resolved":
+            monkeypatch.setattr(apply_module, "RESOLVE_BYTES", -1)
+        path = tables[name] = str(tmp_path / name)
         _apply(delta_spark, path, THREE_CHANGES)
         del views[:]
         _apply(delta_spark, path, later)
-        assert len(views) == 1
-        assert ("broadcast" in views[0].lower()) == (path == hinted), views[0]
-    assert live(delta_spark, hinted) == live(delta_spark, plain) == {
-        1: ("c", 30), 2: ("d", 40), 3: ("e", 50)
-    }  # fmt: skip
+        assert len(views) == 1, name
+        assert ("broadcast" in views[0].lower()) == hinted, (name, views[0])
+    expected = {1: ("c", 30), 2: ("d", 40), 3: ("e", 50)}
+    assert all(live(delta_spark, path) == expected for path in tables.values())
 
 
 def test_a_small_tables_history_is_held_without_adaptive_execution(delta_spark, tmp_path,

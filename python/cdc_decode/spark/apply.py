@@ -716,13 +716,11 @@ class _Call:
         the table's rows of its keys (:func:`rules.resolve_scd1`), broadcast into a
         ``MERGE`` that sets them. Resolved again when another writer changed one of
         those rows in between (the ``MERGE`` fails on it, writing nothing)."""
-        from pyspark.sql import functions as F
-
         table, keys = self.table, self.image.keys
         for attempt in range(STALE_ATTEMPTS):
             rows, resolved = rules.resolve_scd1(source, table, keys, clauses)
             try:
-                return table.merge(F.broadcast(rows), _on(keys), resolved, self.txn)
+                return table.merge(rows, _on(keys), resolved, self.txn, broadcast=True)
             except Exception as error:
                 if rules.STALE not in str(error) or attempt == STALE_ATTEMPTS - 1:
                     raise

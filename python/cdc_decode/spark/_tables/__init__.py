@@ -152,6 +152,7 @@ class Table:
         *,
         materialized: bool = False,
         rows: int | None = None,
+        broadcast: bool = False,
     ) -> Commit:
         """One ``MERGE`` of ``source`` (alias ``s``) into the table (alias ``t``) on the
         SQL condition ``on``, its clauses in order; with ``txn`` (``app_id``,
@@ -162,7 +163,9 @@ class Table:
         writer commits between the start of its read and the ``MERGE``, each such read
         counted in :attr:`retries`. ``materialized``: ``source`` is held in memory
         (persisted and counted) and reads no table: a format need not copy it first;
-        ``rows``: how many rows it holds, when counted."""
+        ``rows``: how many rows it holds, when counted; ``broadcast``: the MERGE broadcasts
+        ``source`` (a frame of few rows), as a hint on it would ask (the formats read a
+        source as a new leaf over its rows, which keeps no hint)."""
 
         def run() -> Commit:
             self.refresh()
@@ -170,16 +173,18 @@ class Table:
                 return Commit(version=self.version(), skipped=True)
             if not callable(source):
                 return self.merge_once(
-                    source, on, clauses, txn, materialized=materialized, rows=rows
-                )
+                    source, on, clauses, txn, materialized=materialized, rows=rows,
+                    broadcast=broadcast,
+                )  # fmt: skip
             for attempt in range(ATTEMPTS):
                 read_at = self.version()
                 frame = source()
                 self.refresh()
                 if self.version() == read_at:
                     return self.merge_once(
-                        frame, on, clauses, txn, materialized=materialized, rows=rows
-                    )
+                        frame, on, clauses, txn, materialized=materialized, rows=rows,
+                        broadcast=broadcast,
+                    )  # fmt: skip
                 self.retries += 1
                 LOG.warning(
                     "MERGE of %s: the table changed while its rows were read, read %d again",
@@ -204,6 +209,7 @@ class Table:
         *,
         materialized: bool = False,
         rows: int | None = None,
+        broadcast: bool = False,
     ) -> Commit:
         """One try of :meth:`merge` on the freshly read table, its marker not yet held:
         the ``MERGE`` with the marker, and the commit it made."""

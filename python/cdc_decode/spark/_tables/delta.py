@@ -435,6 +435,7 @@ class DeltaTarget(Table):
         *,
         materialized: bool = False,
         rows: int | None = None,
+        broadcast: bool = False,
     ) -> Commit:
         before = self.version()
         own = self.spark.conf.get(USER_METADATA, None)
@@ -458,7 +459,7 @@ class DeltaTarget(Table):
             # The clauses' SQL text: one statement, parsed and planned by the JVM alone.
             view = f"_cdc_decode_source_{uuid.uuid4().hex}"
             frame = detached(source, session)
-            if materialized and _broadcast(frame, rows, size):
+            if broadcast or materialized and _broadcast(frame, rows, size):
                 from pyspark.sql import functions as F
 
                 frame = F.broadcast(frame)
@@ -468,6 +469,10 @@ class DeltaTarget(Table):
             finally:
                 session.catalog.dropTempView(view)
         else:
+            if broadcast:
+                from pyspark.sql import functions as F
+
+                source = F.broadcast(source)
             builder = self._delta_table(session).alias("t").merge(source.alias("s"), on)
             for clause in clauses:
                 values = {f"t.{quote(k)}": v for k, v in clause.values.items()}

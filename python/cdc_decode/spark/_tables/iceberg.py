@@ -354,6 +354,7 @@ class IcebergTarget(Table):
         *,
         materialized: bool = False,
         rows: int | None = None,
+        broadcast: bool = False,
     ) -> Commit:
         view = f"_cdc_decode_source_{uuid.uuid4().hex}"
         # Materialized apart from the table it was computed from: a source that reads
@@ -383,7 +384,12 @@ class IcebergTarget(Table):
         # The rows as a plain relation of the clone: a checkpoint's plan keeps the
         # constraints of the plan it came from (the clauses' expressions), which the
         # MERGE's analysis need not carry along.
-        detached(held, session).createOrReplaceTempView(view)
+        frame = detached(held, session)
+        if broadcast:
+            from pyspark.sql import functions as F
+
+            frame = F.broadcast(frame)
+        frame.createOrReplaceTempView(view)
         try:
             session.sql(statement)
         finally:
