@@ -437,6 +437,8 @@ class DeltaTarget(Table):
         rows: int | None = None,
         broadcast: bool = False,
     ) -> Commit:
+        from pyspark.sql import functions as F
+
         before = self.version()
         own = self.spark.conf.get(USER_METADATA, None)
         tag = None if own else f"{TAG}{uuid.uuid4().hex}"
@@ -455,24 +457,18 @@ class DeltaTarget(Table):
                     session.conf.set(key, value)
         if size is not None and size < REWRITE_BYTES:
             session.conf.set(DV_PERSISTENT, "false")
+        hinted = broadcast or (materialized and _broadcast(source, rows, size))
         if all(c.sql is not None for c in clauses):
             # The clauses' SQL text: one statement, parsed and planned by the JVM alone.
             view = f"_cdc_decode_source_{uuid.uuid4().hex}"
-            frame = detached(source, session)
-            if broadcast or materialized and _broadcast(frame, rows, size):
-                from pyspark.sql import functions as F
-
-                frame = F.broadcast(frame)
-            frame.createOrReplaceTempView(view)
+            frame = detached(source, session)  # a new leaf: the hint goes on it
+            (F.broadcast(frame) if hinted else frame).createOrReplaceTempView(view)
             try:
                 done = session.sql(merge_statement(self.sql_name, view, on, clauses)).first()
             finally:
                 session.catalog.dropTempView(view)
         else:
-            if broadcast:
-                from pyspark.sql import functions as F
-
-                source = F.broadcast(source)
+            source = F.broadcast(source) if hinted else source
             builder = self._delta_table(session).alias("t").merge(source.alias("s"), on)
             for clause in clauses:
                 values = {f"t.{quote(k)}": v for k, v in clause.values.items()}
