@@ -212,6 +212,7 @@ SPARK35_DELTA := $(foreach t,$(RULES35),tests/delta/test_apply_rules.py::$(t)) \
 	tests/delta/test_apply.py::test_a_timestamp_ntz_column_added_to_a_table_made_without_one \
 	tests/delta/test_apply.py::test_int_to_bigint_widens_on_delta_4_and_is_refused_on_delta_3
 SPARK35_ICEBERG := \
+	tests/iceberg/test_apply.py::test_a_table_bucketed_by_its_key_is_merged_where_its_rows_are_read \
 	"tests/iceberg/test_apply.py::test_every_format_applied_equals_the_source[debezium-json-None]" \
 	"tests/iceberg/test_apply.py::test_every_format_applied_equals_the_source[datahub-blob-None]" \
 	tests/iceberg/test_apply.py::test_on_spark_3_replay_markers_are_refused_and_counts_come_from_the_snapshot

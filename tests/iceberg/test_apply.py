@@ -140,6 +140,53 @@ def test_typed_events_with_partial_images_equal_the_source(iceberg_spark, catalo
     assert not diff(got, want), diff(got, want)
 
 
+def _merge_plans(spark) -> list[str]:
+    """The physical plans of the session's SQL executions so far that ran a ``MERGE``
+    (Spark's SQL status store, once its listener has seen every event)."""
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(10_000)
+    executions = spark._jsparkSession.sharedState().statusStore().executionsList()
+    plans = [str(executions.apply(i).physicalPlanDescription()) for i in range(executions.size())]
+    return [plan for plan in plans if "MergeRows" in plan]
+
+
+def test_a_table_bucketed_by_its_key_is_merged_where_its_rows_are_read(iceberg_spark):
+    """A table partitioned by ``bucket(n, key)``: each MERGE shuffles the batch into the
+    table's buckets and joins it with the rows where they are read (a storage-partitioned
+    join, no shuffle of the table; Spark 4: Spark 3.5 shuffles both sides), and the typed
+    events with partial images and key changes of the test above give the source's rows."""
+    spark = iceberg_spark
+    stream = generate("tencent-dts", messages=MESSAGES, seed=7, tables=[TABLE],
+                      key_changes=KEY_CHANGES)  # fmt: skip
+    (name,) = stream.final_state
+    keys = stream.primary_keys[name]
+    types = dict(_column_types()[TABLE])
+    ddl = ", ".join(f"`{c}` {t}" for c, t in types.items())
+    decoded = pa.Table.from_batches([cdc_decode.decode(stream.values, "tencent-dts", schema=ddl)])
+    events = decoded.filter(pc.fill_null(pc.equal(decoded["source_table"], "users"), True))
+    target = _target("lake", "bucketed")
+    seen = len(_merge_plans(spark))
+    for b, rows in enumerate(deliveries(events, keys, BATCHES, seed=11)):
+        batch = spark.createDataFrame(events.take(rows))
+        result = cdc_spark.apply_changes(
+            batch, target, keys=keys, on_stale="ignore", partition_by=f"bucket(4, {keys[0]})"
+        )
+        assert result.errors == 0 and result.unkeyed == 0, b
+    plans = _merge_plans(spark)[seen:]
+    # The first batch creates the table; the two after it merge into its rows.
+    assert len(plans) >= 2, len(plans)
+    for plan in plans[-2:] if int(spark.version.split(".")[0]) >= 4 else []:
+        assert "keygroupedpartitioning" in plan, plan
+    want = {
+        tuple(plain(v) for v in key): {c: plain(row.get(c)) for c in types}
+        for key, row in typed_state(events, keys).items()
+    }
+    got = {
+        tuple(plain(v) for v in key): {c: plain(v) for c, v in row.items()}
+        for key, row in table_rows(spark, target, keys).items()
+    }
+    assert not diff(got, want), diff(got, want)
+
+
 @pytest.mark.parametrize("fmt", ["tencent-dts", "debezium-json"])
 def test_scd2_history_equals_the_source_change_log(iceberg_spark, fmt):
     """scd_type=2 over three batches with late changes and duplicates: one version per

@@ -62,6 +62,17 @@ DEFAULT_PROPERTIES = {
 Iceberg row-level deletes today (format 3's deletion vectors need Iceberg 1.8+ readers);
 a catalog setting ``table-default.format-version=3`` gets format 3 tables."""
 
+KEY_GROUPED_MERGE = {
+    "spark.sql.iceberg.planning.preserve-data-grouping": "true",
+    "spark.sql.sources.v2.bucketing.enabled": "true",
+    "spark.sql.sources.v2.bucketing.shuffle.enabled": "true",
+}
+"""The settings of a ``MERGE`` into a table partitioned by buckets of its key: Iceberg
+reports the scan's files grouped by bucket, and Spark joins the batch, shuffled into the
+same buckets, with the table's rows where they are read (a storage-partitioned join)
+instead of shuffling every row of the table. ``...bucketing.shuffle.enabled`` is Spark 4's
+(on Spark 3.5 both sides are shuffled, as without it)."""
+
 CONFLICTS = (
     "org.apache.iceberg.exceptions.CommitFailedException",
     "org.apache.iceberg.exceptions.ValidationException",
@@ -334,16 +345,39 @@ class IcebergTarget(Table):
         self.refresh()
         return deleted
 
-    def _session(self, properties: Mapping[str, str]) -> SparkSession:
+    def _session(self, properties: Mapping[str, str], on: str) -> SparkSession:
         """A clone of the caller's session (its settings, temporary views, the same
-        SparkContext) whose commits carry ``properties`` in their snapshot summary."""
+        SparkContext) whose commits carry ``properties`` in their snapshot summary, with
+        :data:`KEY_GROUPED_MERGE` where the table is partitioned by buckets of the keys
+        ``on`` joins."""
         session = self.clone_session()
         for key in conf_keys(session):
             if key.startswith(SNAPSHOT_PROPERTY + "cdc_decode."):
                 session.conf.unset(key)
         for key, value in properties.items():
             session.conf.set(SNAPSHOT_PROPERTY + key, value)
+        if self._bucketed_by_key(on):
+            for key, value in KEY_GROUPED_MERGE.items():
+                session.conf.set(key, value)
         return session
+
+    def _bucketed_by_key(self, on: str) -> bool:
+        """Whether every partition field of the table is ``bucket(n, key)`` of a key the
+        ``MERGE``'s ``on`` (``t.k = s.k AND ...``) joins: then the join can keep the
+        table's rows where they are read."""
+        table = self._load().get("table")
+        if table is None:
+            return False
+        fields = list(table.spec().fields())
+        schema = table.schema()
+        for field in fields:
+            name = schema.findColumnName(field.sourceId())
+            transform = str(field.transform())
+            if not transform.startswith("bucket[") or name is None:
+                return False
+            if f"t.{quote(str(name))} = s.{quote(str(name))}" not in on:
+                return False
+        return bool(fields)
 
     def merge_once(
         self,
@@ -380,7 +414,7 @@ class IcebergTarget(Table):
         if txn is not None:
             marks[TXN_PREFIX + txn[0]] = str(txn[1])
         before = self.version()
-        session = self._session(marks)
+        session = self._session(marks, on)
         # The rows as a plain relation of the clone: a checkpoint's plan keeps the
         # constraints of the plan it came from (the clauses' expressions), which the
         # MERGE's analysis need not carry along.
