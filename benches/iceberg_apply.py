@@ -12,6 +12,11 @@ same properties: format 2, ``write.merge.mode``, ``write.update.mode`` and
 - ``apply_changes``: ``cdc_spark.apply_changes(events, "lake.bench.apply")``.
 - ``merge``: what users write without it: ``row_number()`` over the key by ``sequence``,
   keep the newest, one SQL ``MERGE INTO`` (delete, update every column, insert).
+- ``apply_changes+bucket`` and ``merge+bucket`` (``--bucket N``, 8 by default, 0 leaves
+  them out): the same two on tables partitioned by ``bucket(N, id)``
+  (``apply_changes(..., partition_by="bucket(N, id)")``; the hand-written MERGE's table
+  created so, and its session set for a storage-partitioned join as ``apply_changes``
+  sets its ``MERGE``'s: ``KEY_GROUPED_MERGE``).
 
 Each final table is checked against a reference computed from the generated changes:
 ``apply_changes``' against the source's final rows, the hand-written MERGE's against what
@@ -46,6 +51,7 @@ from apply_workload import (  # noqa: E402
     reference_checksum,
     workload_arguments,
 )
+from pyspark.sql import functions as F  # noqa: E402
 
 PROPERTIES = {
     "format-version": "2",
@@ -63,54 +69,89 @@ SUMMARY = (
 )
 
 
-def _sorted(frame, files: int):
-    return frame.repartitionByRange(files, "id").sortWithinPartitions("id")
+def _layout(frame, files: int, buckets: int):
+    """``frame`` in ``files`` ranges of the key, each sorted; with ``buckets``, grouped by
+    Iceberg's bucket of the key (``files / buckets`` ranges each), sorted by key in each."""
+    if not buckets:
+        return frame.repartitionByRange(files, "id").sortWithinPartitions("id")
+    bucket = f"lake.system.bucket({buckets}, id)"
+    ranges = max(1, files // buckets)
+    return frame.repartitionByRange(buckets * ranges, F.expr(bucket), "id").sortWithinPartitions(
+        F.expr(bucket), "id"
+    )
 
 
 class ApplyChanges:
     name = "apply_changes"
     live = "NOT _cdc_deleted"
 
+    def __init__(self, buckets: int = 0) -> None:
+        self.buckets = buckets
+        self.options = _apply_kwargs()
+        if buckets:
+            self.name += "+bucket"
+            self.options["partition_by"] = f"bucket({buckets}, id)"
+
     def build(self, spark, gen, table: str, files: int) -> None:
         from cdc_decode import spark as cdc_spark
 
-        cdc_spark.apply_changes(spark.read.parquet(gen.snapshot), table, **_apply_kwargs())
+        cdc_spark.apply_changes(spark.read.parquet(gen.snapshot), table, **self.options)
         # Written in hash order by the MERGE: rewritten sorted by key, as the other table
-        # is loaded (the table's properties and columns stay).
-        rows = _sorted(spark.table(table), files).localCheckpoint()
+        # is loaded (the table's properties and columns stay); a bucketed table's rows
+        # sorted by key within each bucket.
+        rows = _layout(spark.table(table), files, self.buckets).localCheckpoint()
         rows.writeTo(table).overwritePartitions()
 
     def apply(self, spark, events, table: str) -> None:
         from cdc_decode import spark as cdc_spark
 
-        cdc_spark.apply_changes(events, table, **_apply_kwargs())
+        cdc_spark.apply_changes(events, table, **self.options)
 
 
 class HandMerge:
     name = "merge"
     live = None
 
+    def __init__(self, buckets: int = 0) -> None:
+        self.buckets = buckets
+        if buckets:
+            self.name += "+bucket"
+
     def build(self, spark, gen, table: str, files: int) -> None:
         base = spark.read.parquet(gen.base)
         columns = ", ".join(f"`{f.name}` {f.dataType.simpleString()}" for f in base.schema)
         props = ", ".join(f"'{k}' = '{v}'" for k, v in PROPERTIES.items())
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {table.rsplit('.', 1)[0]}")
-        spark.sql(f"CREATE TABLE {table} ({columns}) USING iceberg TBLPROPERTIES ({props})")
-        _sorted(base, files).writeTo(table).append()
+        parts = f"PARTITIONED BY (bucket({self.buckets}, id)) " if self.buckets else ""
+        spark.sql(f"CREATE TABLE {table} ({columns}) USING iceberg {parts}TBLPROPERTIES ({props})")
+        _layout(base, files, self.buckets).writeTo(table).append()
 
     def apply(self, spark, events, table: str) -> None:
+        from cdc_decode.spark._tables.iceberg import KEY_GROUPED_MERGE
+
         last = newest_per_key(events)
         view = "bench_merge_source"
         last.createOrReplaceTempView(view)
         sets = ", ".join(f"t.`{c}` = s.`{c}`" for c in NAMES)
         names = ", ".join(f"`{c}`" for c in NAMES)
         values = ", ".join(f"s.`{c}`" for c in NAMES)
-        spark.sql(
-            f"MERGE INTO {table} t USING {view} s ON t.id = s.id "
-            "WHEN MATCHED AND s.op = 'delete' THEN DELETE "
-            f"WHEN MATCHED THEN UPDATE SET {sets} "
-            f"WHEN NOT MATCHED AND s.op != 'delete' THEN INSERT ({names}) VALUES ({values})"
-        )
+        settings = KEY_GROUPED_MERGE if self.buckets else {}
+        before = {key: spark.conf.get(key, None) for key in settings}
+        for key, value in settings.items():  # for this MERGE only
+            spark.conf.set(key, value)
+        try:
+            spark.sql(
+                f"MERGE INTO {table} t USING {view} s ON t.id = s.id "
+                "WHEN MATCHED AND s.op = 'delete' THEN DELETE "
+                f"WHEN MATCHED THEN UPDATE SET {sets} "
+                f"WHEN NOT MATCHED AND s.op != 'delete' THEN INSERT ({names}) VALUES ({values})"
+            )
+        finally:
+            for key, value in before.items():
+                if value is None:
+                    spark.conf.unset(key)
+                else:
+                    spark.conf.set(key, value)
 
 
 def snapshot_id(spark, table: str) -> int:
@@ -132,13 +173,15 @@ def summaries(spark, table: str, after: int) -> dict[str, int]:
     return out
 
 
-def run(spark, w: Workload, work: Path) -> list[str]:
+def run(spark, w: Workload, work: Path, buckets: int) -> list[str]:
     started = time.perf_counter()
     gen = generate(w, work / "data")
     print(f"generated {w.describe()}: {sum(gen.events):,} events in "
           f"{time.perf_counter() - started:.1f} s", flush=True)  # fmt: skip
     contenders = [ApplyChanges(), HandMerge()]
-    tables = {c.name: f"lake.bench.{c.name}" for c in contenders}
+    if buckets:
+        contenders += [ApplyChanges(buckets), HandMerge(buckets)]
+    tables = {c.name: f"lake.bench.{c.name.replace('+', '_')}" for c in contenders}
     files = w.files or max(1, w.rows // 31_250)
     for c in contenders:
         t = time.perf_counter()
@@ -177,11 +220,11 @@ def run(spark, w: Workload, work: Path) -> list[str]:
         m = summaries(spark, tables[c.name], start[c.name])
         written = spark.table(tables[c.name])
         n, h, read = checksum(written, c.live)
-        want = truth if c.name == "apply_changes" else plain
+        want = truth if c.name.startswith("apply_changes") else plain
         ok = (n, h) == want
         failed |= not ok
         note = "equal" if ok else "DIFFERS from its reference"
-        if c.name != "apply_changes" and (n, h) != truth:
+        if not c.name.startswith("apply_changes") and (n, h) != truth:
             extra, missing, _, _ = differences(spark, written, c.live, gen.truth, 0)
             note += f"; {max(extra, missing):,} rows differ from the source"
         lines.append(
@@ -200,7 +243,9 @@ SCENARIOS = {
 
 
 def main() -> int:
-    args = workload_arguments(__doc__, SCENARIOS, batches=5, warmup=1).parse_args()
+    parser = workload_arguments(__doc__, SCENARIOS, batches=5, warmup=1)
+    parser.add_argument("--bucket", type=int, default=8, help="0: no bucketed tables")
+    args = parser.parse_args()
 
     sys.path.insert(0, str(HERE.parent / "tests"))
     from support.iceberg import iceberg_session
@@ -221,7 +266,7 @@ def main() -> int:
                 memory=args.memory,
             )
             spark.conf.set("spark.sql.shuffle.partitions", str(args.cores * 2))
-            lines = run(spark, w, work / f"w{i}")
+            lines = run(spark, w, work / f"w{i}", args.bucket)
             print("\n".join(lines), flush=True)
             failed |= any(line.startswith("FAILED") for line in lines)
             spark.stop()
