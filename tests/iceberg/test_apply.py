@@ -109,26 +109,21 @@ def _column_types() -> dict[str, list[tuple[str, str]]]:
     return columns
 
 
-def test_typed_events_with_partial_images_equal_the_source(iceberg_spark, catalog):
-    """Typed events of every column's own type (decimal, bigint, double, timestamps ...)
-    from DTS minimal row images (absent columns keep their values) with key changes, three
-    batches with late changes: the table holds the source's rows; the second apply into
-    the existing table finds its columns' types as Iceberg stores them."""
-    spark = iceberg_spark
+def _typed_events() -> tuple[pa.Table, list[str], dict[str, str]]:
+    """Tencent DTS minimal row images of ``TABLE`` with key changes, decoded with every
+    column's own type: the events, the keys and the column types."""
     stream = generate("tencent-dts", messages=MESSAGES, seed=7, tables=[TABLE],
                       key_changes=KEY_CHANGES)  # fmt: skip
     (name,) = stream.final_state
-    keys = stream.primary_keys[name]
     types = dict(_column_types()[TABLE])
     ddl = ", ".join(f"`{c}` {t}" for c, t in types.items())
     decoded = pa.Table.from_batches([cdc_decode.decode(stream.values, "tencent-dts", schema=ddl)])
     events = decoded.filter(pc.fill_null(pc.equal(decoded["source_table"], "users"), True))
-    assert pc.sum(pc.greater(pc.list_value_length(events["after_absent"]), 0)).as_py() > 0
-    target = _target(catalog, "typed")
-    for b, rows in enumerate(deliveries(events, keys, BATCHES, seed=11)):
-        batch = spark.createDataFrame(events.take(rows))
-        result = cdc_spark.apply_changes(batch, target, keys=keys, on_stale="ignore")
-        assert result.errors == 0 and result.unkeyed == 0, b
+    return events, stream.primary_keys[name], types
+
+
+def _assert_source_rows(spark, target: str, events, keys, types) -> None:
+    """The table holds the rows the typed ``events`` leave in the source."""
     want = {
         tuple(plain(v) for v in key): {c: plain(row.get(c)) for c in types}
         for key, row in typed_state(events, keys).items()
@@ -138,6 +133,22 @@ def test_typed_events_with_partial_images_equal_the_source(iceberg_spark, catalo
         for key, row in table_rows(spark, target, keys).items()
     }
     assert not diff(got, want), diff(got, want)
+
+
+def test_typed_events_with_partial_images_equal_the_source(iceberg_spark, catalog):
+    """Typed events of every column's own type (decimal, bigint, double, timestamps ...)
+    from DTS minimal row images (absent columns keep their values) with key changes, three
+    batches with late changes: the table holds the source's rows; the second apply into
+    the existing table finds its columns' types as Iceberg stores them."""
+    spark = iceberg_spark
+    events, keys, types = _typed_events()
+    assert pc.sum(pc.greater(pc.list_value_length(events["after_absent"]), 0)).as_py() > 0
+    target = _target(catalog, "typed")
+    for b, rows in enumerate(deliveries(events, keys, BATCHES, seed=11)):
+        batch = spark.createDataFrame(events.take(rows))
+        result = cdc_spark.apply_changes(batch, target, keys=keys, on_stale="ignore")
+        assert result.errors == 0 and result.unkeyed == 0, b
+    _assert_source_rows(spark, target, events, keys, types)
 
 
 def _merge_plans(spark) -> list[str]:
@@ -155,14 +166,7 @@ def test_a_table_bucketed_by_its_key_is_merged_where_its_rows_are_read(iceberg_s
     join, no shuffle of the table; Spark 4: Spark 3.5 shuffles both sides), and the typed
     events with partial images and key changes of the test above give the source's rows."""
     spark = iceberg_spark
-    stream = generate("tencent-dts", messages=MESSAGES, seed=7, tables=[TABLE],
-                      key_changes=KEY_CHANGES)  # fmt: skip
-    (name,) = stream.final_state
-    keys = stream.primary_keys[name]
-    types = dict(_column_types()[TABLE])
-    ddl = ", ".join(f"`{c}` {t}" for c, t in types.items())
-    decoded = pa.Table.from_batches([cdc_decode.decode(stream.values, "tencent-dts", schema=ddl)])
-    events = decoded.filter(pc.fill_null(pc.equal(decoded["source_table"], "users"), True))
+    events, keys, types = _typed_events()
     target = _target("lake", "bucketed")
     seen = len(_merge_plans(spark))
     for b, rows in enumerate(deliveries(events, keys, BATCHES, seed=11)):
@@ -176,15 +180,7 @@ def test_a_table_bucketed_by_its_key_is_merged_where_its_rows_are_read(iceberg_s
     assert len(plans) >= 2, len(plans)
     for plan in plans[-2:] if int(spark.version.split(".")[0]) >= 4 else []:
         assert "keygroupedpartitioning" in plan, plan
-    want = {
-        tuple(plain(v) for v in key): {c: plain(row.get(c)) for c in types}
-        for key, row in typed_state(events, keys).items()
-    }
-    got = {
-        tuple(plain(v) for v in key): {c: plain(v) for c, v in row.items()}
-        for key, row in table_rows(spark, target, keys).items()
-    }
-    assert not diff(got, want), diff(got, want)
+    _assert_source_rows(spark, target, events, keys, types)
 
 
 @pytest.mark.parametrize("fmt", ["tencent-dts", "debezium-json"])
