@@ -127,6 +127,8 @@ class HandMerge:
         _layout(base, files, self.buckets).writeTo(table).append()
 
     def apply(self, spark, events, table: str) -> None:
+        from support import spark_conf
+
         from cdc_decode.spark._tables.iceberg import KEY_GROUPED_MERGE
 
         last = newest_per_key(events)
@@ -136,22 +138,13 @@ class HandMerge:
         names = ", ".join(f"`{c}`" for c in NAMES)
         values = ", ".join(f"s.`{c}`" for c in NAMES)
         settings = KEY_GROUPED_MERGE if self.buckets else {}
-        before = {key: spark.conf.get(key, None) for key in settings}
-        for key, value in settings.items():  # for this MERGE only
-            spark.conf.set(key, value)
-        try:
+        with spark_conf(spark, **settings):  # for this MERGE only
             spark.sql(
                 f"MERGE INTO {table} t USING {view} s ON t.id = s.id "
                 "WHEN MATCHED AND s.op = 'delete' THEN DELETE "
                 f"WHEN MATCHED THEN UPDATE SET {sets} "
                 f"WHEN NOT MATCHED AND s.op != 'delete' THEN INSERT ({names}) VALUES ({values})"
             )
-        finally:
-            for key, value in before.items():
-                if value is None:
-                    spark.conf.unset(key)
-                else:
-                    spark.conf.set(key, value)
 
 
 def snapshot_id(spark, table: str) -> int:

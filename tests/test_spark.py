@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
-from contextlib import contextmanager
 
 import pytest
+from support import spark_conf
 
 import cdc_decode
 from cdc_decode import _proto as pb
@@ -85,21 +85,6 @@ def kafka_df(spark, values, *, topic="dts", partition=0, shards=None):
         rows.append(row)
     schema = KAFKA_SCHEMA + (f", {HEADERS}" if shards is not None else "")
     return spark.createDataFrame(rows, schema).coalesce(1)
-
-
-@contextmanager
-def spark_conf(spark, **settings):
-    old = {k: spark.conf.get(k, None) for k in settings}
-    for k, v in settings.items():
-        spark.conf.set(k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                spark.conf.unset(k)
-            else:
-                spark.conf.set(k, v)
 
 
 def collect(df):

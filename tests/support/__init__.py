@@ -1,6 +1,9 @@
 """Test helpers that start real parts (a Kafka broker, ...): one module each, a fixture
 that starts the process and stops it by its PID."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pyspark
 
 from cdc_decode.spark._tables.delta import INTERPRETED as _SPARK_INTERPRETED
@@ -21,3 +24,20 @@ the two evaluations equal by its own tests; the real-database jobs
 MERGEs into small tables are interpreted by the library itself), and
 ``tests/delta/test_apply.py`` runs a stream with code generation forced everywhere, the
 MERGE's included, so the generated path of the rules runs in ``make test`` too."""
+
+
+@contextmanager
+def spark_conf(spark, **settings: str) -> Iterator[None]:
+    """``settings`` set in ``spark``'s session for the ``with`` block, then each put back as
+    it was (unset where it was not set)."""
+    old = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
