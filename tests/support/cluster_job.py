@@ -16,7 +16,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from cdc_decode import spark as cdc_spark
+if __name__ == "__main__":  # run as a script: tests/ on the path, for `support`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from cdc_decode import spark as cdc_spark  # noqa: E402
+from support import spark_conf  # noqa: E402
 
 # Each Kafka partition is one parquet file, read as one Spark partition (files are never
 # packed together: openCostInBytes is larger than maxPartitionBytes), in offset order.
@@ -66,10 +70,7 @@ def run_jobs(spark, inputs: Path, out: Path) -> None:
     """``decode`` with accounting, ``tables=`` and ``read_datastream`` over ``inputs``; each
     result sorted and written to ``out`` as ``<name>.arrow``, the totals as JSON."""
     out.mkdir(parents=True, exist_ok=True)
-    old = {k: spark.conf.get(k, None) for k in READ_CONF}
-    for key, value in READ_CONF.items():
-        spark.conf.set(key, value)
-    try:
+    with spark_conf(spark, **READ_CONF):
         kafka = spark.read.parquet(str(inputs / "kafka"))
         accounting = cdc_spark.DecodeAccounting(spark)
         events = cdc_spark.decode(kafka, "tencent-dts", accounting=accounting)
@@ -89,12 +90,6 @@ def run_jobs(spark, inputs: Path, out: Path) -> None:
         )
         write(files.drop("path"), out / "read_datastream.arrow", ["event_id"])
         totals["read_datastream"] = avro_accounting.value()
-    finally:
-        for key, value in old.items():
-            if value is None:
-                spark.conf.unset(key)
-            else:
-                spark.conf.set(key, value)
     (out / "totals.json").write_text(json.dumps(totals, sort_keys=True))
 
 
