@@ -62,21 +62,33 @@ def make_events(
     df.write.mode("overwrite").partitionBy("batch").parquet(path)
 
 
-def newest_per_key(events, keys=("id",)):
+def newest_per_key(events, keys=("id",), absent: bool = False):
     """What users write to reduce a batch: each key's newest change by ``sequence``
     (``row_number()`` over the key), with its ``op``, ``sequence`` and its image's columns
-    (a delete's image is its ``before``)."""
+    (a delete's image is its ``before``); with ``absent``, its ``after_absent`` too."""
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
+    extra = ["after_absent"] if absent else []
+    image = F.coalesce(F.col("after"), F.col("before")).alias("image")
     return (
-        events.select("op", "sequence", F.coalesce(F.col("after"), F.col("before")).alias("image"))
-        .select("op", "sequence", "image.*")
+        events.select("op", "sequence", *extra, image)
+        .select("op", "sequence", *extra, "image.*")
         .withColumn(
             "_rn", F.row_number().over(Window.partitionBy(*keys).orderBy(F.desc("sequence")))
         )
         .where("_rn = 1")
         .drop("_rn")
+    )
+
+
+def kept(column: str) -> str:
+    """The hand-written MERGE's update of ``column`` that keeps the table's value where the
+    newest image lacks the column (its ``after_absent``, from ``newest_per_key(...,
+    absent=True)``): SQL text over ``t`` and ``s``."""
+    return (
+        f"CASE WHEN array_contains(s.after_absent, '{column}') THEN t.`{column}` "
+        f"ELSE s.`{column}` END"
     )
 
 

@@ -20,7 +20,9 @@ from disk, taking turns batch by batch (the order rotates every batch):
 ``merge+dv+broadcast`` (the reduced batch broadcast), ``+ranges`` (an OR of narrow key
 ranges of the batch on the target in the ON clause, so Delta skips files), ``+split`` (a
 matched-only MERGE, then an insert-only one: two commits), ``+nomat``
-(``merge.materializeSource=none``).
+(``merge.materializeSource=none``), ``+partial`` (an update keeps the columns its image
+lacks: a ``CASE`` per column on ``after_absent``, which reads the table's values as the
+rules do; checked against what that MERGE's own rules give).
 
 Every contender's final table is checked against a reference computed here, in numpy, from
 the generated changes, and the run fails when one differs: ``apply_changes`` against the
@@ -166,6 +168,7 @@ class Generated:
     events: list[int]  # events per batch
     truth: pa.Table  # the source's final rows
     plain: pa.Table  # what the hand-written MERGE's rules give
+    kept: pa.Table  # the same, but an update keeps the columns its image lacks
 
 
 def _pick(rng, n, alive, newest, pattern):
@@ -285,6 +288,8 @@ def generate(w: Workload, folder: Path) -> Generated:
     plain_codes[: w.rows] = np.arange(w.rows, dtype=np.int64)[:, None]
     plain_alive = np.zeros(capacity, bool)
     plain_alive[: w.rows] = True
+    kept_codes = plain_codes.copy()
+    kept_alive = plain_alive.copy()
     for b in range(w.total_batches):
         sel = rows[deliver[rows] == b]
         path = str(folder / f"batch-{b:03d}.parquet")
@@ -305,12 +310,20 @@ def generate(w: Workload, folder: Path) -> Generated:
         up = last[~dele]
         plain_codes[ids[up]] = after_img[up]
         plain_alive[ids[up]] = True
+        # ``merge+partial``: the same, but a matched update keeps the columns its image
+        # lacks (a row it meets deleted is inserted, nulls where absent).
+        kept_alive[keys[dele]] = False
+        keep = absents[up] & kept_alive[ids[up]][:, None]
+        kept_codes[ids[up]] = np.where(keep, kept_codes[ids[up]], after_img[up])
+        kept_alive[ids[up]] = True
 
     live = np.flatnonzero(alive)
     truth = rows_table(live, state[live])
     plain_live = np.flatnonzero(plain_alive)
     plain = rows_table(plain_live, plain_codes[plain_live])
-    return Generated(base, snapshot, paths, counts, truth, plain)
+    kept_live = np.flatnonzero(kept_alive)
+    kept = rows_table(kept_live, kept_codes[kept_live])
+    return Generated(base, snapshot, paths, counts, truth, plain, kept)
 
 
 def _write_snapshot(w: Workload, state: np.ndarray, path: str) -> None:
@@ -411,6 +424,7 @@ class Contender:
 
     name = ""
     live_filter = None  # a SQL condition selecting the live rows
+    keeps = False  # a hand-written MERGE that keeps the columns an image lacks
 
     def build(self, spark, gen: Generated, path: str, files: int) -> None:
         raise NotImplementedError
@@ -583,17 +597,18 @@ class HandMerge(Contender):
     def __init__(self, options: set[str]):
         self.options = options
         self.name = "+".join(["merge", *sorted(options)])
+        self.keeps = "partial" in options
 
     def build(self, spark, gen, path, files):
         props = {"delta.enableDeletionVectors": "true"} if "dv" in self.options else None
         load_sorted(spark, spark.read.parquet(gen.base), path, files, props)
 
     def apply(self, spark, events, path):
-        from apply_bench import newest_per_key, plain_merge
+        from apply_bench import kept, newest_per_key, plain_merge
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
-        last = newest_per_key(events)
+        last = newest_per_key(events, absent="partial" in self.options)
         on = "t.id = s.id"
         if "ranges" in self.options or "split" in self.options:
             last = last.localCheckpoint()  # read once: the keys' ranges and the MERGE(s)
@@ -619,6 +634,15 @@ class HandMerge(Contender):
                     DeltaTable.forPath(spark, path)
                     .alias("t")
                     .merge(last.alias("s"), on)
+                    .whenNotMatchedInsert(condition="s.op != 'delete'", values=cols)
+                    .execute()
+                )
+            elif "partial" in self.options:
+                keeps = {c: kept(c) for c in NAMES}
+                (
+                    table.merge(last.alias("s"), on)
+                    .whenMatchedDelete(condition="s.op = 'delete'")
+                    .whenMatchedUpdate(set=keeps)
                     .whenNotMatchedInsert(condition="s.op != 'delete'", values=cols)
                     .execute()
                 )
@@ -653,7 +677,14 @@ def contender(spec: str) -> Contender:
                "nowarm", "resolved", "nobsource"}  # fmt: skip
     if parts[0] == "apply_changes" and set(parts[1:]) <= options:
         return ApplyChanges(set(parts[1:]))
-    if parts[0] != "merge" or not set(parts[1:]) <= {"dv", "broadcast", "ranges", "split", "nomat"}:
+    if parts[0] != "merge" or not set(parts[1:]) <= {
+        "dv",
+        "broadcast",
+        "ranges",
+        "split",
+        "nomat",
+        "partial",
+    }:
         raise SystemExit(f"unknown contender {spec!r}")
     return HandMerge(set(parts[1:]))
 
@@ -812,6 +843,7 @@ def run(spark, w: Workload, specs: list[str], work: Path, rounds: int = 1, log=p
         log(f"loaded {c.name}: {time.perf_counter() - t:.1f} s")
     truth = reference_checksum(spark, gen.truth)
     plain = reference_checksum(spark, gen.plain)
+    kept = reference_checksum(spark, gen.kept) if any(c.keeps for c in contenders) else None
     scans = ScanFiles(spark)
 
     best: dict[str, Outcome] = {}
@@ -854,13 +886,15 @@ def run(spark, w: Workload, specs: list[str], work: Path, rounds: int = 1, log=p
             n, h, o.read_seconds = checksum(written, c.live_filter)
             detail = spark.sql(f"DESCRIBE DETAIL delta.`{paths[c.name]}`").first()
             o.files, o.bytes = detail["numFiles"], detail["sizeInBytes"]
-            want = truth if isinstance(c, ApplyChanges) else plain
+            want = truth if isinstance(c, ApplyChanges) else kept if c.keeps else plain
             o.ok = (n, h) == want
             if not isinstance(c, ApplyChanges) and (n, h) != truth:
                 extra, missing, _, _ = differences(spark, written, c.live_filter, gen.truth, 0)
                 o.note = f"{max(extra, missing):,} rows differ from the source"
             if not o.ok:
-                ref = gen.truth if isinstance(c, ApplyChanges) else gen.plain
+                ref = (
+                    gen.truth if isinstance(c, ApplyChanges) else gen.kept if c.keeps else gen.plain
+                )
                 extra, missing, ex, mi = differences(spark, written, c.live_filter, ref)
                 o.note = (
                     f"DIFFERS from its reference: {extra} rows not in it, {missing} missing; "

@@ -17,6 +17,10 @@ same properties: format 2, ``write.merge.mode``, ``write.update.mode`` and
   (``apply_changes(..., partition_by="bucket(N, id)")``; the hand-written MERGE's table
   created so, and its session set for a storage-partitioned join as ``apply_changes``
   sets its ``MERGE``'s: ``KEY_GROUPED_MERGE``).
+- ``merge+partial`` (``--partial``; and ``merge+bucket+partial`` with ``--bucket``): the
+  hand-written MERGE whose update keeps the columns the newest image lacks (a ``CASE`` per
+  column on ``after_absent``), so it reads the table's values as the rules do; checked
+  against what its own rules give.
 
 Each final table is checked against a reference computed from the generated changes:
 ``apply_changes``' against the source's final rows, the hand-written MERGE's against what
@@ -40,7 +44,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from apply_bench import newest_per_key  # noqa: E402
+from apply_bench import kept, newest_per_key  # noqa: E402
 from apply_workload import (  # noqa: E402
     NAMES,
     Workload,
@@ -112,10 +116,13 @@ class HandMerge:
     name = "merge"
     live = None
 
-    def __init__(self, buckets: int = 0) -> None:
+    def __init__(self, buckets: int = 0, partial: bool = False) -> None:
         self.buckets = buckets
+        self.partial = partial
         if buckets:
             self.name += "+bucket"
+        if partial:
+            self.name += "+partial"
 
     def build(self, spark, gen, table: str, files: int) -> None:
         base = spark.read.parquet(gen.base)
@@ -131,10 +138,10 @@ class HandMerge:
 
         from cdc_decode.spark._tables.iceberg import KEY_GROUPED_MERGE
 
-        last = newest_per_key(events)
+        last = newest_per_key(events, absent=self.partial)
         view = "bench_merge_source"
         last.createOrReplaceTempView(view)
-        sets = ", ".join(f"t.`{c}` = s.`{c}`" for c in NAMES)
+        sets = ", ".join(f"t.`{c}` = {kept(c) if self.partial else f's.`{c}`'}" for c in NAMES)
         names = ", ".join(f"`{c}`" for c in NAMES)
         values = ", ".join(f"s.`{c}`" for c in NAMES)
         settings = KEY_GROUPED_MERGE if self.buckets else {}
@@ -166,7 +173,7 @@ def summaries(spark, table: str, after: int) -> dict[str, int]:
     return out
 
 
-def run(spark, w: Workload, work: Path, buckets: int) -> list[str]:
+def run(spark, w: Workload, work: Path, buckets: int, partial: bool = False) -> list[str]:
     started = time.perf_counter()
     gen = generate(w, work / "data")
     print(f"generated {w.describe()}: {sum(gen.events):,} events in "
@@ -174,6 +181,9 @@ def run(spark, w: Workload, work: Path, buckets: int) -> list[str]:
     contenders = [ApplyChanges(), HandMerge()]
     if buckets:
         contenders += [ApplyChanges(buckets), HandMerge(buckets)]
+    if partial:
+        contenders += [HandMerge(partial=True)]
+        contenders += [HandMerge(buckets, partial=True)] if buckets else []
     tables = {c.name: f"lake.bench.{c.name.replace('+', '_')}" for c in contenders}
     files = w.files or max(1, w.rows // 31_250)
     for c in contenders:
@@ -198,6 +208,7 @@ def run(spark, w: Workload, work: Path, buckets: int) -> list[str]:
               + ", ".join(f"{n} {s:.2f} s" for n, s in took.items()), flush=True)  # fmt: skip
     truth = reference_checksum(spark, gen.truth)
     plain = reference_checksum(spark, gen.plain)
+    kept = reference_checksum(spark, gen.kept) if partial else None
     events = sum(gen.events[w.warmup :])
     base = sum(seconds["merge"])
     lines = [
@@ -213,7 +224,13 @@ def run(spark, w: Workload, work: Path, buckets: int) -> list[str]:
         m = summaries(spark, tables[c.name], start[c.name])
         written = spark.table(tables[c.name])
         n, h, read = checksum(written, c.live)
-        want = truth if c.name.startswith("apply_changes") else plain
+        want = (
+            truth
+            if c.name.startswith("apply_changes")
+            else kept
+            if getattr(c, "partial", False)
+            else plain
+        )
         ok = (n, h) == want
         failed |= not ok
         note = "equal" if ok else "DIFFERS from its reference"
@@ -238,6 +255,11 @@ SCENARIOS = {
 def main() -> int:
     parser = workload_arguments(__doc__, SCENARIOS, batches=5, warmup=1)
     parser.add_argument("--bucket", type=int, default=8, help="0: no bucketed tables")
+    parser.add_argument(
+        "--partial",
+        action="store_true",
+        help="add merge+partial: the hand-written MERGE keeping the columns an image lacks",
+    )
     args = parser.parse_args()
 
     sys.path.insert(0, str(HERE.parent / "tests"))
@@ -259,7 +281,7 @@ def main() -> int:
                 memory=args.memory,
             )
             spark.conf.set("spark.sql.shuffle.partitions", str(args.cores * 2))
-            lines = run(spark, w, work / f"w{i}", args.bucket)
+            lines = run(spark, w, work / f"w{i}", args.bucket, args.partial)
             print("\n".join(lines), flush=True)
             failed |= any(line.startswith("FAILED") for line in lines)
             spark.stop()
