@@ -41,13 +41,15 @@ def test_the_references_differ_where_the_plain_merge_is_wrong(tmp_path):
     gen = aw.generate(aw.Workload(rows=5_000, fraction=0.02, warmup=1, batches=4), tmp_path)
     assert sum(gen.events) > 4 * 100
     assert gen.truth != gen.plain
+    # A MERGE that keeps what a partial image lacks is right where the plain one nulls it.
+    assert gen.kept != gen.plain and gen.kept != gen.truth
 
 
 def test_every_contender_equals_its_reference(delta_spark, tmp_path):
     """Keys skewed to recent ones, a warm-up batch and a measured one (late changes move
     from the first to the second): apply_changes against the source's state, the plain
-    MERGE and a MERGE with every option of the benchmark against the plain MERGE's rules;
-    apply_changes also on a copy-on-write table without the broadcast."""
+    MERGE and a MERGE with every option of the benchmark against the plain MERGE's rules,
+    the MERGE keeping absent columns against its own; apply_changes also on a copy-on-write table without the broadcast."""
     w = aw.Workload(
         rows=4_000,
         fraction=0.02,
@@ -64,6 +66,7 @@ def test_every_contender_equals_its_reference(delta_spark, tmp_path):
         "apply_changes+cow+nobroadcast",
         "merge",
         "merge+dv+ranges+split+broadcast+nomat",
+        "merge+dv+partial",
     ]
     result = aw.run(delta_spark, w, specs, tmp_path, log=lambda _: None)
     outcomes = result["outcomes"]
@@ -74,5 +77,8 @@ def test_every_contender_equals_its_reference(delta_spark, tmp_path):
         assert o.metrics["commits"] >= 1
     # The plain MERGE's table is not the source's (its reference is its own rules').
     assert "differ from the source" in outcomes["merge"].note
+    # ... and the MERGE keeping absent columns is nearer to it than the plain one.
+    rows = {n: int(o.note.split()[0].replace(",", "")) for n, o in outcomes.items() if o.note}
+    assert rows.get("merge+dv+partial", 0) < rows["merge"]
     lines = aw.report(result)
     assert any(line.startswith("| `apply_changes` |") for line in lines)
