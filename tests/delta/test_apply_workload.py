@@ -49,7 +49,8 @@ def test_every_contender_equals_its_reference(delta_spark, tmp_path):
     """Keys skewed to recent ones, a warm-up batch and a measured one (late changes move
     from the first to the second): apply_changes against the source's state, the plain
     MERGE and a MERGE with every option of the benchmark against the plain MERGE's rules,
-    the MERGE keeping absent columns against its own; apply_changes also on a copy-on-write table without the broadcast."""
+    the MERGE keeping absent columns against its own; apply_changes also on a
+    copy-on-write table without the broadcast."""
     w = aw.Workload(
         rows=4_000,
         fraction=0.02,
