@@ -92,14 +92,17 @@ def kept(column: str) -> str:
     )
 
 
-def plain_merge(table, last, on: str, columns) -> None:
+def plain_merge(table, last, on: str, columns, keep_absent: bool = False) -> None:
     """The plain MERGE users write of :func:`newest_per_key`'s rows (``s``) into ``table``
-    (a ``DeltaTable`` aliased ``t``): delete, update every column, insert."""
+    (a ``DeltaTable`` aliased ``t``): delete, update every column, insert; with
+    ``keep_absent`` (rows of ``newest_per_key(..., absent=True)``) the update keeps the
+    columns the image lacks (:func:`kept`)."""
     cols = {c: f"s.`{c}`" for c in columns}
+    update = {c: kept(c) for c in columns} if keep_absent else cols
     (
         table.merge(last.alias("s"), on)
         .whenMatchedDelete(condition="s.op = 'delete'")
-        .whenMatchedUpdate(set=cols)
+        .whenMatchedUpdate(set=update)
         .whenNotMatchedInsert(condition="s.op != 'delete'", values=cols)
         .execute()
     )

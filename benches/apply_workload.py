@@ -424,7 +424,7 @@ class Contender:
 
     name = ""
     live_filter = None  # a SQL condition selecting the live rows
-    keeps = False  # a hand-written MERGE that keeps the columns an image lacks
+    reference = "plain"  # the Generated table its final table must equal
 
     def build(self, spark, gen: Generated, path: str, files: int) -> None:
         raise NotImplementedError
@@ -455,6 +455,7 @@ class ApplyChanges(Contender):
     OPTIMIZE_EVERY = 4
 
     live_filter = "NOT _cdc_deleted"
+    reference = "truth"
     LOAD_WHOLE = 1_000_000
     """Larger snapshots: apply_changes loads a sample, the rest is appended like it."""
     SAMPLE = 20_000
@@ -597,14 +598,14 @@ class HandMerge(Contender):
     def __init__(self, options: set[str]):
         self.options = options
         self.name = "+".join(["merge", *sorted(options)])
-        self.keeps = "partial" in options
+        self.reference = "kept" if "partial" in options else "plain"
 
     def build(self, spark, gen, path, files):
         props = {"delta.enableDeletionVectors": "true"} if "dv" in self.options else None
         load_sorted(spark, spark.read.parquet(gen.base), path, files, props)
 
     def apply(self, spark, events, path):
-        from apply_bench import kept, newest_per_key, plain_merge
+        from apply_bench import newest_per_key, plain_merge
         from delta.tables import DeltaTable
         from pyspark.sql import functions as F
 
@@ -637,17 +638,8 @@ class HandMerge(Contender):
                     .whenNotMatchedInsert(condition="s.op != 'delete'", values=cols)
                     .execute()
                 )
-            elif "partial" in self.options:
-                keeps = {c: kept(c) for c in NAMES}
-                (
-                    table.merge(last.alias("s"), on)
-                    .whenMatchedDelete(condition="s.op = 'delete'")
-                    .whenMatchedUpdate(set=keeps)
-                    .whenNotMatchedInsert(condition="s.op != 'delete'", values=cols)
-                    .execute()
-                )
             else:
-                plain_merge(table, last, on, NAMES)
+                plain_merge(table, last, on, NAMES, keep_absent="partial" in self.options)
         finally:
             if "nomat" in self.options:
                 spark.conf.unset(conf)
@@ -841,9 +833,8 @@ def run(spark, w: Workload, specs: list[str], work: Path, rounds: int = 1, log=p
         c.build(spark, gen, base, files)
         bases[c.name] = base
         log(f"loaded {c.name}: {time.perf_counter() - t:.1f} s")
-    truth = reference_checksum(spark, gen.truth)
-    plain = reference_checksum(spark, gen.plain)
-    kept = reference_checksum(spark, gen.kept) if any(c.keeps for c in contenders) else None
+    wanted = {"truth"} | {c.reference for c in contenders}
+    references = {name: reference_checksum(spark, getattr(gen, name)) for name in wanted}
     scans = ScanFiles(spark)
 
     best: dict[str, Outcome] = {}
@@ -886,15 +877,12 @@ def run(spark, w: Workload, specs: list[str], work: Path, rounds: int = 1, log=p
             n, h, o.read_seconds = checksum(written, c.live_filter)
             detail = spark.sql(f"DESCRIBE DETAIL delta.`{paths[c.name]}`").first()
             o.files, o.bytes = detail["numFiles"], detail["sizeInBytes"]
-            want = truth if isinstance(c, ApplyChanges) else kept if c.keeps else plain
-            o.ok = (n, h) == want
-            if not isinstance(c, ApplyChanges) and (n, h) != truth:
+            o.ok = (n, h) == references[c.reference]
+            if c.reference != "truth" and (n, h) != references["truth"]:
                 extra, missing, _, _ = differences(spark, written, c.live_filter, gen.truth, 0)
                 o.note = f"{max(extra, missing):,} rows differ from the source"
             if not o.ok:
-                ref = (
-                    gen.truth if isinstance(c, ApplyChanges) else gen.kept if c.keeps else gen.plain
-                )
+                ref = getattr(gen, c.reference)
                 extra, missing, ex, mi = differences(spark, written, c.live_filter, ref)
                 o.note = (
                     f"DIFFERS from its reference: {extra} rows not in it, {missing} missing; "

@@ -88,6 +88,7 @@ def _layout(frame, files: int, buckets: int):
 class ApplyChanges:
     name = "apply_changes"
     live = "NOT _cdc_deleted"
+    reference = "truth"  # the Generated table its final table must equal
 
     def __init__(self, buckets: int = 0) -> None:
         self.buckets = buckets
@@ -119,6 +120,7 @@ class HandMerge:
     def __init__(self, buckets: int = 0, partial: bool = False) -> None:
         self.buckets = buckets
         self.partial = partial
+        self.reference = "kept" if partial else "plain"
         if buckets:
             self.name += "+bucket"
         if partial:
@@ -206,9 +208,8 @@ def run(spark, w: Workload, work: Path, buckets: int, partial: bool = False) -> 
                 seconds[c.name].append(took[c.name])
         print(f"batch {b + 1}/{len(gen.batches)}{'' if measured else ' (warm-up)'}: "
               + ", ".join(f"{n} {s:.2f} s" for n, s in took.items()), flush=True)  # fmt: skip
-    truth = reference_checksum(spark, gen.truth)
-    plain = reference_checksum(spark, gen.plain)
-    kept = reference_checksum(spark, gen.kept) if partial else None
+    wanted = {"truth"} | {c.reference for c in contenders}
+    references = {name: reference_checksum(spark, getattr(gen, name)) for name in wanted}
     events = sum(gen.events[w.warmup :])
     base = sum(seconds["merge"])
     lines = [
@@ -224,17 +225,10 @@ def run(spark, w: Workload, work: Path, buckets: int, partial: bool = False) -> 
         m = summaries(spark, tables[c.name], start[c.name])
         written = spark.table(tables[c.name])
         n, h, read = checksum(written, c.live)
-        want = (
-            truth
-            if c.name.startswith("apply_changes")
-            else kept
-            if getattr(c, "partial", False)
-            else plain
-        )
-        ok = (n, h) == want
+        ok = (n, h) == references[c.reference]
         failed |= not ok
         note = "equal" if ok else "DIFFERS from its reference"
-        if not c.name.startswith("apply_changes") and (n, h) != truth:
+        if c.reference != "truth" and (n, h) != references["truth"]:
             extra, missing, _, _ = differences(spark, written, c.live, gen.truth, 0)
             note += f"; {max(extra, missing):,} rows differ from the source"
         lines.append(
